@@ -1,0 +1,53 @@
+# Third-party dependencies: OpenBLAS (required), MPI (optional), CUDA toolkit (optional).
+
+# OpenBLAS through CMake's FindBLAS; the CPU backend calls the Fortran sgemm_ symbol, so no
+# particular cblas header layout is assumed (Debian and Ubuntu install them differently).
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+
+find_package(Threads REQUIRED)
+find_library(GLN_LIBM m)
+
+# MPI
+set(GLN_HAVE_MPI OFF)
+if(NOT GLN_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(GLN_HAVE_MPI ON)
+  elseif(GLN_MPI STREQUAL "ON")
+    message(FATAL_ERROR "GLN_MPI=ON but no MPI was found (apt-get install libopenmpi-dev)")
+  endif()
+endif()
+
+# CUDA
+set(GLN_HAVE_CUDA OFF)
+if(NOT GLN_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Hopper with its architecture-specific instructions (wgmma, setmaxnreg).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(GLN_HAVE_CUDA ON)
+  elseif(GLN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GLN_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+
+# Everything the library links against (used by the library, the tests and the tools).
+set(GLN_LINK_LIBS ${BLAS_LIBRARIES} Threads::Threads)
+if(GLN_LIBM)
+  list(APPEND GLN_LINK_LIBS ${GLN_LIBM})
+endif()
+if(GLN_HAVE_MPI)
+  list(APPEND GLN_LINK_LIBS MPI::MPI_C)
+endif()
+if(GLN_HAVE_CUDA)
+  list(APPEND GLN_LINK_LIBS CUDA::cudart CUDA::cublasLt)
+endif()

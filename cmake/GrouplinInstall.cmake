@@ -1,0 +1,20 @@
+# Install rules: library, header, CMake package config (find_package(grouplin)), pkg-config.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS grouplin grouplin_static EXPORT grouplinTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/grouplin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT grouplinTargets NAMESPACE grouplin:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/grouplin)
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/grouplinConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/grouplinConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/grouplin)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/grouplinConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/grouplinConfig.cmake ${PROJECT_BINARY_DIR}/grouplinConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/grouplin)
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/grouplin.pc.in ${PROJECT_BINARY_DIR}/grouplin.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/grouplin.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

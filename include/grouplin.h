@@ -1,0 +1,582 @@
+/*
+ * grouplin — grouped linear layers for mixture-of-experts training in low precision.
+ *
+ * The one public header.  C11, no dependencies.  Every call returns a gln_status_t; on failure
+ * gln_last_error() (per thread) names the call, the argument and the valid range.  The library
+ * never aborts, never prints (unless a log callback is set) and never frees caller memory.
+ *
+ * Conventions
+ *   - Row-major everywhere.  For expert i with m_i token rows:
+ *       fprop  y_i  = x_i · W_iᵀ (+ b_i)   layout TN, reduction over K_in
+ *       dgrad  dx_i = dy_i · W_i           layout NN, reduction over K_out
+ *       wgrad  dW_i = dy_iᵀ · x_i          layout NT, reduction over m_i
+ *   - Pointers inside tensors live in the memory of the context's backend (host memory for the
+ *     CPU backend, device memory for CUDA).  Token splits may be in host or backend memory.
+ *   - Option structs are versioned: always start from their _INIT macro.
+ */
+#ifndef GROUPLIN_H
+#define GROUPLIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GLN_VERSION_MAJOR 0
+#define GLN_VERSION_MINOR 1
+#define GLN_VERSION_PATCH 0
+
+/* ============================================================================================
+ * Status, errors, logging
+ * ========================================================================================== */
+
+typedef enum gln_status {
+    GLN_STATUS_SUCCESS = 0,
+    GLN_STATUS_INVALID_ARGUMENT = 1, /* bad pointer, shape, dtype, split, option value */
+    GLN_STATUS_NOT_SUPPORTED = 2,    /* valid request this build/backend/recipe cannot do */
+    GLN_STATUS_OUT_OF_MEMORY = 3,
+    GLN_STATUS_INVALID_STATE = 4,    /* e.g. backward twice on one context, empty wgrad queue */
+    GLN_STATUS_BACKEND_ERROR = 5,    /* CUDA / cuBLASLt / BLAS failure */
+    GLN_STATUS_COMM_ERROR = 6,       /* MPI / NCCL failure, or ranks disagree */
+    GLN_STATUS_INTERNAL_ERROR = 7
+} gln_status_t;
+
+const char *gln_status_string(gln_status_t status);
+/* Detail of the last failure on this thread ("" when none).  Valid until the next failing call. */
+const char *gln_last_error(void);
+void gln_clear_error(void);
+
+typedef enum gln_log_level {
+    GLN_LOG_ERROR = 0,
+    GLN_LOG_WARNING = 1,
+    GLN_LOG_INFO = 2,
+    GLN_LOG_DEBUG = 3
+} gln_log_level_t;
+typedef void (*gln_log_fn)(gln_log_level_t level, const char *message, void *user);
+/* Process-wide; pass NULL to silence.  Errors are also reported here when a callback is set. */
+void gln_set_log_callback(gln_log_fn fn, void *user);
+
+void gln_version(int *major, int *minor, int *patch);
+
+/* ============================================================================================
+ * Data types and scalar numerics (round to nearest even, saturate FP8 to ±max, NaN kept)
+ * ========================================================================================== */
+
+typedef enum gln_dtype {
+    GLN_DTYPE_FP32 = 0,
+    GLN_DTYPE_BF16 = 1,
+    GLN_DTYPE_FP16 = 2,
+    GLN_DTYPE_FP8_E4M3 = 3, /* OCP "fn": max 448, no Inf, NaN = S.1111.111 */
+    GLN_DTYPE_FP8_E5M2 = 4, /* IEEE-like: max 57344 */
+    GLN_DTYPE_E8M0 = 5,     /* unsigned power-of-two scale, code 255 = NaN */
+    GLN_DTYPE_INT32 = 6,
+    GLN_DTYPE_INT64 = 7,
+    GLN_DTYPE_COUNT_ = 8
+} gln_dtype_t;
+
+size_t gln_dtype_size(gln_dtype_t dtype);        /* 0 for an invalid dtype */
+const char *gln_dtype_name(gln_dtype_t dtype);   /* "fp32", "bf16", ... ; "invalid" */
+int gln_dtype_is_fp8(gln_dtype_t dtype);
+float gln_fp8_max(gln_dtype_t fp8_dtype);        /* 448, 57344; 0 for non-FP8 */
+
+uint16_t gln_fp32_to_bf16(float x);
+float gln_bf16_to_fp32(uint16_t bits);
+uint16_t gln_fp32_to_fp16(float x);
+float gln_fp16_to_fp32(uint16_t bits);
+uint8_t gln_fp32_to_fp8(float x, gln_dtype_t fp8_dtype); /* saturating; E4M3 or E5M2 */
+float gln_fp8_to_fp32(uint8_t bits, gln_dtype_t fp8_dtype);
+
+typedef enum gln_e8m0_rounding {
+    GLN_E8M0_ROUND_UP = 0,    /* TE / cuBLAS: exponent of amax/fp8_max rounded toward +inf */
+    GLN_E8M0_ROUND_FLOOR = 1  /* OCP MX spec: floor(log2(amax)) - emax_elem */
+} gln_e8m0_rounding_t;
+/* E8M0 code for a block whose max |x| is `amax`, for data in fp8_dtype. */
+uint8_t gln_e8m0_from_amax(float amax, gln_dtype_t fp8_dtype, gln_e8m0_rounding_t rounding);
+float gln_e8m0_to_fp32(uint8_t code);            /* 2^(code-127); NaN for 255 */
+float gln_e8m0_inverse(uint8_t code);            /* exact 2^(127-code); NaN for 255 */
+
+/* ============================================================================================
+ * Contexts and backends
+ * ========================================================================================== */
+
+typedef struct gln_context gln_context_t;
+
+typedef enum gln_backend_kind {
+    GLN_BACKEND_CPU = 0,  /* always built: the reference backend */
+    GLN_BACKEND_CUDA = 1  /* built when the CUDA toolkit is found (GLN_CUDA) */
+} gln_backend_kind_t;
+
+typedef struct gln_context_options {
+    size_t size;                 /* sizeof(gln_context_options_t) */
+    gln_backend_kind_t backend;
+    int device;                  /* CUDA device ordinal; ignored on the CPU */
+    int num_threads;             /* CPU threads for BLAS; 0 = library default */
+} gln_context_options_t;
+#define GLN_CONTEXT_OPTIONS_INIT {sizeof(gln_context_options_t), GLN_BACKEND_CPU, 0, 0}
+
+/* 1 when the backend was compiled in and (for CUDA) a device is present. */
+int gln_backend_available(gln_backend_kind_t backend);
+const char *gln_backend_name(gln_backend_kind_t backend);
+
+gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx);
+gln_status_t gln_context_destroy(gln_context_t *ctx);
+gln_backend_kind_t gln_context_backend(const gln_context_t *ctx);
+
+/* Memory in the backend's space (host for the CPU backend). */
+gln_status_t gln_malloc(gln_context_t *ctx, size_t bytes, void **ptr);
+gln_status_t gln_free(gln_context_t *ctx, void *ptr);
+typedef enum gln_copy_kind {
+    GLN_COPY_HOST_TO_BACKEND = 0,
+    GLN_COPY_BACKEND_TO_HOST = 1,
+    GLN_COPY_BACKEND_TO_BACKEND = 2
+} gln_copy_kind_t;
+gln_status_t gln_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes,
+                        gln_copy_kind_t kind);
+gln_status_t gln_synchronize(gln_context_t *ctx);
+
+/* ============================================================================================
+ * Tensors (non-owning descriptors)
+ * ========================================================================================== */
+
+typedef enum gln_scaling_mode {
+    GLN_SCALING_NONE = 0,       /* high precision (fp32 / bf16 / fp16) */
+    GLN_SCALING_TENSOR = 1,     /* FP8, one FP32 scale per tensor (delayed or current scaling) */
+    GLN_SCALING_MXFP8_1D = 2,   /* FP8, one E8M0 scale per 32 elements */
+    GLN_SCALING_BLOCK_1D = 3,   /* FP8, one FP32 scale per 1x128 (rowwise) / 128x1 (columnwise) */
+    GLN_SCALING_BLOCK_2D = 4    /* FP8, one FP32 scale per 128x128 tile */
+} gln_scaling_mode_t;
+
+/*
+ * A 2-D tensor [rows, cols].  High precision: dtype + data.  Quantized: dtype is the FP8 format
+ * and the buffers follow the layout of gln_quant_layout() for the scaling mode:
+ *
+ *   mode      data [R,C]   col_data            scale_inv (row)              col_scale_inv
+ *   TENSOR    fp8          fp8 [C,R] (transp.) fp32 [1]                     fp32 [1] (same value)
+ *   MXFP8_1D  fp8          fp8 [R,C] (NOT tr.) e8m0 [pad128(R), pad4(⌈C/32⌉)] e8m0 [pad4(⌈R/32⌉), pad128(C)]
+ *   BLOCK_1D  fp8          fp8 [C,R] (transp.) fp32 [⌈C/128⌉, pad4(R)]       fp32 [⌈R/128⌉, pad4(C)]
+ *   BLOCK_2D  fp8          fp8 [C,R] (transp.) fp32 [⌈R/128⌉, pad4(⌈C/128⌉)] fp32 [⌈C/128⌉, pad4(⌈R/128⌉)]
+ *
+ * "Rowwise" copies have their blocks along C (for GEMMs reducing over C), "columnwise" copies
+ * along R.  Partial blocks at the edges use the amax of their valid elements (equivalent to zero
+ * padding), so any R, C >= 0 is legal.  Either copy may be absent (NULL) when not needed.
+ */
+typedef struct gln_tensor {
+    gln_dtype_t dtype;
+    int64_t rows;
+    int64_t cols;
+    void *data;
+    gln_scaling_mode_t scaling;
+    void *scale_inv;       /* rowwise decode scales */
+    void *col_data;        /* columnwise data */
+    void *col_scale_inv;   /* columnwise decode scales */
+    float *amax;           /* per-tensor modes: amax (written by current, max-accumulated by delayed) */
+    float *scale;          /* per-tensor modes: encode scale (read by delayed, written by current) */
+} gln_tensor_t;
+
+/* A plain high-precision tensor descriptor. */
+gln_tensor_t gln_tensor_make(gln_dtype_t dtype, int64_t rows, int64_t cols, void *data);
+
+/* Byte sizes of each buffer of a quantized (or plain) tensor of shape [rows, cols]. */
+typedef struct gln_quant_layout {
+    size_t data_bytes;
+    size_t col_data_bytes;
+    size_t scale_bytes;         /* rowwise scale_inv buffer */
+    size_t col_scale_bytes;     /* columnwise scale_inv buffer */
+    int64_t scale_rows, scale_cols;          /* rowwise scale grid (padded) */
+    int64_t col_scale_rows, col_scale_cols;  /* columnwise scale grid (padded) */
+} gln_quant_layout_t;
+gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                              gln_quant_layout_t *layout);
+
+/*
+ * A grouped tensor: N members packed back to back in one buffer of `rows` rows (rows may exceed
+ * the sum of splits: trailing rows are neither read nor written).  Member i has splits[i] rows
+ * starting at row Σ_{j<i} splits[j].  Quantized grouped tensors place member i's data at the
+ * same element offset in data / col_data (col_data members are transposed where the mode
+ * transposes), and member i's scales at gln_grouped_scale_offsets()[i].  Per-tensor modes keep
+ * scale / scale_inv / amax as arrays of N floats.
+ */
+typedef struct gln_grouped_tensor {
+    int32_t num;             /* N >= 1 */
+    const int64_t *splits;   /* [N] member row counts, each >= 0 */
+    int splits_on_backend;   /* 0: host memory; 1: backend memory (grouped path on CUDA) */
+    gln_tensor_t packed;     /* rows = allocated rows, cols = common last dim */
+} gln_grouped_tensor_t;
+
+/* Element offsets of each member's scales in the rowwise / columnwise scale buffers, [N+1]
+ * each (host splits).  Total scale buffer sizes are offsets[N] elements. */
+gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, const int64_t *splits,
+                                       int64_t cols, int64_t *row_offsets, int64_t *col_offsets);
+/* Upper bound on scale-buffer elements for any splits summing to <= rows (graph-safe sizing). */
+gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64_t rows,
+                                     int64_t cols, int64_t *row_elems, int64_t *col_elems);
+
+/* ============================================================================================
+ * Quantization
+ * ========================================================================================== */
+
+typedef struct gln_quant_config {
+    size_t size;
+    gln_scaling_mode_t mode;        /* TENSOR, MXFP8_1D, BLOCK_1D or BLOCK_2D */
+    gln_dtype_t fp8_dtype;          /* GLN_DTYPE_FP8_E4M3 or GLN_DTYPE_FP8_E5M2 */
+    int rowwise;                    /* produce data / scale_inv */
+    int columnwise;                 /* produce col_data / col_scale_inv */
+    int delayed;                    /* TENSOR only: 1 = use out->scale (delayed scaling) and
+                                       max-accumulate amax into *out->amax; 0 = current scaling */
+    float amax_epsilon;             /* current / block: amax floor (0 = off) */
+    int power_2_scale;              /* current / block: round the scale down to a power of two */
+    gln_e8m0_rounding_t e8m0_rounding;
+} gln_quant_config_t;
+#define GLN_QUANT_CONFIG_INIT                                                                    \
+    {sizeof(gln_quant_config_t), GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0, 0, 0.0f, 0,     \
+     GLN_E8M0_ROUND_UP}
+
+/* Quantize a high-precision tensor `in` into the buffers of `out` (out->dtype = FP8 format,
+ * out->scaling = cfg->mode, buffers sized by gln_quant_layout). */
+gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                          gln_tensor_t *out);
+/* Dequantize one copy (columnwise = 0: rowwise data; 1: columnwise data) into `out`
+ * (high precision, shape [rows, cols] of the logical tensor — transposed copies are
+ * transposed back). */
+gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                            gln_tensor_t *out);
+/* Per-member quantization of a grouped tensor (per-member amax / scales; empty members
+ * allowed).  For TENSOR mode with delayed = 1, out->packed.scale holds N encode scales and
+ * out->packed.amax N accumulating amaxes. */
+gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                  const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+/* Rearrange compact MXFP8 scales into the cuBLAS 128x4-tile order; padding becomes 0.
+ * columnwise = 1 swizzles the transposed grid of a columnwise scale buffer. */
+gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                      const uint8_t *compact, uint8_t *swizzled);
+
+/* Scale from amax, per-tensor (current / block scaling rule): epsilon floor, 1 on 0/Inf/NaN,
+ * value_for_inf when fp8_max/amax overflows, optional power-of-two truncation. */
+float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float epsilon,
+                          float value_for_inf);
+
+/* Delayed scaling: the state is caller-owned, amax_history[history_len][num_slots] (row 0 = the
+ * newest) and scale[num_slots]; fp8_max[num_slots] per slot.  One update step: take the amax
+ * ("max" over the whole window or "most recent"), roll the window and zero row 0, then
+ * scale = fp8_max·2^-margin / amax when amax is finite and > 0 (else keep), FLT_MAX on overflow. */
+typedef enum gln_amax_algo { GLN_AMAX_ALGO_MAX = 0, GLN_AMAX_ALGO_MOST_RECENT = 1 } gln_amax_algo_t;
+gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
+                                        float *scale, const float *fp8_max, int margin,
+                                        gln_amax_algo_t algo);
+
+/* ============================================================================================
+ * GEMMs, dbias, amax (backend operations on exactly dequantized operands, FP32 accumulation)
+ * ========================================================================================== */
+
+/* Layout letters (TE convention, row-major view): D = op(B) · op(A)
+ *   TN: D[m,n] = B[m,k] · A[n,k]ᵀ   (fprop: A = W, B = x)    quantized: A rowwise, B rowwise
+ *   NN: D[m,n] = B[m,k] · A[k,n]    (dgrad: A = W, B = dy)   quantized: A columnwise, B rowwise
+ *   NT: D[n,k] = B[m,n]ᵀ · A[m,k]   (wgrad: A = x, B = dy)   quantized: A columnwise, B columnwise
+ * "Columnwise" is the copy whose blocks run along rows, i.e. along the reduction dimension. */
+typedef enum gln_gemm_layout { GLN_LAYOUT_TN = 0, GLN_LAYOUT_NN = 1, GLN_LAYOUT_NT = 2 } gln_gemm_layout_t;
+
+/* D = op(A,B) (+ bias[cols of D], added in FP32 before the single rounding) (+ D if accumulate).
+ * D is fp32 / bf16 / fp16.  A and B are high precision or quantized (any scaling mode, each
+ * copy the layout needs must be present). */
+gln_status_t gln_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                      const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
+                      int accumulate);
+
+/* One launch for N experts.  Per layout:
+ *   TN (fprop): A = weights[N] (list), B = grouped x, D = grouped y, bias = biases[N] or NULL
+ *   NN (dgrad): A = weights[N], B = grouped dy, D = grouped dx
+ *   NT (wgrad): A = grouped x (a_grouped), B = grouped dy, D = d_list[N] outputs [K_out, K_in]
+ * Empty experts: no rows written; for NT the output is zeroed (or left as is when accumulating). */
+typedef struct gln_grouped_gemm_args {
+    size_t size;
+    gln_gemm_layout_t layout;
+    const gln_tensor_t *a_list;           /* [N] for TN / NN */
+    const gln_grouped_tensor_t *a_grouped;/* NT */
+    const gln_grouped_tensor_t *b;
+    gln_grouped_tensor_t *d_grouped;      /* TN / NN */
+    gln_tensor_t *d_list;                 /* NT: [N] */
+    const gln_tensor_t *bias_list;        /* TN: [N] (each [1, K_out]) or NULL */
+    int accumulate;
+} gln_grouped_gemm_args_t;
+#define GLN_GROUPED_GEMM_ARGS_INIT {sizeof(gln_grouped_gemm_args_t), GLN_LAYOUT_TN, 0, 0, 0, 0, 0, 0, 0}
+gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+
+/* Per-member column sums of a high-precision grouped tensor into dbias[N] ([1, cols] each),
+ * accumulated in FP32 in row order (deterministic), one rounding to dbias dtype.  Empty
+ * members give 0 (or leave dbias unchanged when accumulate = 1). */
+gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
+                               int accumulate);
+/* max |x| over a high-precision tensor (NaN propagates). */
+gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+/* Element-wise conversion between high-precision dtypes (same shape). */
+gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+
+/* ============================================================================================
+ * Communicators
+ * ========================================================================================== */
+
+typedef struct gln_comm gln_comm_t;
+typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce_op_t;
+
+/* One rank, no dependencies. */
+gln_status_t gln_comm_create_self(gln_comm_t **comm);
+/* Over MPI (built with GLN_MPI): `mpi_comm` points to an MPI_Comm, or NULL for MPI_COMM_WORLD.
+ * MPI must already be initialized by the caller.  GLN_STATUS_NOT_SUPPORTED without MPI. */
+gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm);
+int gln_mpi_available(void);
+gln_status_t gln_comm_destroy(gln_comm_t *comm);
+int gln_comm_rank(const gln_comm_t *comm);
+int gln_comm_size(const gln_comm_t *comm);
+/* recv gets size·count elements: rank r's send at r·count. */
+gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                gln_dtype_t dtype);
+/* send has size·count elements; recv gets the sum over ranks of block `rank`. */
+gln_status_t gln_comm_reduce_scatter(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                     gln_dtype_t dtype, gln_reduce_op_t op);
+gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                gln_dtype_t dtype, gln_reduce_op_t op);
+gln_status_t gln_comm_barrier(gln_comm_t *comm);
+
+/* ============================================================================================
+ * Distributed weights: the protocol
+ * ========================================================================================== */
+
+/* Handed to the layer in place of plain weights.  All hooks receive `impl`.  Materialized
+ * weights are N full [K_out, K_in] tensors in backend memory, either high precision or already
+ * quantized; the layer quantizes high-precision ones itself, uses them for one GEMM stage and
+ * hands them back through release() right after — it never keeps or caches them. */
+typedef struct gln_dist_weights {
+    size_t size;
+    void *impl;
+    int32_t num_experts;
+    int64_t out_features, in_features;
+    /* whether the (sharded) parameters need gradients — read from the group, never from copies */
+    int (*requires_grad)(void *impl);
+    gln_status_t (*materialize_forward)(void *impl, gln_tensor_t *weights /* [N] out */);
+    gln_status_t (*materialize_backward)(void *impl, gln_tensor_t *weights /* [N] out */);
+    gln_status_t (*release)(void *impl, gln_tensor_t *weights /* [N] from a materialize */);
+    /* Full-size FP32 buffer [K_out, K_in] into which expert i's wgrad GEMM writes (overwrite). */
+    gln_status_t (*grad_buffer)(void *impl, int32_t expert, float **buffer);
+    /* Reduce the N full wgrads (which are the grad_buffer()s) into the shards' main_grad:
+     * accumulate = 0 overwrites.  May start asynchronously: then *pending is set to 1 and
+     * wait() must be called before main_grad is read. */
+    gln_status_t (*finalize_grads)(void *impl, int accumulate, int *pending);
+    gln_status_t (*wait)(void *impl);
+} gln_dist_weights_t;
+
+/* The built-in implementer: N expert weights flattened into one buffer, an equal padded shard
+ * per rank, one all-gather per materialization, one FP32 reduce-scatter into main_grad. */
+typedef struct gln_sharded_weights gln_sharded_weights_t;
+typedef struct gln_sharded_weights_config {
+    size_t size;
+    int32_t num_experts;
+    int64_t out_features, in_features;
+    gln_dtype_t working_dtype;   /* dtype gathered for the GEMMs: bf16 or fp32 */
+    int requires_grad;
+    int async_finalize;          /* finalize returns pending; wait() completes it */
+} gln_sharded_weights_config_t;
+#define GLN_SHARDED_WEIGHTS_CONFIG_INIT                                                         \
+    {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0}
+
+gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
+                                        const gln_sharded_weights_config_t *cfg,
+                                        gln_sharded_weights_t **sw);
+gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw);
+/* Load from a full FP32 [N, K_out, K_in] host array (identical on every rank): each rank keeps
+ * its slice as FP32 master and refreshes its working copy. */
+gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full);
+/* This rank's FP32 master shard / main_grad shard (shard_len elements each, padding included;
+ * elements past the real weights are zero and stay zero) and its offset in the flat buffer. */
+gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
+                                       int64_t *shard_len, int64_t *shard_offset);
+/* After the optimizer changed the master shard: refresh the working copy. */
+gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw);
+/* Gather the full FP32 masters [N, K_out, K_in] / main_grads into a host array on every rank. */
+gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full);
+gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full);
+/* Live bytes of materialized (gathered) weights right now, and the peak since creation. */
+gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,
+                                                    size_t *peak);
+/* The protocol table for the layer (valid while sw lives). */
+const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
+
+/* ============================================================================================
+ * The grouped linear layer
+ * ========================================================================================== */
+
+typedef struct gln_grouped_linear gln_grouped_linear_t;
+typedef struct gln_grouped_linear_saved gln_grouped_linear_saved_t;
+
+typedef enum gln_recipe {
+    GLN_RECIPE_NONE = 0,        /* activation dtype GEMMs */
+    GLN_RECIPE_FP8_DELAYED = 1, /* per-tensor FP8, scales from an amax history */
+    GLN_RECIPE_FP8_CURRENT = 2, /* per-tensor FP8, scales from the current amax */
+    GLN_RECIPE_MXFP8 = 3,       /* 1x32 blocks, E8M0 scales */
+    GLN_RECIPE_FP8_BLOCK = 4    /* 1x128 activations / gradients, 128x128 weights */
+} gln_recipe_t;
+const char *gln_recipe_name(gln_recipe_t recipe);
+
+typedef enum gln_fp8_format {
+    GLN_FP8_FORMAT_E4M3 = 0,    /* E4M3 everywhere */
+    GLN_FP8_FORMAT_HYBRID = 1   /* E4M3 forward (x, W), E5M2 backward (dy) */
+} gln_fp8_format_t;
+
+typedef enum gln_path {
+    GLN_PATH_SPLIT = 0,   /* host splits; per-expert quantize and GEMM calls */
+    GLN_PATH_GROUPED = 1  /* splits may be in backend memory; one grouped launch per stage */
+} gln_path_t;
+
+typedef enum gln_microbatch {
+    GLN_MICROBATCH_UNSET = 0,  /* cache quantized weights by weight version; fused wgrad accumulates */
+    GLN_MICROBATCH_FIRST = 1,  /* re-quantize weights; fused wgrad overwrites main_grad */
+    GLN_MICROBATCH_NEXT = 2    /* reuse cached quantized weights; fused wgrad accumulates */
+} gln_microbatch_t;
+
+/* Caller-supplied parameters (non-owning).  Leave every pointer NULL for layer-owned
+ * parameters, initialized N(0, init_std²) per expert from `seed`, biases zero. */
+typedef struct gln_grouped_linear_params {
+    void *const *weights;          /* [N] each [K_out, K_in] in param dtype, or NULL */
+    void *weight_packed;           /* one [N, K_out, K_in] buffer (single_grouped_weight) */
+    void *const *biases;           /* [N] each [K_out] */
+    void *bias_packed;             /* one [N, K_out] buffer (single_grouped_bias) */
+    float *const *main_grads;      /* [N] FP32 [K_out, K_in] (fuse_wgrad_accumulation) */
+    float *main_grad_packed;       /* one FP32 [N, K_out, K_in] buffer */
+    const gln_dist_weights_t *distributed; /* instead of weights: a distributed group */
+} gln_grouped_linear_params_t;
+
+typedef struct gln_grouped_linear_config {
+    size_t size;
+    int32_t num_experts;
+    int64_t in_features, out_features;
+    int bias;
+    gln_dtype_t param_dtype;        /* fp32 / bf16 / fp16 */
+    gln_dtype_t activation_dtype;   /* fp32 / bf16 / fp16 */
+    gln_recipe_t recipe;
+    gln_fp8_format_t fp8_format;
+    gln_path_t path;
+    int fuse_wgrad_accumulation;
+    int delay_wgrad_compute;
+    int single_grouped_weight;
+    int single_grouped_bias;
+    int save_original_input;
+    int weights_require_grad;
+    /* delayed scaling */
+    int amax_history_len;
+    int margin;
+    gln_amax_algo_t amax_algo;
+    /* current / block scaling */
+    int power_2_scales;             /* current scaling (default 0) */
+    int block_fp32_scales;          /* block scaling: non-power-of-two scales (default 0) */
+    float amax_epsilon;
+    gln_e8m0_rounding_t e8m0_rounding;
+    /* owned-parameter initialization */
+    uint64_t seed;
+    float init_std;
+    gln_grouped_linear_params_t params;
+} gln_grouped_linear_config_t;
+#define GLN_GROUPED_LINEAR_CONFIG_INIT                                                          \
+    {sizeof(gln_grouped_linear_config_t), 1, 0, 0, 1, GLN_DTYPE_BF16, GLN_DTYPE_BF16,           \
+     GLN_RECIPE_NONE, GLN_FP8_FORMAT_HYBRID, GLN_PATH_SPLIT, 0, 0, 0, 0, 0, 1,                  \
+     1024, 0, GLN_AMAX_ALGO_MAX, 0, 0, 0.0f, GLN_E8M0_ROUND_UP, 1234u, 0.023f,                  \
+     {0, 0, 0, 0, 0, 0, 0}}
+
+gln_status_t gln_grouped_linear_create(gln_context_t *ctx, const gln_grouped_linear_config_t *cfg,
+                                       gln_grouped_linear_t **layer);
+gln_status_t gln_grouped_linear_destroy(gln_grouped_linear_t *layer);
+
+typedef struct gln_grouped_linear_forward_args {
+    size_t size;
+    const gln_tensor_t *x;          /* [rows, K_in], activation dtype */
+    const int64_t *m_splits;        /* [N] */
+    int splits_on_backend;          /* split path: must be 0 */
+    gln_tensor_t *y;                /* [rows, K_out]; y->data == NULL: the library allocates it
+                                       (owned by the saved context, or by the layer when saved
+                                       is not requested) and sets y->data */
+    gln_microbatch_t microbatch;
+    int input_requires_grad;        /* dgrad wanted in backward */
+} gln_grouped_linear_forward_args_t;
+#define GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT                                                    \
+    {sizeof(gln_grouped_linear_forward_args_t), 0, 0, 0, 0, GLN_MICROBATCH_UNSET, 1}
+
+/* saved == NULL: inference (nothing kept for backward).  Otherwise *saved receives a backward
+ * context; several may be in flight; each must be released. */
+gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
+                                        const gln_grouped_linear_forward_args_t *args,
+                                        gln_grouped_linear_saved_t **saved);
+
+/* dy [rows, K_out]; dx [rows, K_in] (NULL: no dgrad; dx->data == NULL: library-allocated,
+ * owned by `saved`).  Weight gradients go to main_grad (fused: overwrite on FIRST, else
+ * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads);
+ * bias gradients are accumulated into the layer's bias-gradient buffers.  With
+ * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw.  A second
+ * backward on one context returns GLN_STATUS_INVALID_STATE. */
+gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
+                                         gln_tensor_t *dx);
+/* Run the oldest queued wgrad (FIFO).  GLN_STATUS_INVALID_STATE when the queue is empty. */
+gln_status_t gln_grouped_linear_backward_dw(gln_grouped_linear_t *layer);
+gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved);
+
+/* The caller changed the weights (optimizer step): cached quantized weights become stale. */
+gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer);
+/* Parameter and gradient access (backend memory, param dtype; wgrad/bgrad in param dtype). */
+gln_status_t gln_grouped_linear_weight(gln_grouped_linear_t *layer, int32_t expert, void **weight,
+                                       void **bias);
+gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32_t expert, void **wgrad,
+                                      void **bgrad);
+gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer);
+/* Delayed scaling state (amax history [L][slots], scales [slots]); slots per expert i:
+ * forward input 3i, weight 3i+1, (output 3i+2, unused); backward grad_output 2i. */
+gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backward, float **scale,
+                                          float **amax_history, int32_t *num_slots,
+                                          int32_t *history_len);
+/* Alignment the recipe's GEMMs want per split (the layer pads internally, so any m_i >= 0
+ * works; this is the size a caller can pad to for zero padding overhead). */
+int64_t gln_recipe_alignment(gln_recipe_t recipe);
+
+/* ============================================================================================
+ * MoE building blocks: router, token permutation, activations
+ * ========================================================================================== */
+
+/* Top-k router on FP32 logits [T, E]: probs = softmax(logits) per token, the k largest
+ * (ties → lower expert index) are selected and renormalized to sum to 1 → gates [T, k],
+ * experts [T, k] (int32).  Backward maps dgates [T,k] to dlogits [T,E] through the same
+ * computation (selection treated as constant). */
+gln_status_t gln_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                    const float *logits, int32_t *experts, float *gates);
+gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                     const float *logits, const int32_t *experts,
+                                     const float *dgates, float *dlogits);
+
+/* Permutation: the T·k (token, slot) pairs are sorted by expert (stable, token order within an
+ * expert).  m_splits[E] counts rows per expert; row_of[T·k] gives the permuted row of pair
+ * (t, j) at index t·k + j.  permute copies x [T, H] rows into xp [T·k, H]. */
+gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                  const int32_t *experts, int64_t *m_splits, int64_t *row_of);
+gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                             const gln_tensor_t *x, gln_tensor_t *xp);
+/* Backward of permute: dx[t] = Σ_j dxp[row_of[t·k+j]] (FP32 sum, one rounding). */
+gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+                                      const int64_t *row_of, const gln_tensor_t *dxp, gln_tensor_t *dx);
+/* y[t] = Σ_j gates[t,j] · yp[row_of[t·k+j]] (FP32, one rounding). */
+gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                               const float *gates, const gln_tensor_t *yp, gln_tensor_t *y);
+/* dyp[row_of[t·k+j]] = gates[t,j]·dy[t];  dgates[t,j] = <dy[t], yp[row_of[t·k+j]]>. */
+gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+                                        const int64_t *row_of, const float *gates,
+                                        const gln_tensor_t *yp, const gln_tensor_t *dy,
+                                        gln_tensor_t *dyp, float *dgates);
+
+typedef enum gln_activation { GLN_ACT_SWIGLU = 0, GLN_ACT_GELU = 1 } gln_activation_t;
+/* SwiGLU: in [R, 2H] = [a | b] → out [R, H] = silu(a)·b.  GELU (tanh form): in [R, H] → [R, H].
+ * Computed in FP32, one rounding to out's dtype. */
+gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+                                    gln_tensor_t *out);
+gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+                                     const gln_tensor_t *dout, gln_tensor_t *din);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GROUPLIN_H */

@@ -1,0 +1,54 @@
+/* The backend interface: one table of function pointers per backend.
+ *
+ * Public calls validate their arguments (shapes, dtypes, splits, pointers) and then dispatch
+ * through ctx->ops; a backend may therefore assume valid input.  A NULL slot means "not
+ * implemented by this backend": the dispatcher reports GLN_STATUS_NOT_SUPPORTED naming the
+ * operation and the backend (see gln_backend_missing()).  The CPU backend fills every slot and
+ * is the reference the CUDA backend is tested against. */
+#ifndef GLN_BACKEND_H
+#define GLN_BACKEND_H
+
+#include "grouplin.h"
+
+typedef struct gln_backend_ops {
+    const char *name;
+    gln_status_t (*init)(gln_context_t *ctx);
+    void (*fini)(gln_context_t *ctx);
+
+    /* memory */
+    gln_status_t (*malloc)(gln_context_t *ctx, size_t bytes, void **ptr);
+    void (*free)(gln_context_t *ctx, void *ptr);
+    gln_status_t (*memcpy)(gln_context_t *ctx, void *dst, const void *src, size_t bytes,
+                           gln_copy_kind_t kind);
+    gln_status_t (*memset)(gln_context_t *ctx, void *dst, int value, size_t bytes);
+    gln_status_t (*synchronize)(gln_context_t *ctx);
+
+    /* quantization */
+    gln_status_t (*quantize)(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                             const gln_tensor_t *in, gln_tensor_t *out);
+    gln_status_t (*dequantize)(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                               gln_tensor_t *out);
+    gln_status_t (*grouped_quantize)(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                     const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+    gln_status_t (*mxfp8_swizzle)(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                  const uint8_t *compact, uint8_t *swizzled);
+
+    /* GEMMs and reductions */
+    gln_status_t (*gemm)(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                         const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
+                         int accumulate);
+    gln_status_t (*grouped_gemm)(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+    gln_status_t (*grouped_dbias)(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                  gln_tensor_t *dbias, int accumulate);
+    gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+    gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+} gln_backend_ops_t;
+
+/* The built-in backends.  gln_backend_cuda_ops() returns NULL when CUDA was not compiled in. */
+const gln_backend_ops_t *gln_backend_cpu_ops(void);
+const gln_backend_ops_t *gln_backend_cuda_ops(void);
+
+/* Report a missing slot: "<call>: operation <op> is not implemented by the <name> backend". */
+gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op);
+
+#endif

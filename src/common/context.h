@@ -1,0 +1,21 @@
+/* The context: which backend, which device, and the backend's private state. */
+#ifndef GLN_COMMON_CONTEXT_H
+#define GLN_COMMON_CONTEXT_H
+
+#include "backend/backend.h"
+#include "grouplin.h"
+
+struct gln_context {
+    gln_backend_kind_t kind;
+    const gln_backend_ops_t *ops;
+    int device;
+    int num_threads;
+    void *backend_state; /* owned by the backend (init / fini) */
+};
+
+/* Allocate `bytes` of backend memory (0 bytes gives NULL and success); scratch helpers. */
+gln_status_t gln_ctx_alloc(gln_context_t *ctx, size_t bytes, void **ptr);
+void gln_ctx_free(gln_context_t *ctx, void *ptr);
+gln_status_t gln_ctx_zero(gln_context_t *ctx, void *ptr, size_t bytes);
+
+#endif
