@@ -1,0 +1,30 @@
+/* The CPU backend: host memory, reference quantizers (src/quant), OpenBLAS sgemm on exactly
+ * dequantized operands.  Each slot of the ops table is one of these functions. */
+#ifndef GLN_BACKEND_CPU_H
+#define GLN_BACKEND_CPU_H
+
+#include "backend/backend.h"
+
+/* cpu_quant.c — thin wrappers over the host reference quantizers of src/quant */
+gln_status_t gln_cpu_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                              gln_tensor_t *out);
+gln_status_t gln_cpu_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                                gln_tensor_t *out);
+gln_status_t gln_cpu_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+gln_status_t gln_cpu_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                   const uint8_t *compact, uint8_t *swizzled);
+
+/* cpu_gemm.c */
+gln_status_t gln_cpu_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                          const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
+                          int accumulate);
+gln_status_t gln_cpu_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+
+/* cpu_reduce.c */
+gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                   gln_tensor_t *dbias, int accumulate);
+gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+gln_status_t gln_cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+
+#endif
