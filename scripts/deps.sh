@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install what grouplin needs on a Debian/Ubuntu machine, idempotently:
+#   Debian packages (only the missing ones, only when root), and a Python virtual environment
+#   (.venv) with the oracle packages numpy + ml_dtypes.
+# Usage: scripts/deps.sh [--no-python]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+packages=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox
+          python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A python3 from elsewhere (pyenv, conda) brings its own venv module: python3-venv is then moot.
+if command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  missing=("${missing[@]/python3-venv}")
+  missing=("${missing[@]/python3}")
+fi
+wanted=()
+for p in "${missing[@]}"; do [ -n "$p" ] && wanted+=("$p"); done
+if [ ${#wanted[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "deps: installing ${wanted[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${wanted[@]}" >/dev/null
+  else
+    echo "deps: missing Debian packages: ${wanted[*]} (run as root, or: sudo apt-get install ${wanted[*]})" >&2
+    exit 1
+  fi
+fi
+
+if [ "${1:-}" != "--no-python" ]; then
+  if [ ! -x "$root/.venv/bin/python" ]; then
+    echo "deps: creating $root/.venv"
+    python3 -m venv "$root/.venv"
+  fi
+  if ! "$root/.venv/bin/python" -c 'import numpy, ml_dtypes' 2>/dev/null; then
+    echo "deps: installing numpy + ml_dtypes into .venv"
+    "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check numpy ml_dtypes
+  fi
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, and run `grouplin train` with its defaults
+# (bf16, MXFP8 and FP8 current scaling on a synthetic MoE teacher task).  Writes loss.csv and
+# loss.png into out/.  Extra arguments go to `grouplin train`; set RANKS=2 (or 4) to run it
+# under mpirun with the expert weights sharded across the ranks.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+"$root/scripts/deps.sh" --no-python
+cmake -S "$root" -B "$build" -DGLN_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" >/dev/null
+mkdir -p "$root/out"
+if [ "${RANKS:-1}" -gt 1 ]; then
+  exec mpirun -np "$RANKS" --oversubscribe --allow-run-as-root --bind-to none \
+    "$build/tools/grouplin" train --out "$root/out" "$@"
+fi
+exec "$build/tools/grouplin" train --out "$root/out" "$@"
