@@ -6,19 +6,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-packages=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox
-          python3 python3-venv)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# A python3 from elsewhere (pyenv, conda) brings its own venv module: python3-venv is then moot.
-if command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  missing=("${missing[@]/python3-venv}")
-  missing=("${missing[@]/python3}")
+packages=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox)
+# A python3 that already has venv (the system one with python3-venv, or pyenv / conda) is enough.
+if ! { command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; }; then
+  packages+=(python3 python3-venv)
 fi
 wanted=()
-for p in "${missing[@]}"; do [ -n "$p" ] && wanted+=("$p"); done
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || wanted+=("$p")
+done
 if [ ${#wanted[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "deps: installing ${wanted[*]}"
