@@ -3,6 +3,8 @@
  * Host memory is 64-byte aligned (one cache line, and what AVX-512 loads like) so that buffers
  * handed to OpenBLAS never straddle lines at their start.  Every copy kind is a plain memcpy:
  * "backend memory" is host memory here. */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign under -std=c11 */
+
 #include <stdlib.h>
 #include <string.h>
 

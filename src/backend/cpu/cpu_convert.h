@@ -1,6 +1,6 @@
 /* Element conversions between the high-precision dtypes (fp32 / bf16 / fp16) and FP32 work
  * buffers, used by the CPU GEMMs and reductions.  Widening is exact; narrowing rounds to
- * nearest even through the library's scalar numerics, so there is one definition of each
+ * nearest even through the shared scalar numerics (src/numerics/numerics.h), so there is one definition of each
  * rounding. */
 #ifndef GLN_BACKEND_CPU_CONVERT_H
 #define GLN_BACKEND_CPU_CONVERT_H

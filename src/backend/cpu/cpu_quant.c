@@ -1,31 +1,39 @@
-/* CPU backend quantization slots: the host reference quantizers run as they are. */
+/* CPU backend quantization slots: the host reference quantizers run as they are.  Splits "on
+ * the backend" are host memory here, so this backend checks them itself. */
 #include "backend/cpu/cpu_backend.h"
+#include "common/error.h"
 #include "quant/quant.h"
+#include "tensor/tensor.h"
 
 gln_status_t gln_cpu_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
-                              gln_tensor_t *out)
-{
+                              gln_tensor_t *out) {
     (void)ctx;
     return gln_quantize_ref(cfg, in, out);
 }
 
 gln_status_t gln_cpu_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
-                                gln_tensor_t *out)
-{
+                                gln_tensor_t *out) {
     (void)ctx;
     return gln_dequantize_ref(in, columnwise, out);
 }
 
 gln_status_t gln_cpu_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
-                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out)
-{
+                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    static const char *fn = "gln_grouped_quantize";
     (void)ctx;
+    if (in->splits_on_backend) {
+        GLN_TRY(gln_grouped_validate_splits(fn, "in", in));
+        GLN_TRY(gln_grouped_validate_splits(fn, "out", out));
+        for (int32_t i = 0; i < in->num; i++)
+            GLN_REQUIRE_ARG(out->splits[i] == in->splits[i],
+                            "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
+                            (long long)out->splits[i], (int)i, (long long)in->splits[i]);
+    }
     return gln_grouped_quantize_ref(cfg, in, out);
 }
 
 gln_status_t gln_cpu_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
-                                   const uint8_t *compact, uint8_t *swizzled)
-{
+                                   const uint8_t *compact, uint8_t *swizzled) {
     (void)ctx;
     return gln_mxfp8_swizzle_ref(rows, cols, columnwise, compact, swizzled);
 }

@@ -1,0 +1,211 @@
+/* The CUDA backend's ops table, initialization, memory and error translation.
+ *
+ * init picks ctx->device, creates the context's stream, a cuBLASLt handle, its workspace and the
+ * small per-context buffers of the kernels.  Without any device it fails with
+ * GLN_STATUS_NOT_SUPPORTED ("no CUDA device") so gln_context_create reports it cleanly.
+ *
+ * Block scaling (BLOCK_1D / BLOCK_2D), grouped quantization and the MXFP8 scale swizzle are
+ * not implemented yet: their slots are NULL and the dispatchers report NOT_SUPPORTED. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+
+int gln_cuda_device_present(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the error so later calls start clean */
+        return 0;
+    }
+    return count > 0;
+}
+
+gln_status_t gln_cuda_check(cudaError_t err, const char *call, const char *what) {
+    if (err == cudaSuccess) return GLN_STATUS_SUCCESS;
+    (void)cudaGetLastError(); /* non-sticky errors must not poison the next call */
+    return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: %s failed: %s: %s", call, what, cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what) {
+    if (status == CUBLAS_STATUS_SUCCESS) return GLN_STATUS_SUCCESS;
+    return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: %s failed: %s: %s", call, what,
+                    cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+}
+
+gln_status_t gln_cuda_check_launch(const char *call, const char *kernel) {
+    return gln_cuda_check(cudaGetLastError(), call, kernel);
+}
+
+gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr, const char *call) {
+    *ptr = NULL;
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    cudaError_t err = cudaMallocAsync(ptr, bytes, gln_cuda_state(ctx)->stream);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *ptr = NULL;
+        return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of device scratch", call,
+                        bytes);
+    }
+    return gln_cuda_check(err, call, "cudaMallocAsync");
+}
+
+void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr) {
+    if (ptr) (void)cudaFreeAsync(ptr, gln_cuda_state(ctx)->stream);
+}
+
+gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
+                                  const gln_grouped_tensor_t *g, int64_t **host_splits) {
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    const size_t bytes = (size_t)g->num * sizeof(int64_t);
+    int64_t *h = malloc(bytes);
+    *host_splits = NULL;
+    GLN_CHECK_COND(h != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
+    if (g->splits_on_backend) {
+        /* Reading device splits needs the stream drained: not capturable in a CUDA graph. */
+        cudaStream_t s = gln_cuda_state(ctx)->stream;
+        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(h, g->splits, bytes, cudaMemcpyDeviceToHost, s), call,
+                                 "cudaMemcpyAsync(splits)"));
+        GLN_CHECK(gln_cuda_check(cudaStreamSynchronize(s), call, "cudaStreamSynchronize"));
+    } else {
+        memcpy(h, g->splits, bytes);
+    }
+    /* Device splits could not be checked at the boundary: check them here. */
+    int64_t sum = 0;
+    for (int32_t i = 0; i < g->num; i++) {
+        GLN_CHECK_COND(h[i] >= 0, GLN_STATUS_INVALID_ARGUMENT, "%s: %s->splits[%d] = %lld must be >= 0",
+                       call, name, (int)i, (long long)h[i]);
+        sum += h[i];
+    }
+    GLN_CHECK_COND(sum <= g->packed.rows, GLN_STATUS_INVALID_ARGUMENT,
+                   "%s: %s splits sum %lld exceeds packed.rows %lld", call, name, (long long)sum,
+                   (long long)g->packed.rows);
+    *host_splits = h;
+    return GLN_STATUS_SUCCESS;
+fail:
+    free(h);
+    return st;
+}
+
+/* ---- init / fini -------------------------------------------------------------------------- */
+
+static void cuda_fini(gln_context_t *ctx) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    if (!s) return;
+    if (s->stream) (void)cudaStreamSynchronize(s->stream);
+    if (s->lt) (void)cublasLtDestroy(s->lt);
+    void *bufs[] = {s->workspace, s->scale_a, s->scale_b, s->amax_work, s->scale_tmp, s->amax_tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) (void)cudaFree(bufs[i]);
+    if (s->stream) (void)cudaStreamDestroy(s->stream);
+    free(s);
+    ctx->backend_state = NULL;
+}
+
+static gln_status_t cuda_init(gln_context_t *ctx) {
+    static const char *fn = "gln_context_create (cuda)";
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: no CUDA device", fn);
+    }
+    if (ctx->device < 0 || ctx->device >= count)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: options->device %d must be in [0, %d)", fn,
+                        ctx->device, count);
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    gln_cuda_state_t *s = calloc(1, sizeof *s);
+    if (!s) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    ctx->backend_state = s;
+    GLN_CHECK(gln_cuda_check(cudaSetDevice(ctx->device), fn, "cudaSetDevice"));
+    GLN_CHECK(gln_cuda_check(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), fn,
+                             "cudaStreamCreateWithFlags"));
+    GLN_CHECK(gln_cublas_check(cublasLtCreate(&s->lt), fn, "cublasLtCreate"));
+    GLN_CHECK(gln_cuda_check(cudaMalloc(&s->workspace, GLN_CUDA_WORKSPACE_BYTES), fn, "cudaMalloc(workspace)"));
+    /* 256 bytes each: separate, maximally aligned allocations (see scale_a in the header). */
+    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_a, 256), fn, "cudaMalloc(scale_a)"));
+    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_b, 256), fn, "cudaMalloc(scale_b)"));
+    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->amax_work, 256), fn, "cudaMalloc(amax_work)"));
+    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_tmp, 256), fn, "cudaMalloc(scale_tmp)"));
+    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->amax_tmp, 256), fn, "cudaMalloc(amax_tmp)"));
+    return GLN_STATUS_SUCCESS;
+fail:
+    cuda_fini(ctx);
+    return st;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/* The device is made current before each allocation: a process may hold contexts on several
+ * devices, and cudaMalloc allocates on the current one. */
+static gln_status_t cuda_malloc(gln_context_t *ctx, size_t bytes, void **ptr) {
+    static const char *fn = "gln_malloc (cuda)";
+    *ptr = NULL;
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_cuda_check(cudaSetDevice(ctx->device), fn, "cudaSetDevice"));
+    cudaError_t err = cudaMalloc(ptr, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *ptr = NULL;
+        return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of device memory", fn, bytes);
+    }
+    return gln_cuda_check(err, fn, "cudaMalloc");
+}
+
+static void cuda_free(gln_context_t *ctx, void *ptr) {
+    if (!ptr) return;
+    /* Work still queued on the stream may use ptr: cudaFree waits for the device. */
+    (void)cudaSetDevice(ctx->device);
+    (void)cudaFree(ptr);
+}
+
+/* Copies that involve host memory return once the host side may be reused / read (the stream is
+ * synchronized); backend-to-backend copies stay asynchronous on the stream. */
+static gln_status_t cuda_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes,
+                                gln_copy_kind_t kind) {
+    static const char *fn = "gln_memcpy (cuda)";
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    cudaStream_t s = gln_cuda_state(ctx)->stream;
+    enum cudaMemcpyKind k = kind == GLN_COPY_HOST_TO_BACKEND   ? cudaMemcpyHostToDevice
+                            : kind == GLN_COPY_BACKEND_TO_HOST ? cudaMemcpyDeviceToHost
+                                                               : cudaMemcpyDeviceToDevice;
+    GLN_TRY(gln_cuda_check(cudaMemcpyAsync(dst, src, bytes, k, s), fn, "cudaMemcpyAsync"));
+    if (kind != GLN_COPY_BACKEND_TO_BACKEND)
+        GLN_TRY(gln_cuda_check(cudaStreamSynchronize(s), fn, "cudaStreamSynchronize"));
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t cuda_memset(gln_context_t *ctx, void *dst, int value, size_t bytes) {
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    return gln_cuda_check(cudaMemsetAsync(dst, value, bytes, gln_cuda_state(ctx)->stream), "gln memset (cuda)",
+                          "cudaMemsetAsync");
+}
+
+static gln_status_t cuda_synchronize(gln_context_t *ctx) {
+    return gln_cuda_check(cudaStreamSynchronize(gln_cuda_state(ctx)->stream), "gln_synchronize (cuda)",
+                          "cudaStreamSynchronize");
+}
+
+static const gln_backend_ops_t cuda_ops = {
+    .name = "cuda",
+    .init = cuda_init,
+    .fini = cuda_fini,
+    .malloc = cuda_malloc,
+    .free = cuda_free,
+    .memcpy = cuda_memcpy,
+    .memset = cuda_memset,
+    .synchronize = cuda_synchronize,
+    .quantize = gln_cuda_quantize,
+    .dequantize = gln_cuda_dequantize,
+    .grouped_quantize = NULL,
+    .mxfp8_swizzle = NULL,
+    .gemm = gln_cuda_gemm,
+    .grouped_gemm = gln_cuda_grouped_gemm,
+    .grouped_dbias = gln_cuda_grouped_dbias,
+    .amax = gln_cuda_amax,
+    .cast = gln_cuda_cast,
+};
+
+/* The table is returned even without a device: gln_context_create then fails in init with
+ * NOT_SUPPORTED "no CUDA device", and gln_cuda_device_present() answers availability. */
+const gln_backend_ops_t *gln_backend_cuda_ops(void) { return &cuda_ops; }

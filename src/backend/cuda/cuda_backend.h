@@ -1,0 +1,104 @@
+/* The CUDA backend: its per-context state, error translation and the functions of its ops table.
+ *
+ * Shared by the C files (cuda_backend.c, cuda_gemm.c) and the CUDA files (*.cu).  The .cu files
+ * include <cuda_runtime.h> and <cublasLt.h> first and then this header inside extern "C", so
+ * every function declared here has C linkage.
+ *
+ * Threading model: one context = one device + one stream.  Every kernel and cuBLASLt call of a
+ * context is issued on that stream, so operations are ordered as the caller issued them.  Copies
+ * that touch host memory (and reading device-resident splits) synchronize the stream before
+ * returning; everything else is asynchronous until gln_synchronize(). */
+#ifndef GLN_BACKEND_CUDA_BACKEND_H
+#define GLN_BACKEND_CUDA_BACKEND_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "backend/backend.h"
+#include "common/context.h"
+
+/* cuBLASLt workspace per context (what cuBLAS recommends for Hopper). */
+#define GLN_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* Scratch of the amax kernels: the largest |x| as FP32 bits (non-NaN values only) and the
+ * smallest index holding a NaN (UINT64_MAX when none). */
+typedef struct gln_cuda_amax_work {
+    unsigned long long nan_index;
+    unsigned int max_bits;
+    unsigned int pad_;
+} gln_cuda_amax_work_t;
+
+typedef struct gln_cuda_state {
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;              /* cuBLASLt workspace, GLN_CUDA_WORKSPACE_BYTES */
+    /* FP8 GEMM decode scales: cuBLASLt on sm_90 refuses a scale pointer into the middle of an
+     * allocation, so each operand's scale is copied into its own allocation before the call. */
+    float *scale_a;
+    float *scale_b;
+    gln_cuda_amax_work_t *amax_work;
+    float *scale_tmp;             /* current scaling without a caller scale buffer */
+    float *amax_tmp;              /* current scaling without a caller amax buffer */
+} gln_cuda_state_t;
+
+/* 1 when the CUDA runtime sees at least one device (gln_backend_available(GLN_BACKEND_CUDA)). */
+int gln_cuda_device_present(void);
+
+/* Translate a failure into GLN_STATUS_BACKEND_ERROR "<call>: <what> failed: <name>: <string>";
+ * success passes through. */
+gln_status_t gln_cuda_check(cudaError_t err, const char *call, const char *what);
+gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what);
+/* The launch status of the last kernel (cudaGetLastError). */
+gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
+
+/* Stream-ordered scratch (cudaMallocAsync on the context's stream); 0 bytes gives NULL. */
+gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr, const char *call);
+void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr);
+
+/* Host copy of a grouped tensor's splits (copied with one synchronous cudaMemcpy when they live
+ * on the device — the non-graph-safe fallback), checked: each >= 0 and their sum <= rows.
+ * *host_splits is malloc'ed; free() it. */
+gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
+                                  const gln_grouped_tensor_t *g, int64_t **host_splits);
+
+/* ---- ops table slots ---------------------------------------------------------------------- */
+
+/* cuda_quant.cu */
+gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                               gln_tensor_t *out);
+gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                                 gln_tensor_t *out);
+
+/* cuda_gemm.c */
+gln_status_t gln_cuda_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                           const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
+                           int accumulate);
+gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+
+/* cuda_reduce.cu */
+gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                    gln_tensor_t *dbias, int accumulate);
+gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+
+/* ---- kernel launchers used across files --------------------------------------------------- */
+
+/* cuda_reduce.cu: max |x| of `count` elements into the device float *amax; with accumulate,
+ * *amax = max(*amax, max|x|) (NaN wins).  NaN propagates exactly like the CPU: the result is
+ * |x[i]| of the lowest NaN index i. */
+gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, gln_dtype_t dtype, size_t count,
+                                  float *amax, int accumulate, const char *call);
+
+/* cuda_gemm_kernels.cu: FP32 accumulator prefill acc[m,n] = (accumulate ? D : 0) + bias[n]
+ * (bias may be NULL), and the final rounding D = acc. */
+gln_status_t gln_cuda_gemm_prefill(gln_context_t *ctx, float *acc, const gln_tensor_t *D,
+                                   const gln_tensor_t *bias, int accumulate, int64_t m, int64_t n,
+                                   const char *call);
+gln_status_t gln_cuda_narrow(gln_context_t *ctx, const float *acc, gln_tensor_t *D, size_t count,
+                             const char *call);
+
+static inline gln_cuda_state_t *gln_cuda_state(gln_context_t *ctx) {
+    return (gln_cuda_state_t *)ctx->backend_state;
+}
+
+#endif

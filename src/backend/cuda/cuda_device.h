@@ -1,0 +1,71 @@
+/* Device-side helpers shared by the CUDA kernels (included by .cu files only, after
+ * numerics/numerics.h): element loads and stores of the high-precision dtypes through the one
+ * definition of each rounding in numerics.h, FP8 encode/decode by dtype, warp reductions and
+ * launch-size helpers. */
+#ifndef GLN_BACKEND_CUDA_DEVICE_H
+#define GLN_BACKEND_CUDA_DEVICE_H
+
+#ifndef __CUDACC__
+#error "cuda_device.h is for CUDA sources only"
+#endif
+
+/* Threads per block of the element-wise kernels. */
+#define GLN_CUDA_THREADS 256
+/* Upper bound on the blocks of a grid-stride kernel (enough to fill an H200 several times). */
+#define GLN_CUDA_MAX_BLOCKS 4096
+
+/* Element i of a fp32 / bf16 / fp16 buffer as FP32 (exact). */
+__device__ __forceinline__ float gln_dev_load(const void *p, int dtype, size_t i) {
+    if (dtype == GLN_DTYPE_FP32) return ((const float *)p)[i];
+    const uint16_t b = ((const uint16_t *)p)[i];
+    return dtype == GLN_DTYPE_BF16 ? gln_bf16_bits_to_f32(b) : gln_fp16_bits_to_f32(b);
+}
+
+/* Store v rounded (RNE) to a fp32 / bf16 / fp16 buffer. */
+__device__ __forceinline__ void gln_dev_store(void *p, int dtype, size_t i, float v) {
+    if (dtype == GLN_DTYPE_FP32) {
+        ((float *)p)[i] = v;
+    } else if (dtype == GLN_DTYPE_BF16) {
+        ((uint16_t *)p)[i] = gln_f32_to_bf16_bits(v);
+    } else {
+        ((uint16_t *)p)[i] = gln_f32_to_fp16_bits(v);
+    }
+}
+
+__device__ __forceinline__ uint8_t gln_dev_to_fp8(float v, int fp8_dtype) {
+    return fp8_dtype == GLN_DTYPE_FP8_E4M3 ? gln_f32_to_e4m3_bits(v) : gln_f32_to_e5m2_bits(v);
+}
+
+__device__ __forceinline__ float gln_dev_from_fp8(uint8_t b, int fp8_dtype) {
+    return fp8_dtype == GLN_DTYPE_FP8_E4M3 ? gln_e4m3_bits_to_f32(b) : gln_e5m2_bits_to_f32(b);
+}
+
+/* max over a warp of non-negative FP32 values compared as bits, NaN-propagating like
+ * gln_f32_max_nan (any NaN lane makes the result NaN; which NaN is unspecified). */
+__device__ __forceinline__ float gln_dev_warp_max_nan(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = gln_f32_max_nan(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+    return v;
+}
+
+/* a·b and a+b with the NaN propagation of the host's SSE arithmetic, which the CPU reference
+ * runs on: a NaN operand comes back quieted with its sign and payload (the first operand when
+ * both are NaN).  Plain CUDA arithmetic returns the canonical NaN 0x7FFFFFFF instead, which would
+ * lose the sign of an FP8 NaN and the payload of a dequantized or summed NaN. */
+__device__ __forceinline__ float gln_dev_nan_pick(float a, float b) {
+    return gln_f32_from_bits(gln_f32_bits(gln_f32_isnan(a) ? a : b) | 0x00400000u);
+}
+__device__ __forceinline__ float gln_dev_mul(float a, float b) {
+    return gln_f32_isnan(a) || gln_f32_isnan(b) ? gln_dev_nan_pick(a, b) : __fmul_rn(a, b);
+}
+__device__ __forceinline__ float gln_dev_add(float a, float b) {
+    return gln_f32_isnan(a) || gln_f32_isnan(b) ? gln_dev_nan_pick(a, b) : __fadd_rn(a, b);
+}
+
+static inline unsigned int gln_dev_blocks(size_t work, unsigned int per_block) {
+    size_t b = (work + per_block - 1) / per_block;
+    if (b < 1) b = 1;
+    if (b > GLN_CUDA_MAX_BLOCKS) b = GLN_CUDA_MAX_BLOCKS;
+    return (unsigned int)b;
+}
+
+#endif

@@ -1,0 +1,269 @@
+/* CUDA GEMMs through cuBLASLt: high-precision operands (fp32 / bf16 / fp16, FP32 compute —
+ * CUBLAS_COMPUTE_32F, never TF32, so the CPU comparison is meaningful) and per-tensor FP8
+ * (E4M3×E4M3, E4M3×E5M2, E5M2×E4M3) with the decode scales passed as device scale pointers.
+ * MXFP8 and block-scaled operands are NOT_SUPPORTED here for now.
+ *
+ * Row-major onto column-major: a row-major [R, C] matrix is the column-major [C, R] one.  D[m, n]
+ * row-major is computed as the column-major Dᵀ [n, m] = op(A) · op(B), cuBLAS sizes (M, N, K) =
+ * (n, m, k):
+ *   TN: A [n,k], B [m,k]:  Dᵀ = Aᵀ(col-major [k,n]) · B(col-major [k,m])   transa=T, transb=N
+ *   NN: A [k,n], B [m,k]:  Dᵀ = A(col-major [n,k])  · B(col-major [k,m])   transa=N, transb=N
+ *   NT: A [k,n], B [k,m]:  Dᵀ = A(col-major [n,k])  · Bᵀ(col-major [m,k])  transa=N, transb=T
+ * FP8 GEMMs are TN-only on sm_90, so quantized operands read the transposed copies instead (the
+ * columnwise copy of a per-tensor tensor is stored [cols, rows]): NN uses A's col_data, NT uses
+ * A's and B's col_data, and every FP8 call is transa=T, transb=N.
+ *
+ * Output: without a bias, cuBLASLt writes D in its own dtype with beta = accumulate (one rounding
+ * of product + old D).  With a bias (or an input/output type pair cuBLASLt lacks, e.g. fp32
+ * inputs into bf16 D), an FP32 accumulator is prefilled with old D + bias like the CPU backend,
+ * the product is added with beta = 1 and the result is rounded once (cuda_gemm_kernels.cu). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "tensor/tensor.h"
+
+/* One GEMM as cuBLASLt sees it. */
+typedef struct gemm_plan {
+    int64_t M, N, K;               /* column-major Dᵀ [M, N] = op(a) [M, K] · op(b) [K, N] */
+    cublasOperation_t opa, opb;
+    const void *a, *b;
+    cudaDataType_t ta, tb;
+    int64_t lda, ldb;
+    const float *sa, *sb;          /* FP8: decode scales (device); NULL for high precision */
+} gemm_plan_t;
+
+static int64_t max1(int64_t x) { return x > 0 ? x : 1; }
+
+static cudaDataType_t cuda_type(gln_dtype_t dtype) {
+    switch (dtype) {
+    case GLN_DTYPE_BF16: return CUDA_R_16BF;
+    case GLN_DTYPE_FP16: return CUDA_R_16F;
+    case GLN_DTYPE_FP8_E4M3: return CUDA_R_8F_E4M3;
+    case GLN_DTYPE_FP8_E5M2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* D [m, n] and the reduction k of a layout (same convention as the CPU backend). */
+static void gemm_dims(gln_gemm_layout_t layout, const gln_tensor_t *A, const gln_tensor_t *B, int64_t *m,
+                      int64_t *n, int64_t *k) {
+    switch (layout) {
+    case GLN_LAYOUT_TN: *m = B->rows, *n = A->rows, *k = A->cols; break;
+    case GLN_LAYOUT_NN: *m = B->rows, *n = A->cols, *k = B->cols; break;
+    default: *m = B->cols, *n = A->cols, *k = A->rows; break; /* NT */
+    }
+}
+
+/* Can cuBLASLt write D of this dtype directly from inputs of type `in` (FP32 compute)? */
+static int native_output(gln_dtype_t in, gln_dtype_t d) {
+    if (gln_dtype_is_fp8(in)) return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
+    if (in == GLN_DTYPE_FP32) return d == GLN_DTYPE_FP32;
+    return d == in || d == GLN_DTYPE_FP32;
+}
+
+static gln_status_t gemm_plan(gln_gemm_layout_t layout, const gln_tensor_t *A, const gln_tensor_t *B,
+                              gemm_plan_t *p, const char *fn) {
+    int64_t m, n, k;
+    gemm_dims(layout, A, B, &m, &n, &k);
+    memset(p, 0, sizeof *p);
+    p->M = n, p->N = m, p->K = k;
+    p->ta = cuda_type(A->dtype), p->tb = cuda_type(B->dtype);
+    const int qa = gln_dtype_is_fp8(A->dtype), qb = gln_dtype_is_fp8(B->dtype);
+    if (!qa && !qb) {
+        if (A->dtype != B->dtype)
+            return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: the cuda backend needs A (%s) and B (%s) of one dtype",
+                            fn, gln_dtype_name(A->dtype), gln_dtype_name(B->dtype));
+        p->a = A->data, p->b = B->data;
+        switch (layout) {
+        case GLN_LAYOUT_TN: p->opa = CUBLAS_OP_T, p->opb = CUBLAS_OP_N, p->lda = k, p->ldb = k; break;
+        case GLN_LAYOUT_NN: p->opa = CUBLAS_OP_N, p->opb = CUBLAS_OP_N, p->lda = n, p->ldb = k; break;
+        default: p->opa = CUBLAS_OP_N, p->opb = CUBLAS_OP_T, p->lda = n, p->ldb = m; break;
+        }
+        return GLN_STATUS_SUCCESS;
+    }
+    if (!(qa && qb) || A->scaling != GLN_SCALING_TENSOR || B->scaling != GLN_SCALING_TENSOR)
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED,
+                        "%s: the cuda backend multiplies only per-tensor FP8 operands (A: %s, B: %s)", fn,
+                        gln_scaling_name(A->scaling), gln_scaling_name(B->scaling));
+    if (A->dtype == GLN_DTYPE_FP8_E5M2 && B->dtype == GLN_DTYPE_FP8_E5M2)
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: E5M2 x E5M2 GEMMs are not supported by cuBLASLt on sm_90",
+                        fn);
+    const int a_col = layout != GLN_LAYOUT_TN, b_col = layout == GLN_LAYOUT_NT;
+    p->opa = CUBLAS_OP_T, p->opb = CUBLAS_OP_N, p->lda = k, p->ldb = k;
+    p->a = a_col ? A->col_data : A->data;
+    p->b = b_col ? B->col_data : B->data;
+    p->sa = a_col ? A->col_scale_inv : A->scale_inv;
+    p->sb = b_col ? B->col_scale_inv : B->scale_inv;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Largest power of two (<= 256) dividing the address: what cuBLASLt may assume. */
+static uint32_t ptr_alignment(const void *ptr) {
+    uintptr_t a = (uintptr_t)ptr;
+    uint32_t al = 256;
+    while (al > 1 && (a & (al - 1))) al >>= 1;
+    return al;
+}
+
+/* out = alpha·op(a)·op(b) + beta·out (column-major [M, N], dtype d_type), one cublasLtMatmul. */
+static gln_status_t lt_matmul(gln_context_t *ctx, const gemm_plan_t *p, void *out, cudaDataType_t d_type,
+                              float beta, const char *fn) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    const float alpha = 1.0f;
+    const int32_t opa = p->opa, opb = p->opb;
+    const int ta = p->opa == CUBLAS_OP_T, tb = p->opb == CUBLAS_OP_T;
+
+    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), fn,
+                               "cublasLtMatmulDescCreate"));
+    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa),
+                               fn, "cublasLtMatmulDescSetAttribute(TRANSA)"));
+    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb),
+                               fn, "cublasLtMatmulDescSetAttribute(TRANSB)"));
+    if (p->sa) {
+        /* Each scale in its own allocation (see gln_cuda_state_t), copied in stream order. */
+        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(s->scale_a, p->sa, sizeof(float), cudaMemcpyDeviceToDevice,
+                                                 s->stream), fn, "cudaMemcpyAsync(scale_inv A)"));
+        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(s->scale_b, p->sb, sizeof(float), cudaMemcpyDeviceToDevice,
+                                                 s->stream), fn, "cudaMemcpyAsync(scale_inv B)"));
+        const void *pa = s->scale_a, *pb = s->scale_b;
+        GLN_CHECK(gln_cublas_check(
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa), fn,
+            "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"));
+        GLN_CHECK(gln_cublas_check(
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb), fn,
+            "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"));
+    }
+    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&la, p->ta, (uint64_t)(ta ? p->K : p->M),
+                                                          (uint64_t)(ta ? p->M : p->K), max1(p->lda)),
+                               fn, "cublasLtMatrixLayoutCreate(A)"));
+    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&lb, p->tb, (uint64_t)(tb ? p->N : p->K),
+                                                          (uint64_t)(tb ? p->K : p->N), max1(p->ldb)),
+                               fn, "cublasLtMatrixLayoutCreate(B)"));
+    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&ld, d_type, (uint64_t)p->M, (uint64_t)p->N, p->M), fn,
+                               "cublasLtMatrixLayoutCreate(D)"));
+
+    GLN_CHECK(gln_cublas_check(cublasLtMatmulPreferenceCreate(&pref), fn, "cublasLtMatmulPreferenceCreate"));
+    const size_t ws = GLN_CUDA_WORKSPACE_BYTES;
+    GLN_CHECK(gln_cublas_check(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), fn,
+        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
+    /* Member views of grouped tensors start anywhere: tell the heuristic the real alignment. */
+    const uint32_t al_a = ptr_alignment(p->a), al_b = ptr_alignment(p->b), al_d = ptr_alignment(out);
+    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t al_val[4] = {al_a, al_b, al_d, al_d};
+    for (int i = 0; i < 4; i++)
+        GLN_CHECK(gln_cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(uint32_t)),
+                                   fn, "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
+
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    memset(&res, 0, sizeof res);
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(s->lt, op, la, lb, ld, ld, pref, 1, &res, &found);
+    GLN_CHECK_COND(hs == CUBLAS_STATUS_SUCCESS && found > 0, GLN_STATUS_NOT_SUPPORTED,
+                   "%s: cuBLASLt has no algorithm for this GEMM (M=%lld N=%lld K=%lld, op %c%c, types %d x %d -> %d,"
+                   " alignments %u/%u/%u bytes): %s",
+                   fn, (long long)p->M, (long long)p->N, (long long)p->K, ta ? 'T' : 'N', tb ? 'T' : 'N',
+                   (int)p->ta, (int)p->tb, (int)d_type, al_a, al_b, al_d,
+                   hs == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : cublasLtGetStatusName(hs));
+    GLN_CHECK(gln_cublas_check(cublasLtMatmul(s->lt, op, &alpha, p->a, la, p->b, lb, &beta, out, ld, out, ld,
+                                              &res.algo, s->workspace, ws, s->stream),
+                               fn, "cublasLtMatmul"));
+fail:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    return st;
+}
+
+/* One GEMM with arguments validated by the dispatcher. */
+static gln_status_t gemm_run(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                             const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
+                             const char *fn) {
+    int64_t m, n, k;
+    gemm_dims(layout, A, B, &m, &n, &k);
+    if (m == 0 || n == 0) return GLN_STATUS_SUCCESS; /* D is empty: nothing to write */
+    gemm_plan_t p;
+    GLN_TRY(gemm_plan(layout, A, B, &p, fn));
+    /* cuBLASLt's beta·C with a 16-bit C was seen on the H200 to round the product before adding
+     * C (several output ulps off a single rounding), so accumulation into bf16 / fp16 takes the
+     * FP32 accumulator path too. */
+    const int direct = !bias && k > 0 && native_output(A->dtype, D->dtype) &&
+                       (!accumulate || D->dtype == GLN_DTYPE_FP32);
+    if (direct)
+        return lt_matmul(ctx, &p, D->data, cuda_type(D->dtype), accumulate ? 1.0f : 0.0f, fn);
+
+    /* FP32 accumulator: D itself when fp32, else scratch rounded once at the end. */
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    const size_t mn = (size_t)m * (size_t)n;
+    float *acc = NULL;
+    if (D->dtype == GLN_DTYPE_FP32) {
+        acc = D->data;
+    } else {
+        GLN_CHECK(gln_cuda_scratch_alloc(ctx, mn * sizeof(float), (void **)&acc, fn));
+    }
+    if (!(acc == D->data && accumulate && !bias))
+        GLN_CHECK(gln_cuda_gemm_prefill(ctx, acc, D, bias, accumulate, m, n, fn));
+    if (k > 0) GLN_CHECK(lt_matmul(ctx, &p, acc, CUDA_R_32F, 1.0f, fn));
+    if (acc != D->data) GLN_CHECK(gln_cuda_narrow(ctx, acc, D, mn, fn));
+fail:
+    if (acc != D->data) gln_cuda_scratch_free(ctx, acc);
+    return st;
+}
+
+gln_status_t gln_cuda_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                           const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate) {
+    return gemm_run(ctx, layout, A, B, D, bias, accumulate, "gln_gemm (cuda)");
+}
+
+/* ---- grouped GEMM: a loop of per-expert matmuls on the stream ----------------------------- */
+
+gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args) {
+    static const char *fn = "gln_grouped_gemm (cuda)";
+    const gln_grouped_tensor_t *b = args->b;
+    const int nt = args->layout == GLN_LAYOUT_NT;
+    int64_t *splits = NULL, *a_splits = NULL;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    /* Splits on the device are copied to the host (one synchronizing copy each): the
+     * non-graph-safe fallback until a device-side grouped kernel exists. */
+    GLN_CHECK(gln_cuda_host_splits(ctx, fn, "b", b, &splits));
+    gln_grouped_tensor_t gb = *b, ga = *b, gd = *b; /* ga, gd: set below per layout */
+    gb.splits = splits, gb.splits_on_backend = 0;
+    if (nt) {
+        GLN_CHECK(gln_cuda_host_splits(ctx, fn, "a_grouped", args->a_grouped, &a_splits));
+        for (int32_t i = 0; i < b->num; i++)
+            GLN_CHECK_COND(a_splits[i] == splits[i], GLN_STATUS_INVALID_ARGUMENT,
+                           "%s: a_grouped->splits[%d] = %lld differs from b->splits[%d] = %lld", fn, (int)i,
+                           (long long)a_splits[i], (int)i, (long long)splits[i]);
+        ga = *args->a_grouped;
+        ga.splits = a_splits, ga.splits_on_backend = 0;
+    } else {
+        gd = *args->d_grouped;
+        gd.splits = splits, gd.splits_on_backend = 0;
+    }
+    for (int32_t i = 0; i < b->num; i++) {
+        gln_tensor_t mb, ma, md;
+        GLN_CHECK(gln_grouped_member(&gb, i, &mb));
+        if (nt) {
+            GLN_CHECK(gln_grouped_member(&ga, i, &ma));
+            GLN_CHECK(gemm_run(ctx, args->layout, &ma, &mb, &args->d_list[i], NULL, args->accumulate, fn));
+        } else {
+            GLN_CHECK(gln_grouped_member(&gd, i, &md));
+            const gln_tensor_t *bias = args->bias_list ? &args->bias_list[i] : NULL;
+            GLN_CHECK(gemm_run(ctx, args->layout, &args->a_list[i], &mb, &md, bias, args->accumulate, fn));
+        }
+    }
+fail:
+    free(a_splits);
+    free(splits);
+    return st;
+}

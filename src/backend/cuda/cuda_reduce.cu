@@ -1,0 +1,159 @@
+/* CUDA reductions and casts: amax, dtype conversion, per-expert bias gradients.
+ *
+ * All three are bitwise equal to the CPU backend (src/backend/cpu/cpu_reduce.c):
+ *   amax   max |x| is order independent for non-NaN values (compared as FP32 bits, which order
+ *          like the values for x >= 0); a NaN anywhere gives |x[i]| of the lowest NaN index i,
+ *          which is the value the CPU's first-NaN break returns.
+ *   cast   widen exactly to FP32, one RNE rounding through numerics.h.
+ *   dbias  one thread per column sums the member's rows in row order in FP32, exactly the CPU's
+ *          loop order, so the result is bitwise reproducible and equal to the CPU's.  (This trades
+ *          parallelism over rows for determinism; a fixed two-pass tree would be faster but
+ *          differ from the CPU in the last bits.) */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "numerics/numerics.h"
+}
+
+#include "backend/cuda/cuda_device.h"
+
+#define GLN_NO_NAN_INDEX 0xFFFFFFFFFFFFFFFFull
+
+/* ---- amax --------------------------------------------------------------------------------- */
+
+__global__ void gln_amax_partial_kernel(const void *x, int dtype, size_t n, gln_cuda_amax_work_t *work) {
+    __shared__ unsigned int s_bits[GLN_CUDA_THREADS / 32];
+    __shared__ unsigned long long s_nan[GLN_CUDA_THREADS / 32];
+    unsigned int best = 0;
+    unsigned long long nan_i = GLN_NO_NAN_INDEX;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const unsigned int b = gln_f32_bits(gln_dev_load(x, dtype, i)) & 0x7FFFFFFFu;
+        if (b > 0x7F800000u) {
+            if (nan_i == GLN_NO_NAN_INDEX) nan_i = i; /* i grows: the first one is this thread's lowest */
+        } else if (b > best) {
+            best = b;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        best = max(best, __shfl_xor_sync(0xFFFFFFFFu, best, off));
+        nan_i = min(nan_i, __shfl_xor_sync(0xFFFFFFFFu, nan_i, off));
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) s_bits[warp] = best, s_nan[warp] = nan_i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x / 32); w++) {
+            best = max(best, s_bits[w]);
+            nan_i = min(nan_i, s_nan[w]);
+        }
+        if (best) atomicMax(&work->max_bits, best);
+        if (nan_i != GLN_NO_NAN_INDEX) atomicMin(&work->nan_index, nan_i);
+    }
+}
+
+__global__ void gln_amax_final_kernel(const void *x, int dtype, const gln_cuda_amax_work_t *work, float *amax,
+                                      int accumulate) {
+    float a = work->nan_index != GLN_NO_NAN_INDEX ? gln_f32_abs(gln_dev_load(x, dtype, work->nan_index))
+                                                  : gln_f32_from_bits(work->max_bits);
+    if (accumulate) a = gln_f32_max_nan(*amax, a);
+    *amax = a;
+}
+
+extern "C" gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, gln_dtype_t dtype, size_t count,
+                                             float *amax, int accumulate, const char *call) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    /* nan_index = all ones, max_bits = 0 */
+    GLN_TRY(gln_cuda_check(cudaMemsetAsync(&s->amax_work->nan_index, 0xFF, sizeof(unsigned long long), s->stream),
+                           call, "cudaMemsetAsync(amax work)"));
+    GLN_TRY(gln_cuda_check(cudaMemsetAsync(&s->amax_work->max_bits, 0, sizeof(unsigned int), s->stream), call,
+                           "cudaMemsetAsync(amax work)"));
+    if (count > 0) {
+        gln_amax_partial_kernel<<<gln_dev_blocks(count, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, s->stream>>>(
+            x, (int)dtype, count, s->amax_work);
+        GLN_TRY(gln_cuda_check_launch(call, "gln_amax_partial_kernel"));
+    }
+    gln_amax_final_kernel<<<1, 1, 0, s->stream>>>(x, (int)dtype, s->amax_work, amax, accumulate);
+    return gln_cuda_check_launch(call, "gln_amax_final_kernel");
+}
+
+/* `amax` may be device (or managed) memory, written in stream order, or host memory, filled
+ * before returning (the stream is synchronized). */
+extern "C" gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
+    static const char *fn = "gln_amax (cuda)";
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const size_t n = (size_t)x->rows * (size_t)x->cols;
+    cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    GLN_TRY(gln_cuda_check(cudaPointerGetAttributes(&attr, amax), fn, "cudaPointerGetAttributes(amax)"));
+    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
+        return gln_cuda_amax_launch(ctx, x->data, x->dtype, n, amax, 0, fn);
+    GLN_TRY(gln_cuda_amax_launch(ctx, x->data, x->dtype, n, s->amax_tmp, 0, fn));
+    GLN_TRY(gln_cuda_check(cudaMemcpyAsync(amax, s->amax_tmp, sizeof(float), cudaMemcpyDeviceToHost, s->stream),
+                           fn, "cudaMemcpyAsync(amax)"));
+    return gln_cuda_check(cudaStreamSynchronize(s->stream), fn, "cudaStreamSynchronize");
+}
+
+/* ---- cast --------------------------------------------------------------------------------- */
+
+__global__ void gln_cast_kernel(const void *in, int in_dtype, void *out, int out_dtype, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        gln_dev_store(out, out_dtype, i, gln_dev_load(in, in_dtype, i));
+}
+
+extern "C" gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
+    static const char *fn = "gln_cast (cuda)";
+    const size_t n = (size_t)in->rows * (size_t)in->cols;
+    if (n == 0) return GLN_STATUS_SUCCESS;
+    cudaStream_t st = gln_cuda_state(ctx)->stream;
+    gln_cast_kernel<<<gln_dev_blocks(n, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
+        in->data, (int)in->dtype, out->data, (int)out->dtype, n);
+    return gln_cuda_check_launch(fn, "gln_cast_kernel");
+}
+
+/* ---- grouped dbias ------------------------------------------------------------------------ */
+
+/* db[j] = Σ_{r < rows} x[r, j] in row order (+ db[j] when accumulating), one rounding. */
+__global__ void gln_dbias_kernel(const void *x, int x_dtype, int64_t rows, int64_t cols, void *db, int db_dtype,
+                                 int accumulate) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    float acc = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        acc = gln_dev_add(acc, gln_dev_load(x, x_dtype, (size_t)r * (size_t)cols + (size_t)j));
+    if (accumulate) acc = gln_dev_add(acc, gln_dev_load(db, db_dtype, (size_t)j));
+    gln_dev_store(db, db_dtype, (size_t)j, acc);
+}
+
+extern "C" gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                               gln_tensor_t *dbias, int accumulate) {
+    static const char *fn = "gln_grouped_dbias (cuda)";
+    const gln_tensor_t *p = &dy->packed;
+    const int64_t cols = p->cols;
+    const size_t esize = gln_dtype_size(p->dtype);
+    cudaStream_t st = gln_cuda_state(ctx)->stream;
+    int64_t *splits = NULL;
+    gln_status_t status = gln_cuda_host_splits(ctx, fn, "dy", dy, &splits);
+    if (status != GLN_STATUS_SUCCESS) return status;
+    int64_t row0 = 0;
+    for (int32_t i = 0; i < dy->num && cols > 0; i++) {
+        const int64_t m = splits[i];
+        if (m == 0 && accumulate) continue; /* empty member: nothing to add */
+        const void *x = (const char *)p->data + (size_t)row0 * (size_t)cols * esize;
+        const unsigned int blocks = (unsigned int)((cols + GLN_CUDA_THREADS - 1) / GLN_CUDA_THREADS);
+        gln_dbias_kernel<<<blocks, GLN_CUDA_THREADS, 0, st>>>(
+            x, (int)p->dtype, m, cols, dbias[i].data, (int)dbias[i].dtype, accumulate);
+        status = gln_cuda_check_launch(fn, "gln_dbias_kernel");
+        if (status != GLN_STATUS_SUCCESS) break;
+        row0 += m;
+    }
+    free(splits);
+    return status;
+}

@@ -1,0 +1,37 @@
+/* Quantization of grouped activations (x) and output gradients (dy) on either path.
+ *
+ * Split path: one gln_quantize per expert on member views; grouped path: one
+ * gln_grouped_quantize.  Both produce the same bytes per member (per-member statistics), which
+ * is what makes the two paths bitwise identical on the CPU.  Under delayed scaling the role's
+ * slots (input 3i of the forward state, grad_output 2i of the backward state) are staged into
+ * the buffer's per-member scale array before and their amaxes recorded after. */
+#include "layer/layer.h"
+
+gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_lbuf_t *src,
+                              int rowwise, int columnwise, gln_lbuf_t *out) {
+    gln_status_t st;
+    gln_context_t *ctx = L->ctx;
+    const gln_grouped_tensor_t *g = &src->g;
+    gln_quant_config_t cfg = role == GLN_ROLE_INPUT ? L->recipe.input : L->recipe.grad;
+    gln_fp8_state_t *fs = role == GLN_ROLE_INPUT ? &L->fp8_fwd : &L->fp8_bwd;
+    int32_t stride = role == GLN_ROLE_INPUT ? 3 : 2, n = g->num;
+    cfg.rowwise = rowwise;
+    cfg.columnwise = columnwise;
+    GLN_TRY(gln_lbuf_alloc_quant(ctx, &cfg, g->packed.rows, g->packed.cols, n, g->splits,
+                                 g->splits_on_backend, out));
+    float *scale = out->g.packed.scale, *amax = out->g.packed.amax;
+    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
+    if (L->cfg.path == GLN_PATH_SPLIT) {
+        for (int32_t i = 0; i < n; i++) {
+            gln_tensor_t in = gln_lbuf_member(src, i), q = gln_lbuf_member(out, i);
+            GLN_CHECK(gln_quantize(ctx, &cfg, &in, &q));
+        }
+    } else {
+        GLN_CHECK(gln_grouped_quantize(ctx, &cfg, g, &out->g));
+    }
+    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_lbuf_free(ctx, out);
+    return st;
+}

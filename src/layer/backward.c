@@ -1,0 +1,200 @@
+/* gln_grouped_linear_backward and gln_grouped_linear_saved_release.
+ *
+ * Order: validate (a rejected call writes nothing and leaves the context usable) → mark the
+ * context done → quantize dy (rowwise iff dgrad, columnwise iff wgrad) → dbias from the
+ * high-precision dy, accumulated into the layer's bias gradients (always here, also when the
+ * wgrad is delayed) → dgrad (plain weights: the set kept by forward; distributed: materialize
+ * again, re-quantize columnwise when the copies are high precision, release right after) →
+ * wgrad now, or queued with its operands for backward_dw → delayed-scaling update of the
+ * backward slots.
+ *
+ * wgrad outputs: distributed → grad_buffer(i) (FP32, overwrite) then finalize_grads once with
+ * accumulate = !(microbatch == FIRST) (when it reports pending, the caller must call the
+ * group's wait() before reading main_grad); fused → main_grad (FP32) with accumulate =
+ * !(microbatch == FIRST); otherwise accumulated (+=) into the layer's param-dtype buffers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/layer.h"
+
+static const char *FN = "gln_grouped_linear_backward";
+
+static gln_status_t bias_grads(gln_grouped_linear_t *L, const gln_lbuf_t *dy) {
+    gln_tensor_t *db = calloc((size_t)L->n, sizeof *db);
+    GLN_REQUIRE(db != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    for (int32_t i = 0; i < L->n; i++) db[i] = gln_tensor_make(L->cfg.param_dtype, 1, L->kout, L->bgrads[i]);
+    gln_status_t st = gln_grouped_dbias(L->ctx, &dy->g, db, 1);
+    free(db);
+    return st;
+}
+
+static gln_status_t wgrad_outputs(gln_grouped_linear_t *L, const gln_grouped_linear_saved_t *s,
+                                  gln_tensor_t *d, int *accumulate) {
+    int first = s->microbatch == GLN_MICROBATCH_FIRST;
+    for (int32_t i = 0; i < L->n; i++) {
+        if (L->dist) {
+            float *buf = NULL;
+            GLN_TRY(L->dist->grad_buffer(L->dist->impl, i, &buf));
+            GLN_REQUIRE(buf != NULL, GLN_STATUS_INVALID_ARGUMENT,
+                        "%s: distributed grad_buffer(%d) returned NULL", FN, (int)i);
+            d[i] = gln_tensor_make(GLN_DTYPE_FP32, L->kout, L->kin, buf);
+        } else if (L->cfg.fuse_wgrad_accumulation) {
+            d[i] = gln_tensor_make(GLN_DTYPE_FP32, L->kout, L->kin, L->main_grads[i]);
+        } else {
+            d[i] = gln_tensor_make(L->cfg.param_dtype, L->kout, L->kin, L->wgrads[i]);
+        }
+    }
+    *accumulate = L->dist ? 0 : L->cfg.fuse_wgrad_accumulation ? !first : 1;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* A private copy of the saved splits for a queued item. */
+static gln_status_t splits_copy(gln_grouped_linear_t *L, const gln_grouped_linear_saved_t *s,
+                                gln_wgrad_item_t *it) {
+    size_t bytes = (size_t)L->n * sizeof(int64_t);
+    if (s->splits_on_backend) {
+        GLN_TRY(gln_ctx_alloc(L->ctx, bytes, (void **)&it->splits_dev));
+        return L->ctx->ops->memcpy(L->ctx, it->splits_dev, s->splits_dev, bytes,
+                                   GLN_COPY_BACKEND_TO_BACKEND);
+    }
+    it->splits_host = malloc(bytes);
+    GLN_REQUIRE(it->splits_host != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    memcpy(it->splits_host, s->splits_host, bytes);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Queue the wgrad: the item takes the operands (x from the saved context or its re-quantized
+ * copy, dy's columnwise copy, or a copy of the high-precision dy — the caller's dy need not
+ * outlive this call). */
+static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
+                                  gln_lbuf_t *x, const gln_lbuf_t *dyw, gln_lbuf_t *dyq,
+                                  const gln_tensor_t *d, int accumulate) {
+    gln_status_t st;
+    gln_wgrad_item_t *it = calloc(1, sizeof *it);
+    GLN_REQUIRE(it != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    it->d = malloc((size_t)L->n * sizeof *it->d);
+    GLN_CHECK_COND(it->d != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    memcpy(it->d, d, (size_t)L->n * sizeof *d);
+    it->accumulate = accumulate;
+    GLN_CHECK(splits_copy(L, s, it));
+    const int64_t *splits = s->splits_on_backend ? it->splits_dev : it->splits_host;
+    if (L->recipe.quantized) {
+        gln_lbuf_drop_rowwise(L->ctx, dyq);
+        it->dy = *dyq;
+        memset(dyq, 0, sizeof *dyq);
+    } else {
+        const gln_tensor_t *t = &dyw->g.packed;
+        GLN_CHECK(gln_lbuf_alloc_hp(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
+                                    s->splits_on_backend, &it->dy));
+        size_t bytes = (size_t)t->rows * (size_t)t->cols * gln_dtype_size(t->dtype);
+        if (bytes)
+            GLN_CHECK(L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
+                                          GLN_COPY_BACKEND_TO_BACKEND));
+    }
+    it->x = *x;
+    memset(x, 0, sizeof *x);
+    it->x.g.splits = splits;
+    it->dy.g.splits = splits;
+    gln_wgrad_queue_push(L, it);
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_wgrad_item_free(L->ctx, it);
+    return st;
+}
+
+static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
+                              const gln_lbuf_t *dyw, gln_lbuf_t *dyq) {
+    gln_status_t st;
+    gln_context_t *ctx = L->ctx;
+    gln_lbuf_t xq = {0};
+    gln_tensor_t *d = calloc((size_t)L->n, sizeof *d);
+    int accumulate = 0;
+    GLN_REQUIRE(d != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    GLN_CHECK(wgrad_outputs(L, s, d, &accumulate));
+    /* save_original_input: quantize the saved input columnwise now (deterministic recipes only,
+     * so this reproduces the forward's quantization exactly). */
+    if (s->x_is_hp && L->recipe.quantized)
+        GLN_CHECK(gln_act_quantize(L, GLN_ROLE_INPUT, &s->x, 0, 1, &xq));
+    gln_lbuf_t *x = xq.g.num ? &xq : &s->x;
+    const gln_lbuf_t *dy = L->recipe.quantized ? dyq : dyw;
+    if (L->cfg.delay_wgrad_compute) {
+        GLN_CHECK(wgrad_enqueue(L, s, x, dyw, dyq, d, accumulate));
+    } else {
+        GLN_CHECK(gln_stage_wgrad(ctx, L->cfg.path, L->n, x, dy, d, accumulate));
+        if (L->dist) {
+            int pending = 0;
+            GLN_CHECK(L->dist->finalize_grads(L->dist->impl, s->microbatch != GLN_MICROBATCH_FIRST,
+                                              &pending));
+        }
+    }
+    st = GLN_STATUS_SUCCESS;
+fail:
+    gln_lbuf_free(ctx, &xq);
+    free(d);
+    return st;
+}
+
+static gln_status_t dgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
+                              const gln_lbuf_t *dy, gln_lbuf_t *dx) {
+    if (!L->dist) return gln_stage_dgrad(L, s->mw.w, dy, dx);
+    gln_mweights_t mw;
+    GLN_TRY(gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &mw));
+    gln_status_t st = gln_stage_dgrad(L, mw.w, dy, dx);
+    gln_status_t rs = gln_materialize_release(L, &mw);
+    return st != GLN_STATUS_SUCCESS ? st : rs;
+}
+
+gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
+                                         gln_tensor_t *dx) {
+    GLN_REQUIRE_NOT_NULL(FN, saved);
+    GLN_TRY(gln_validate_backward(saved, dy, dx));
+    gln_grouped_linear_saved_t *s = saved;
+    gln_grouped_linear_t *L = s->layer;
+    gln_context_t *ctx = L->ctx;
+    gln_status_t st;
+    gln_lbuf_t dyw = {0}, dyq = {0}, dxw = {0};
+    void *dxbuf = NULL;
+    int quant = L->recipe.quantized, do_dgrad = dx != NULL, do_wgrad = s->need_wgrad;
+    const int64_t *splits = gln_saved_splits(s);
+    s->done = 1; /* from here on gradients may be partly written: no second attempt */
+
+    GLN_CHECK(gln_lbuf_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
+    if (quant && (do_dgrad || do_wgrad))
+        GLN_CHECK(gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
+    if (L->cfg.bias) GLN_CHECK(bias_grads(L, &dyw));
+    if (do_dgrad) {
+        gln_tensor_t dxd = *dx;
+        if (!dxd.data) {
+            size_t bytes = (size_t)dxd.rows * (size_t)dxd.cols * gln_dtype_size(dxd.dtype);
+            GLN_CHECK(gln_ctx_alloc(ctx, bytes + 1, &dxbuf));
+            GLN_CHECK(gln_ctx_zero(ctx, dxbuf, bytes));
+            dxd.data = dxbuf;
+        }
+        GLN_CHECK(gln_lbuf_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
+        GLN_CHECK(dgrad_run(L, s, quant ? &dyq : &dyw, &dxw));
+    }
+    if (s->have_mw) {
+        s->have_mw = 0;
+        GLN_CHECK(gln_materialize_release(L, &s->mw));
+    }
+    if (do_wgrad) GLN_CHECK(wgrad_run(L, s, &dyw, &dyq));
+    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_update(&L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
+    if (dxbuf) {
+        s->owned_dx = dxbuf;
+        dx->data = dxbuf;
+        dxbuf = NULL;
+    }
+fail:
+    gln_ctx_free(ctx, dxbuf);
+    gln_lbuf_free(ctx, &dyw);
+    gln_lbuf_free(ctx, &dyq);
+    gln_lbuf_free(ctx, &dxw);
+    return st;
+}
+
+gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved) {
+    if (!saved) return GLN_STATUS_SUCCESS;
+    saved->layer->live_saved--;
+    gln_saved_free(saved);
+    return GLN_STATUS_SUCCESS;
+}

@@ -1,0 +1,224 @@
+/* Storage the layer owns for one call or one saved context: grouped activation buffers (x, y,
+ * dy, dx and their quantized copies) and weight sets (N [K_out, K_in] tensors), plus plain
+ * per-member views of them for the split path.
+ *
+ * Quantized grouped layout (the one gln_grouped_quantize documents): member i's data at element
+ * offset row_start[i]·cols in data and col_data, its scales at gln_grouped_scale_offsets()[i];
+ * per-tensor modes keep scale_inv / col_scale_inv / scale / amax as arrays of N floats.  With
+ * backend-resident splits the scale buffers are sized by gln_grouped_scale_bound. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/layer.h"
+
+static size_t scale_elem_size(gln_scaling_mode_t mode) {
+    return mode == GLN_SCALING_MXFP8_1D ? 1u : sizeof(float);
+}
+
+/* Host offsets: row_start[N+1] and, for quantized modes, scale offsets srow / scol [N+1]. */
+static gln_status_t lbuf_offsets(gln_lbuf_t *b, gln_scaling_mode_t mode) {
+    int32_t n = b->g.num;
+    b->offs = calloc(3 * ((size_t)n + 1), sizeof(int64_t));
+    if (!b->offs) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
+    int64_t *rs = b->offs, *sr = rs + n + 1, *sc = sr + n + 1;
+    for (int32_t i = 0; i < n; i++) rs[i + 1] = rs[i] + b->g.splits[i];
+    if (mode == GLN_SCALING_TENSOR) {
+        for (int32_t i = 0; i <= n; i++) sr[i] = sc[i] = i;
+    } else if (mode != GLN_SCALING_NONE) {
+        return gln_grouped_scale_offsets(mode, n, b->g.splits, b->g.packed.cols, sr, sc);
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static void lbuf_init(gln_lbuf_t *b, int32_t num, const int64_t *splits, int splits_on_backend) {
+    memset(b, 0, sizeof *b);
+    b->g.num = num;
+    b->g.splits = splits;
+    b->g.splits_on_backend = splits_on_backend;
+}
+
+gln_status_t gln_lbuf_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                               int32_t num, const int64_t *splits, int splits_on_backend,
+                               gln_lbuf_t *b) {
+    gln_status_t st;
+    lbuf_init(b, num, splits, splits_on_backend);
+    b->g.packed = gln_tensor_make(dtype, rows, cols, NULL);
+    if (!splits_on_backend) GLN_CHECK(lbuf_offsets(b, GLN_SCALING_NONE));
+    /* +1: a buffer of zero rows still gets a valid (never read) address */
+    GLN_CHECK(gln_ctx_alloc(ctx, (size_t)rows * (size_t)cols * gln_dtype_size(dtype) + 1,
+                            &b->mem_row));
+    b->g.packed.data = b->mem_row;
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_lbuf_free(ctx, b);
+    return st;
+}
+
+/* One copy (rowwise or columnwise): data then scales in one allocation. */
+static gln_status_t lbuf_alloc_copy(gln_context_t *ctx, size_t data_bytes, size_t scale_bytes,
+                                    void **mem, void **data, void **scales) {
+    size_t off = gln_align_up(data_bytes, GLN_LAYER_ALIGN);
+    GLN_TRY(gln_ctx_alloc(ctx, off + scale_bytes + 1, mem));
+    *data = *mem;
+    *scales = (char *)*mem + off;
+    /* Scale padding is never read by a GEMM; zero it anyway so buffers are deterministic. */
+    return gln_ctx_zero(ctx, *scales, scale_bytes);
+}
+
+gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int64_t rows,
+                                  int64_t cols, int32_t num, const int64_t *splits,
+                                  int splits_on_backend, gln_lbuf_t *b) {
+    gln_status_t st;
+    gln_tensor_t *p = &b->g.packed;
+    lbuf_init(b, num, splits, splits_on_backend);
+    *p = gln_tensor_make(cfg->fp8_dtype, rows, cols, NULL);
+    p->scaling = cfg->mode;
+    int64_t row_elems = num, col_elems = num;
+    if (!splits_on_backend) {
+        GLN_CHECK(lbuf_offsets(b, cfg->mode));
+        if (cfg->mode != GLN_SCALING_TENSOR) {
+            row_elems = b->offs[2 * (num + 1) - 1];
+            col_elems = b->offs[3 * (num + 1) - 1];
+        }
+    } else if (cfg->mode != GLN_SCALING_TENSOR) {
+        GLN_CHECK(gln_grouped_scale_bound(cfg->mode, num, rows, cols, &row_elems, &col_elems));
+    }
+    size_t es = scale_elem_size(cfg->mode), data_bytes = (size_t)rows * (size_t)cols;
+    if (cfg->rowwise)
+        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, (size_t)row_elems * es, &b->mem_row, &p->data,
+                                  &p->scale_inv));
+    if (cfg->columnwise)
+        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, (size_t)col_elems * es, &b->mem_col,
+                                  &p->col_data, &p->col_scale_inv));
+    if (cfg->mode == GLN_SCALING_TENSOR) {
+        GLN_CHECK(gln_ctx_alloc(ctx, 2 * (size_t)num * sizeof(float), &b->mem_aux));
+        GLN_CHECK(gln_ctx_zero(ctx, b->mem_aux, 2 * (size_t)num * sizeof(float)));
+        p->scale = b->mem_aux;
+        p->amax = p->scale + num;
+    }
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_lbuf_free(ctx, b);
+    return st;
+}
+
+gln_status_t gln_lbuf_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
+                           int splits_on_backend, gln_lbuf_t *b) {
+    lbuf_init(b, num, splits, splits_on_backend);
+    b->g.packed = *t;
+    if (splits_on_backend) return GLN_STATUS_SUCCESS;
+    return lbuf_offsets(b, t->scaling);
+}
+
+void gln_lbuf_free(gln_context_t *ctx, gln_lbuf_t *b) {
+    gln_ctx_free(ctx, b->mem_row);
+    gln_ctx_free(ctx, b->mem_col);
+    gln_ctx_free(ctx, b->mem_aux);
+    free(b->offs);
+    memset(b, 0, sizeof *b);
+}
+
+void gln_lbuf_drop_rowwise(gln_context_t *ctx, gln_lbuf_t *b) {
+    if (b->g.packed.scaling == GLN_SCALING_NONE || !b->mem_col) return;
+    gln_ctx_free(ctx, b->mem_row);
+    b->mem_row = NULL;
+    b->g.packed.data = NULL;
+    b->g.packed.scale_inv = NULL;
+}
+
+gln_tensor_t gln_lbuf_member(const gln_lbuf_t *b, int32_t i) {
+    const gln_tensor_t *p = &b->g.packed;
+    int32_t n = b->g.num;
+    const int64_t *rs = b->offs, *sr = rs + n + 1, *sc = sr + n + 1;
+    gln_tensor_t t = *p;
+    t.rows = b->g.splits[i];
+    size_t es = gln_dtype_size(p->dtype), cols = (size_t)p->cols;
+    if (p->data) t.data = (char *)p->data + (size_t)rs[i] * cols * es;
+    if (p->col_data) t.col_data = (char *)p->col_data + (size_t)rs[i] * cols * es;
+    if (p->scaling != GLN_SCALING_NONE) {
+        size_t ses = scale_elem_size(p->scaling);
+        if (p->scale_inv) t.scale_inv = (char *)p->scale_inv + (size_t)sr[i] * ses;
+        if (p->col_scale_inv) t.col_scale_inv = (char *)p->col_scale_inv + (size_t)sc[i] * ses;
+        if (p->scale) t.scale = p->scale + i;
+        if (p->amax) t.amax = p->amax + i;
+    }
+    return t;
+}
+
+/* ------------------------------------------------------------------ weight sets */
+
+static gln_status_t wset_tensors(int32_t num, gln_wset_t *w) {
+    memset(w, 0, sizeof *w);
+    w->num = num;
+    w->t = calloc((size_t)num, sizeof *w->t);
+    return w->t ? GLN_STATUS_SUCCESS
+                : gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
+}
+
+gln_status_t gln_wset_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int32_t num, int64_t rows,
+                               int64_t cols, gln_wset_t *w) {
+    GLN_TRY(wset_tensors(num, w));
+    size_t each = (size_t)rows * (size_t)cols * gln_dtype_size(dtype);
+    gln_status_t st = gln_ctx_alloc(ctx, each * (size_t)num + 1, &w->mem);
+    if (st != GLN_STATUS_SUCCESS) {
+        gln_wset_free(ctx, w);
+        return st;
+    }
+    for (int32_t i = 0; i < num; i++)
+        w->t[i] = gln_tensor_make(dtype, rows, cols, (char *)w->mem + each * (size_t)i);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_wset_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
+                                  int64_t rows, int64_t cols, gln_wset_t *w) {
+    gln_status_t st;
+    gln_quant_layout_t lay;
+    GLN_TRY(wset_tensors(num, w));
+    GLN_CHECK(gln_quant_layout(cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
+    size_t a = GLN_LAYER_ALIGN;
+    size_t d = cfg->rowwise ? gln_align_up(lay.data_bytes, a) : 0;
+    size_t s = cfg->rowwise ? gln_align_up(lay.scale_bytes, a) : 0;
+    size_t cd = cfg->columnwise ? gln_align_up(lay.col_data_bytes, a) : 0;
+    size_t cs = cfg->columnwise ? gln_align_up(lay.col_scale_bytes, a) : 0;
+    size_t each = d + s + cd + cs, aux = 2 * (size_t)num * sizeof(float);
+    GLN_CHECK(gln_ctx_alloc(ctx, each * (size_t)num + aux, &w->mem));
+    /* Zero everything once: scale padding and per-tensor aux must start deterministic. */
+    GLN_CHECK(gln_ctx_zero(ctx, w->mem, each * (size_t)num + aux));
+    char *base = w->mem;
+    w->aux = (float *)(void *)(base + each * (size_t)num);
+    for (int32_t i = 0; i < num; i++) {
+        char *m = base + each * (size_t)i;
+        gln_tensor_t *t = &w->t[i];
+        *t = gln_tensor_make(cfg->fp8_dtype, rows, cols, NULL);
+        t->scaling = cfg->mode;
+        if (cfg->rowwise) {
+            t->data = m;
+            t->scale_inv = m + d;
+        }
+        if (cfg->columnwise) {
+            t->col_data = m + d + s;
+            t->col_scale_inv = m + d + s + cd;
+        }
+        if (cfg->mode == GLN_SCALING_TENSOR) {
+            t->scale = w->aux + i;
+            t->amax = w->aux + num + i;
+        }
+    }
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_wset_free(ctx, w);
+    return st;
+}
+
+gln_status_t gln_wset_wrap(int32_t num, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                           void *const *ptrs, gln_wset_t *w) {
+    GLN_TRY(wset_tensors(num, w));
+    for (int32_t i = 0; i < num; i++) w->t[i] = gln_tensor_make(dtype, rows, cols, ptrs[i]);
+    return GLN_STATUS_SUCCESS;
+}
+
+void gln_wset_free(gln_context_t *ctx, gln_wset_t *w) {
+    gln_ctx_free(ctx, w->mem);
+    free(w->t);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,89 @@
+/* The quantized-weight cache for plain weights under an FP8 recipe (te-grouped-linear.md §8,
+ * keyed as §13.8 suggests).  One entry: the N quantized weights, the weight version they were
+ * made from and the copies (rowwise / columnwise) they hold.
+ *
+ *   microbatch FIRST : re-quantize (in place when nobody else holds the entry, so the buffers
+ *                      keep their addresses);
+ *   microbatch NEXT  : reuse the entry whenever it has the needed copies, even if the weights
+ *                      changed since (the reference semantics: weights are assumed unchanged
+ *                      within a step); else quantize;
+ *   UNSET            : reuse iff the version matches and the needed copies exist; else
+ *                      re-quantize (in place when possible).
+ * Entries are reference counted: the layer holds one reference, every saved context whose dgrad
+ * uses the entry holds another.  When a re-quantization is due while a saved context still
+ * holds the entry, a fresh entry replaces it, so an in-flight backward keeps exactly the weights
+ * its forward used.  Distributed weights never come here. */
+#include <stdlib.h>
+
+#include "layer/layer.h"
+
+void gln_wcache_unref(gln_context_t *ctx, gln_wcache_entry_t *e) {
+    if (!e || --e->refs > 0) return;
+    gln_wset_free(ctx, &e->w);
+    free(e);
+}
+
+static gln_status_t wcache_fill(gln_grouped_linear_t *L, gln_wcache_entry_t *e) {
+    gln_wset_t src;
+    gln_quant_config_t cfg = L->recipe.weight;
+    cfg.rowwise = e->rowwise;
+    cfg.columnwise = e->columnwise;
+    GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
+    gln_status_t st = gln_weights_quantize(L, src.t, &cfg, NULL, &e->w);
+    gln_wset_free(L->ctx, &src);
+    if (st == GLN_STATUS_SUCCESS) e->version = L->weight_version;
+    return st;
+}
+
+static gln_status_t wcache_new(gln_grouped_linear_t *L, int rowwise, int columnwise,
+                               gln_wcache_entry_t **out) {
+    gln_status_t st;
+    gln_wcache_entry_t *e = calloc(1, sizeof *e);
+    if (!e) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
+    e->refs = 1;
+    e->rowwise = rowwise;
+    e->columnwise = columnwise;
+    gln_quant_config_t cfg = L->recipe.weight;
+    cfg.rowwise = rowwise;
+    cfg.columnwise = columnwise;
+    GLN_CHECK(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &e->w));
+    GLN_CHECK(wcache_fill(L, e));
+    *out = e;
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_wcache_unref(L->ctx, e);
+    return st;
+}
+
+gln_status_t gln_wcache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
+                            int need_col, gln_wcache_entry_t **out) {
+    gln_wcache_entry_t *e = L->cache;
+    int has = e && (!need_row || e->rowwise) && (!need_col || e->columnwise);
+    int reuse = 0, in_place = 0;
+    switch (mb) {
+    case GLN_MICROBATCH_NEXT: reuse = has; break;
+    case GLN_MICROBATCH_FIRST: in_place = has && e->refs == 1; break;
+    default:
+        reuse = has && e->version == L->weight_version;
+        in_place = !reuse && has && e->refs == 1;
+        break;
+    }
+    if (reuse) {
+        e->refs++;
+        *out = e;
+        return GLN_STATUS_SUCCESS;
+    }
+    if (in_place) {
+        GLN_TRY(wcache_fill(L, e));
+        e->refs++;
+        *out = e;
+        return GLN_STATUS_SUCCESS;
+    }
+    gln_wcache_entry_t *fresh = NULL;
+    GLN_TRY(wcache_new(L, need_row || (e && e->rowwise), need_col || (e && e->columnwise), &fresh));
+    gln_wcache_unref(L->ctx, L->cache);
+    L->cache = fresh;
+    fresh->refs++;
+    *out = fresh;
+    return GLN_STATUS_SUCCESS;
+}

@@ -1,0 +1,197 @@
+/* gln_grouped_linear_forward and the saved context it creates.
+ *
+ * Order: validate everything → allocate the saved context and y (when requested) → weights from
+ * the materialization stage → quantize x (rowwise for fprop, plus the columnwise copy only when
+ * the wgrad will need it) → fprop → weights released (or kept by the saved context for dgrad)
+ * → wgrad operand saved → delayed-scaling update of the forward slots.
+ *
+ * What the saved context owns: the wgrad operand (the quantized columnwise copy of x with its
+ * rowwise half freed, or a copy of the high-precision x for recipe NONE / save_original_input;
+ * the caller may reuse x as soon as forward returns), a reference to the cached (or a cast)
+ * weight set for dgrad (plain weights; caller parameters are referenced, not copied, and must
+ * not change until backward, as with autograd), a copy of the splits, library-allocated y/dx.
+ * Distributed weights keep nothing: backward materializes them again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/layer.h"
+
+static const char *FN = "gln_grouped_linear_forward";
+
+const int64_t *gln_saved_splits(const gln_grouped_linear_saved_t *s) {
+    return s->splits_on_backend ? s->splits_dev : s->splits_host;
+}
+
+static int weights_need_grad(const gln_grouped_linear_t *L) {
+    if (L->dist) return L->dist->requires_grad(L->dist->impl) != 0;
+    return L->cfg.weights_require_grad != 0;
+}
+
+static gln_status_t saved_create(gln_grouped_linear_t *L, const gln_grouped_linear_forward_args_t *a,
+                                 gln_grouped_linear_saved_t **out) {
+    gln_grouped_linear_saved_t *s = calloc(1, sizeof *s);
+    GLN_REQUIRE(s != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    *out = s;
+    s->layer = L;
+    s->microbatch = a->microbatch;
+    s->rows = a->x->rows;
+    s->splits_on_backend = a->splits_on_backend;
+    size_t bytes = (size_t)L->n * sizeof(int64_t);
+    if (a->splits_on_backend) {
+        GLN_TRY(gln_ctx_alloc(L->ctx, bytes, (void **)&s->splits_dev));
+        return L->ctx->ops->memcpy(L->ctx, s->splits_dev, a->m_splits, bytes,
+                                   GLN_COPY_BACKEND_TO_BACKEND);
+    }
+    s->splits_host = malloc(bytes);
+    GLN_REQUIRE(s->splits_host != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    memcpy(s->splits_host, a->m_splits, bytes);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Free everything a saved context owns (used by saved_release and by failed forwards). */
+void gln_saved_free(gln_grouped_linear_saved_t *s) {
+    if (!s) return;
+    gln_grouped_linear_t *L = s->layer;
+    gln_lbuf_free(L->ctx, &s->x);
+    if (s->have_mw) gln_materialize_release(L, &s->mw);
+    gln_ctx_free(L->ctx, s->splits_dev);
+    free(s->splits_host);
+    free(s->wscales);
+    gln_ctx_free(L->ctx, s->owned_y);
+    gln_ctx_free(L->ctx, s->owned_dx);
+    free(s);
+}
+
+/* Delayed scaling with distributed weights: the weight scales this forward quantizes with, so
+ * backward re-quantizes the re-materialized weights exactly as the forward did (the forward
+ * slots are updated at the end of this forward, before backward). */
+static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s) {
+    s->wscales = malloc((size_t)L->n * sizeof(float));
+    GLN_REQUIRE(s->wscales != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    for (int32_t i = 0; i < L->n; i++) s->wscales[i] = L->fp8_fwd.scale[3 * i + 1];
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed). */
+static gln_status_t bias_list(gln_grouped_linear_t *L, gln_wset_t *b) {
+    void *const *src = L->biases;
+    gln_dtype_t act = L->cfg.activation_dtype, pd = L->cfg.param_dtype;
+    GLN_TRY(gln_wset_wrap(L->n, pd, 1, L->kout, src, b));
+    if (pd == act) return GLN_STATUS_SUCCESS;
+    gln_wset_t params = *b;
+    gln_status_t st = gln_wset_alloc_hp(L->ctx, act, L->n, 1, L->kout, b);
+    for (int32_t i = 0; st == GLN_STATUS_SUCCESS && i < L->n; i++)
+        st = gln_cast(L->ctx, &params.t[i], &b->t[i]);
+    gln_wset_free(L->ctx, &params);
+    if (st != GLN_STATUS_SUCCESS) gln_wset_free(L->ctx, b);
+    return st;
+}
+
+/* The wgrad operand kept by the saved context. */
+static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
+                               const gln_lbuf_t *xw, gln_lbuf_t *xq) {
+    if (L->recipe.quantized && !L->cfg.save_original_input) {
+        gln_lbuf_drop_rowwise(L->ctx, xq);
+        s->x = *xq;
+        memset(xq, 0, sizeof *xq);
+    } else {
+        const gln_tensor_t *x = &xw->g.packed;
+        GLN_TRY(gln_lbuf_alloc_hp(L->ctx, x->dtype, x->rows, x->cols, L->n, gln_saved_splits(s),
+                                  s->splits_on_backend, &s->x));
+        size_t bytes = (size_t)x->rows * (size_t)x->cols * gln_dtype_size(x->dtype);
+        if (bytes)
+            GLN_TRY(L->ctx->ops->memcpy(L->ctx, s->x.g.packed.data, x->data, bytes,
+                                        GLN_COPY_BACKEND_TO_BACKEND));
+        s->x_is_hp = 1;
+    }
+    s->x.g.splits = gln_saved_splits(s);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* y->data == NULL: a zeroed buffer (rows past Σ splits on the grouped path read as 0). */
+static gln_status_t output_alloc(gln_grouped_linear_t *L, const gln_tensor_t *y, void **buf) {
+    size_t bytes = (size_t)y->rows * (size_t)y->cols * gln_dtype_size(y->dtype);
+    GLN_TRY(gln_ctx_alloc(L->ctx, bytes + 1, buf));
+    return gln_ctx_zero(L->ctx, *buf, bytes);
+}
+
+gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
+                                        const gln_grouped_linear_forward_args_t *args,
+                                        gln_grouped_linear_saved_t **saved) {
+    GLN_REQUIRE_NOT_NULL(FN, layer);
+    GLN_REQUIRE_NOT_NULL(FN, args);
+    GLN_REQUIRE_ARG(args->size >= sizeof(size_t) && args->size <= sizeof *args,
+                    "%s: args->size %zu is not a known version (expected %zu; start from "
+                    "GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT)",
+                    FN, args->size, sizeof *args);
+    gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
+    memcpy(&a, args, args->size);
+    GLN_TRY(gln_validate_forward(layer, &a));
+    if (saved) *saved = NULL;
+
+    gln_grouped_linear_t *L = layer;
+    gln_context_t *ctx = L->ctx;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    gln_grouped_linear_saved_t *s = NULL;
+    gln_lbuf_t xw = {0}, xq = {0}, yw = {0};
+    gln_mweights_t mw = {0};
+    gln_wset_t bias = {0};
+    void *ybuf = NULL;
+    int quant = L->recipe.quantized;
+    int need_wgrad = saved && weights_need_grad(L);
+    int need_dgrad = saved && a.input_requires_grad;
+    int keep_xcol = need_wgrad && quant && !L->cfg.save_original_input;
+
+    if (saved) {
+        GLN_CHECK(saved_create(L, &a, &s));
+        s->need_dgrad = need_dgrad;
+        s->need_wgrad = need_wgrad;
+    }
+    gln_tensor_t y = *a.y;
+    if (!y.data) {
+        GLN_CHECK(output_alloc(L, &y, &ybuf));
+        y.data = ybuf;
+    }
+    GLN_CHECK(gln_lbuf_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    GLN_CHECK(gln_lbuf_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
+    if (need_dgrad && L->dist && L->recipe.delayed) GLN_CHECK(save_weight_scales(L, s));
+    GLN_CHECK(gln_materialize(L, GLN_MSTAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL, &mw));
+    if (quant) GLN_CHECK(gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
+    if (L->cfg.bias) GLN_CHECK(bias_list(L, &bias));
+    GLN_CHECK(gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
+    if (need_dgrad && !L->dist) {
+        s->mw = mw;
+        s->have_mw = 1;
+        memset(&mw, 0, sizeof mw);
+    } else {
+        GLN_CHECK(gln_materialize_release(L, &mw));
+    }
+    if (need_wgrad) GLN_CHECK(save_input(L, s, &xw, &xq));
+    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
+
+    if (ybuf) {
+        if (s) {
+            s->owned_y = ybuf;
+        } else {
+            /* Inference: the layer owns y until the next such forward (or destroy). */
+            gln_ctx_free(ctx, L->owned_y);
+            L->owned_y = ybuf;
+        }
+        a.y->data = ybuf;
+        ybuf = NULL;
+    }
+    if (s) {
+        L->live_saved++;
+        *saved = s;
+        s = NULL;
+    }
+fail:
+    gln_materialize_release(L, &mw); /* no-op once handed over or released */
+    gln_wset_free(ctx, &bias);
+    gln_lbuf_free(ctx, &xq);
+    gln_lbuf_free(ctx, &xw);
+    gln_lbuf_free(ctx, &yw);
+    gln_ctx_free(ctx, ybuf);
+    gln_saved_free(s);
+    return st;
+}

@@ -1,0 +1,70 @@
+/* The three GEMM stages on both paths.
+ *
+ * Split path: one gln_gemm per expert on member views (experts without rows are skipped; their
+ * wgrad is zeroed, or left as is when accumulating).  Grouped path: one gln_grouped_gemm per
+ * stage, which follows the same rules per member.  The bias is passed to the GEMM on both paths
+ * (added in FP32 before the single rounding), so the paths agree bit for bit on the CPU. */
+#include "layer/layer.h"
+
+gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *x,
+                             const gln_tensor_t *bias, gln_lbuf_t *y) {
+    gln_context_t *ctx = L->ctx;
+    if (L->cfg.path == GLN_PATH_GROUPED) {
+        gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+        a.layout = GLN_LAYOUT_TN;
+        a.a_list = w;
+        a.b = &x->g;
+        a.d_grouped = &y->g;
+        a.bias_list = bias;
+        return gln_grouped_gemm(ctx, &a);
+    }
+    for (int32_t i = 0; i < L->n; i++) {
+        if (x->g.splits[i] == 0) continue;
+        gln_tensor_t xi = gln_lbuf_member(x, i), yi = gln_lbuf_member(y, i);
+        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_TN, &w[i], &xi, &yi, bias ? &bias[i] : NULL, 0));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *dy,
+                             gln_lbuf_t *dx) {
+    gln_context_t *ctx = L->ctx;
+    if (L->cfg.path == GLN_PATH_GROUPED) {
+        gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+        a.layout = GLN_LAYOUT_NN;
+        a.a_list = w;
+        a.b = &dy->g;
+        a.d_grouped = &dx->g;
+        return gln_grouped_gemm(ctx, &a);
+    }
+    for (int32_t i = 0; i < L->n; i++) {
+        if (dy->g.splits[i] == 0) continue;
+        gln_tensor_t dyi = gln_lbuf_member(dy, i), dxi = gln_lbuf_member(dx, i);
+        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_NN, &w[i], &dyi, &dxi, NULL, 0));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_lbuf_t *x,
+                             const gln_lbuf_t *dy, gln_tensor_t *d, int accumulate) {
+    if (path == GLN_PATH_GROUPED) {
+        gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+        a.layout = GLN_LAYOUT_NT;
+        a.a_grouped = &x->g;
+        a.b = &dy->g;
+        a.d_list = d;
+        a.accumulate = accumulate;
+        return gln_grouped_gemm(ctx, &a);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (x->g.splits[i] == 0) {
+            if (!accumulate)
+                GLN_TRY(gln_ctx_zero(ctx, d[i].data,
+                                     (size_t)d[i].rows * (size_t)d[i].cols * gln_dtype_size(d[i].dtype)));
+            continue;
+        }
+        gln_tensor_t xi = gln_lbuf_member(x, i), dyi = gln_lbuf_member(dy, i);
+        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_NT, &xi, &dyi, &d[i], NULL, accumulate));
+    }
+    return GLN_STATUS_SUCCESS;
+}

@@ -1,0 +1,148 @@
+/* Validation of gln_grouped_linear_config_t at create (te-grouped-linear.md §11 and §13.4): one
+ * routine rejects every invalid value and every unsupported combination, naming the reason, so
+ * nothing fails later deep inside a forward or backward. */
+#include <math.h>
+#include <string.h>
+
+#include "layer/layer.h"
+
+static const char *FN = "gln_grouped_linear_create";
+
+static int is_hp(gln_dtype_t d) {
+    return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
+}
+
+gln_status_t gln_layer_config_load(const gln_grouped_linear_config_t *in, gln_grouped_linear_config_t *out) {
+    gln_grouped_linear_config_t def = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    GLN_REQUIRE_ARG(in->size >= sizeof(size_t) && in->size <= sizeof def,
+                    "%s: cfg->size %zu is not a known version (expected %zu; start from "
+                    "GLN_GROUPED_LINEAR_CONFIG_INIT)",
+                    FN, in->size, sizeof def);
+    *out = def;
+    memcpy(out, in, in->size);
+    out->size = sizeof def;
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t check_shapes_and_types(const gln_grouped_linear_config_t *c) {
+    GLN_REQUIRE_ARG(c->num_experts >= 1, "%s: cfg->num_experts %d must be >= 1", FN, (int)c->num_experts);
+    GLN_REQUIRE_ARG(c->in_features >= 1, "%s: cfg->in_features %lld must be >= 1", FN,
+                    (long long)c->in_features);
+    GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
+                    (long long)c->out_features);
+    GLN_REQUIRE_ARG(is_hp(c->param_dtype), "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN,
+                    gln_dtype_name(c->param_dtype));
+    GLN_REQUIRE_ARG(is_hp(c->activation_dtype),
+                    "%s: cfg->activation_dtype %s must be fp32, bf16 or fp16", FN,
+                    gln_dtype_name(c->activation_dtype));
+    GLN_REQUIRE_ARG(c->recipe >= GLN_RECIPE_NONE && c->recipe <= GLN_RECIPE_FP8_BLOCK,
+                    "%s: cfg->recipe %d must be 0..4 (none, fp8_delayed, fp8_current, mxfp8, fp8_block)",
+                    FN, (int)c->recipe);
+    GLN_REQUIRE_ARG(c->fp8_format == GLN_FP8_FORMAT_E4M3 || c->fp8_format == GLN_FP8_FORMAT_HYBRID,
+                    "%s: cfg->fp8_format %d must be 0 (E4M3) or 1 (HYBRID); pure E5M2 is not a format",
+                    FN, (int)c->fp8_format);
+    GLN_REQUIRE_ARG(c->path == GLN_PATH_SPLIT || c->path == GLN_PATH_GROUPED,
+                    "%s: cfg->path %d must be 0 (split) or 1 (grouped)", FN, (int)c->path);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t check_scaling_options(const gln_grouped_linear_config_t *c) {
+    if (c->recipe == GLN_RECIPE_FP8_DELAYED) {
+        GLN_REQUIRE_ARG(c->amax_history_len >= 1, "%s: cfg->amax_history_len %d must be >= 1", FN,
+                        c->amax_history_len);
+        GLN_REQUIRE_ARG(c->amax_algo == GLN_AMAX_ALGO_MAX || c->amax_algo == GLN_AMAX_ALGO_MOST_RECENT,
+                        "%s: cfg->amax_algo %d must be 0 (max) or 1 (most recent)", FN,
+                        (int)c->amax_algo);
+        GLN_REQUIRE_ARG(c->margin >= 0 && c->margin <= 126, "%s: cfg->margin %d must be in 0..126",
+                        FN, c->margin);
+    }
+    GLN_REQUIRE_ARG(isfinite(c->amax_epsilon) && c->amax_epsilon >= 0.0f,
+                    "%s: cfg->amax_epsilon %g must be finite and >= 0", FN, (double)c->amax_epsilon);
+    GLN_REQUIRE_ARG(c->e8m0_rounding == GLN_E8M0_ROUND_UP || c->e8m0_rounding == GLN_E8M0_ROUND_FLOOR,
+                    "%s: cfg->e8m0_rounding %d must be 0 (up) or 1 (floor)", FN, (int)c->e8m0_rounding);
+    GLN_REQUIRE_ARG(!(c->save_original_input && c->recipe == GLN_RECIPE_FP8_DELAYED),
+                    "%s: cfg->save_original_input cannot be combined with recipe fp8_delayed (a "
+                    "re-quantization in backward would not replay the forward's delayed scales)",
+                    FN);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
+    const gln_grouped_linear_params_t *p = &c->params;
+    const gln_dist_weights_t *d = p->distributed;
+    if (!d) return GLN_STATUS_SUCCESS;
+    GLN_REQUIRE(!c->delay_wgrad_compute, GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->delay_wgrad_compute cannot be combined with distributed weights "
+                "(finalize would reduce gradients that are not computed yet)", FN);
+    GLN_REQUIRE_ARG(!p->weights && !p->weight_packed,
+                    "%s: cfg->params.distributed replaces plain weights; params.weights and "
+                    "params.weight_packed must be NULL", FN);
+    GLN_REQUIRE_ARG(!p->main_grads && !p->main_grad_packed,
+                    "%s: cfg->params.main_grads / main_grad_packed must be NULL with distributed "
+                    "weights (the distributed group owns main_grad)", FN);
+    GLN_REQUIRE_ARG(d->size >= offsetof(gln_dist_weights_t, wait) + sizeof d->wait,
+                    "%s: cfg->params.distributed->size %zu is too small (expected %zu)", FN, d->size,
+                    sizeof *d);
+    GLN_REQUIRE_ARG(d->num_experts == c->num_experts && d->out_features == c->out_features &&
+                        d->in_features == c->in_features,
+                    "%s: cfg->params.distributed describes %d experts of [%lld, %lld], the layer "
+                    "has %d of [%lld, %lld]",
+                    FN, (int)d->num_experts, (long long)d->out_features, (long long)d->in_features,
+                    (int)c->num_experts, (long long)c->out_features, (long long)c->in_features);
+    GLN_REQUIRE_ARG(d->requires_grad && d->materialize_forward && d->materialize_backward &&
+                        d->release && d->grad_buffer && d->finalize_grads,
+                    "%s: cfg->params.distributed must provide requires_grad, materialize_forward, "
+                    "materialize_backward, release, grad_buffer and finalize_grads", FN);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t check_pointer_list(const char *name, void *const *list, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        GLN_REQUIRE_ARG(list[i] != NULL, "%s: cfg->params.%s[%d] must not be NULL", FN, name, (int)i);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t check_params(const gln_grouped_linear_config_t *c) {
+    const gln_grouped_linear_params_t *p = &c->params;
+    int caller_w = p->weights || p->weight_packed;
+    int caller_b = p->biases || p->bias_packed;
+    int caller_mg = p->main_grads || p->main_grad_packed;
+    GLN_REQUIRE_ARG(!(p->weights && p->weight_packed),
+                    "%s: set only one of cfg->params.weights and cfg->params.weight_packed", FN);
+    GLN_REQUIRE_ARG(!(p->biases && p->bias_packed),
+                    "%s: set only one of cfg->params.biases and cfg->params.bias_packed", FN);
+    GLN_REQUIRE_ARG(!(p->main_grads && p->main_grad_packed),
+                    "%s: set only one of cfg->params.main_grads and cfg->params.main_grad_packed", FN);
+    GLN_REQUIRE_ARG(!(c->single_grouped_bias && !c->bias),
+                    "%s: cfg->single_grouped_bias requires cfg->bias = 1", FN);
+    GLN_REQUIRE_ARG(!(caller_b && !c->bias),
+                    "%s: cfg->params.biases / bias_packed given but cfg->bias = 0", FN);
+    GLN_REQUIRE_ARG(!(caller_w && c->bias && !caller_b),
+                    "%s: caller-supplied weights with cfg->bias = 1 need cfg->params.biases or "
+                    "cfg->params.bias_packed", FN);
+    GLN_REQUIRE_ARG(!(caller_b && !caller_w && !p->distributed),
+                    "%s: caller-supplied biases need caller-supplied weights (leave every pointer "
+                    "NULL for layer-owned parameters)", FN);
+    GLN_REQUIRE_ARG(!(caller_mg && !c->fuse_wgrad_accumulation),
+                    "%s: cfg->params.main_grads given but cfg->fuse_wgrad_accumulation = 0", FN);
+    GLN_REQUIRE_ARG(!(c->fuse_wgrad_accumulation && caller_w && !caller_mg),
+                    "%s: cfg->fuse_wgrad_accumulation with caller-supplied weights needs "
+                    "cfg->params.main_grads or cfg->params.main_grad_packed (FP32)", FN);
+    if (p->weights) GLN_TRY(check_pointer_list("weights", p->weights, c->num_experts));
+    if (p->biases) GLN_TRY(check_pointer_list("biases", p->biases, c->num_experts));
+    if (p->main_grads)
+        GLN_TRY(check_pointer_list("main_grads", (void *const *)p->main_grads, c->num_experts));
+    if (!caller_w && !p->distributed)
+        GLN_REQUIRE_ARG(isfinite(c->init_std) && c->init_std >= 0.0f,
+                        "%s: cfg->init_std %g must be finite and >= 0", FN, (double)c->init_std);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_layer_config_validate(const gln_context_t *ctx, const gln_grouped_linear_config_t *c) {
+    (void)ctx;
+    GLN_TRY(check_shapes_and_types(c));
+    GLN_TRY(check_scaling_options(c));
+    GLN_TRY(check_dist(c));
+    GLN_TRY(check_params(c));
+    return GLN_STATUS_SUCCESS;
+}

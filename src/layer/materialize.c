@@ -1,0 +1,143 @@
+/* THE weight materialization stage: every GEMM stage of every path gets its weights here and
+ * hands them back through gln_materialize_release right after its GEMM (DESIGN.md §5.6).
+ *
+ *   plain weights, FP8 recipe : the quantized-weight cache (cache.c)
+ *   plain weights, NONE       : the parameters themselves, or a cast to the activation dtype
+ *   distributed weights       : materialize_forward / materialize_backward, then quantize (or
+ *                               cast) when the copies are high precision, in the form the stage
+ *                               needs (rowwise for fprop, columnwise for dgrad); never cached;
+ *                               release() + free of the temporary right after the GEMM. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/layer.h"
+
+gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
+                                  const gln_quant_config_t *cfg, const float *replay_scales,
+                                  gln_wset_t *dst) {
+    gln_context_t *ctx = L->ctx;
+    int32_t n = dst->num;
+    int record = L->recipe.delayed && !replay_scales;
+    if (record) GLN_TRY(gln_fp8_state_stage(ctx, &L->fp8_fwd, 1, 3, n, dst->aux, dst->aux + n));
+    if (L->recipe.delayed && replay_scales)
+        GLN_TRY(gln_fp8_stage_values(ctx, replay_scales, n, dst->aux, dst->aux + n));
+    for (int32_t i = 0; i < n; i++) GLN_TRY(gln_quantize(ctx, cfg, &src[i], &dst->t[i]));
+    if (record) GLN_TRY(gln_fp8_state_record(ctx, &L->fp8_fwd, 1, 3, n, dst->aux + n));
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Cast N weights to `dtype` into a new set. */
+static gln_status_t weights_cast(gln_grouped_linear_t *L, const gln_tensor_t *src, gln_dtype_t dtype,
+                                 gln_wset_t *dst) {
+    GLN_TRY(gln_wset_alloc_hp(L->ctx, dtype, L->n, L->kout, L->kin, dst));
+    for (int32_t i = 0; i < L->n; i++) {
+        gln_status_t st = gln_cast(L->ctx, &src[i], &dst->t[i]);
+        if (st != GLN_STATUS_SUCCESS) {
+            gln_wset_free(L->ctx, dst);
+            return st;
+        }
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t materialize_plain(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
+                                      int need_col, gln_mweights_t *mw) {
+    if (L->recipe.quantized) {
+        GLN_TRY(gln_wcache_get(L, mb, need_row, need_col, &mw->entry));
+        mw->w = mw->entry->w.t;
+        return GLN_STATUS_SUCCESS;
+    }
+    gln_dtype_t act = L->cfg.activation_dtype;
+    GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &mw->temp));
+    if (L->cfg.param_dtype != act) {
+        gln_wset_t params = mw->temp;
+        memset(&mw->temp, 0, sizeof mw->temp);
+        gln_status_t st = weights_cast(L, params.t, act, &mw->temp);
+        gln_wset_free(L->ctx, &params);
+        GLN_TRY(st);
+    }
+    mw->w = mw->temp.t;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* The materialized copies must be N full [K_out, K_in] weights in a form this recipe can use. */
+static gln_status_t dist_validate(gln_grouped_linear_t *L, const char *hook, const gln_tensor_t *g,
+                                  int need_row, int need_col) {
+    const gln_layer_recipe_t *r = &L->recipe;
+    for (int32_t i = 0; i < L->n; i++) {
+        const gln_tensor_t *t = &g[i];
+        GLN_REQUIRE(t->rows == L->kout && t->cols == L->kin, GLN_STATUS_INVALID_ARGUMENT,
+                    "grouped linear: distributed %s returned weight %d of shape [%lld, %lld], "
+                    "expected [%lld, %lld]",
+                    hook, (int)i, (long long)t->rows, (long long)t->cols, (long long)L->kout,
+                    (long long)L->kin);
+        if (t->scaling == GLN_SCALING_NONE) {
+            GLN_REQUIRE(t->data != NULL, GLN_STATUS_INVALID_ARGUMENT,
+                        "grouped linear: distributed %s returned weight %d without data", hook, (int)i);
+            continue;
+        }
+        GLN_REQUIRE(r->quantized && t->scaling == r->weight.mode, GLN_STATUS_NOT_SUPPORTED,
+                    "grouped linear: distributed %s returned weight %d quantized with scaling mode "
+                    "%d, which recipe %s cannot use (expected high precision%s)",
+                    hook, (int)i, (int)t->scaling, gln_recipe_name(L->cfg.recipe),
+                    r->quantized ? " or the recipe's weight scaling mode" : "");
+        GLN_REQUIRE((!need_row || t->data) && (!need_col || t->col_data), GLN_STATUS_NOT_SUPPORTED,
+                    "grouped linear: distributed %s returned quantized weight %d without the %s "
+                    "copy this GEMM stage needs",
+                    hook, (int)i, need_row ? "rowwise" : "columnwise");
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_mstage_t stage, int need_row,
+                                     int need_col, const float *replay_scales, gln_mweights_t *mw) {
+    gln_status_t st;
+    const gln_dist_weights_t *d = L->dist;
+    const char *hook = stage == GLN_MSTAGE_FORWARD ? "materialize_forward" : "materialize_backward";
+    gln_tensor_t *g = calloc((size_t)L->n, sizeof *g);
+    if (!g) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
+    st = stage == GLN_MSTAGE_FORWARD ? d->materialize_forward(d->impl, g) : d->materialize_backward(d->impl, g);
+    if (st != GLN_STATUS_SUCCESS) {
+        free(g);
+        return st;
+    }
+    mw->gathered = g; /* from here on, release() hands them back */
+    GLN_CHECK(dist_validate(L, hook, g, need_row, need_col));
+    if (L->recipe.quantized && g[0].scaling == GLN_SCALING_NONE) {
+        gln_quant_config_t cfg = L->recipe.weight;
+        cfg.rowwise = need_row;
+        cfg.columnwise = need_col;
+        GLN_CHECK(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
+        GLN_CHECK(gln_weights_quantize(L, g, &cfg, replay_scales, &mw->temp));
+        mw->w = mw->temp.t;
+    } else if (!L->recipe.quantized && g[0].dtype != L->cfg.activation_dtype) {
+        GLN_CHECK(weights_cast(L, g, L->cfg.activation_dtype, &mw->temp));
+        mw->w = mw->temp.t;
+    } else {
+        mw->w = g;
+    }
+    return GLN_STATUS_SUCCESS;
+fail:
+    gln_materialize_release(L, mw);
+    return st;
+}
+
+gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_mstage_t stage, gln_microbatch_t mb,
+                             int need_row, int need_col, const float *replay_scales,
+                             gln_mweights_t *mw) {
+    memset(mw, 0, sizeof *mw);
+    if (L->dist) return materialize_dist(L, stage, need_row, need_col, replay_scales, mw);
+    return materialize_plain(L, mb, need_row, need_col, mw);
+}
+
+gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw) {
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (mw->gathered) {
+        st = L->dist->release(L->dist->impl, mw->gathered);
+        free(mw->gathered);
+    }
+    gln_wset_free(L->ctx, &mw->temp);
+    gln_wcache_unref(L->ctx, mw->entry);
+    memset(mw, 0, sizeof *mw);
+    return st;
+}

@@ -1,0 +1,46 @@
+#include "moe/moe_check.h"
+
+#include "common/context.h"
+#include "common/error.h"
+
+gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx) {
+    GLN_REQUIRE_NOT_NULL(fn, ctx);
+    GLN_REQUIRE(ctx->kind == GLN_BACKEND_CPU, GLN_STATUS_NOT_SUPPORTED,
+                "%s: the MoE ops run on host memory; the %s backend has no implementation yet", fn,
+                gln_backend_name(ctx->kind));
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_tensor_t *t,
+                                  int64_t rows, int64_t cols) {
+    GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);
+    GLN_REQUIRE_ARG(t->dtype == GLN_DTYPE_FP32 || t->dtype == GLN_DTYPE_BF16 ||
+                        t->dtype == GLN_DTYPE_FP16,
+                    "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name, gln_dtype_name(t->dtype));
+    GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
+                    "%s: %s->scaling %d must be GLN_SCALING_NONE (high precision)", fn, name,
+                    (int)t->scaling);
+    GLN_REQUIRE_ARG(t->rows == rows && t->cols == cols,
+                    "%s: %s is [%lld, %lld], expected [%lld, %lld]", fn, name, (long long)t->rows,
+                    (long long)t->cols, (long long)rows, (long long)cols);
+    GLN_REQUIRE_ARG(t->data != NULL || rows == 0 || cols == 0,
+                    "%s: %s->data must not be NULL for a [%lld, %lld] tensor", fn, name,
+                    (long long)rows, (long long)cols);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_moe_check_rows(const char *fn, const int64_t *row_of, int64_t count, int64_t rows) {
+    for (int64_t i = 0; i < count; i++)
+        GLN_REQUIRE_ARG(row_of[i] >= 0 && row_of[i] < rows,
+                        "%s: row_of[%lld] = %lld must be in [0, %lld)", fn, (long long)i,
+                        (long long)row_of[i], (long long)rows);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_moe_check_tokens_k(const char *fn, int64_t tokens, int32_t k) {
+    GLN_REQUIRE_ARG(tokens >= 0, "%s: tokens %lld must be >= 0", fn, (long long)tokens);
+    GLN_REQUIRE_ARG(k >= 1, "%s: k %d must be >= 1", fn, (int)k);
+    GLN_REQUIRE_ARG(tokens <= INT64_MAX / k, "%s: tokens %lld times k %d overflows int64", fn,
+                    (long long)tokens, (int)k);
+    return GLN_STATUS_SUCCESS;
+}

@@ -1,0 +1,22 @@
+/* Argument checks shared by the MoE building blocks (router, permutation, activations).
+ *
+ * The MoE ops run on host memory with FP32 math; these helpers validate a context and the
+ * high-precision tensor descriptors once, at the public boundary, recording messages that name
+ * the call and the argument. */
+#ifndef GLN_MOE_CHECK_H
+#define GLN_MOE_CHECK_H
+
+#include "grouplin.h"
+
+/* ctx must be non-NULL and on the CPU backend (the MoE ops have no CUDA kernels yet). */
+gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx);
+/* t must be a plain high-precision tensor (fp32 / bf16 / fp16, no scaling) of exactly
+ * [rows, cols], with data present when it has elements.  `name` is the argument's name. */
+gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_tensor_t *t,
+                                  int64_t rows, int64_t cols);
+/* Every row_of[i] for i < count lies in [0, rows). */
+gln_status_t gln_moe_check_rows(const char *fn, const int64_t *row_of, int64_t count, int64_t rows);
+/* tokens >= 0, k >= 1, and tokens·k does not overflow. */
+gln_status_t gln_moe_check_tokens_k(const char *fn, int64_t tokens, int32_t k);
+
+#endif

@@ -1,0 +1,60 @@
+/* Host-side scale rules: the current / block scale from an amax, and one step of the delayed
+ * scaling state machine (amax history window + scales, caller-owned). */
+#include "common/error.h"
+#include "numerics/numerics.h"
+
+float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float epsilon, float value_for_inf) {
+    return gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, value_for_inf);
+}
+
+static gln_status_t gln_delayed_check(int32_t num_slots, int32_t history_len, const float *amax_history,
+                                      const float *scale, const float *fp8_max, int margin,
+                                      gln_amax_algo_t algo) {
+    static const char *fn = "gln_delayed_scaling_update";
+    GLN_REQUIRE_ARG(num_slots >= 1, "%s: num_slots %d must be >= 1", fn, (int)num_slots);
+    GLN_REQUIRE_ARG(history_len >= 1, "%s: history_len %d must be >= 1", fn, (int)history_len);
+    GLN_REQUIRE_NOT_NULL(fn, amax_history);
+    GLN_REQUIRE_NOT_NULL(fn, scale);
+    GLN_REQUIRE_NOT_NULL(fn, fp8_max);
+    GLN_REQUIRE_ARG(margin >= -126 && margin <= 126, "%s: margin %d must be in [-126, 126]", fn, margin);
+    GLN_REQUIRE_ARG(algo == GLN_AMAX_ALGO_MAX || algo == GLN_AMAX_ALGO_MOST_RECENT,
+                    "%s: algo %d must be MAX (0) or MOST_RECENT (1)", fn, (int)algo);
+    for (int32_t k = 0; k < num_slots; k++)
+        GLN_REQUIRE_ARG(gln_f32_isfinite(fp8_max[k]) && fp8_max[k] > 0.0f,
+                        "%s: fp8_max[%d] %g must be finite and > 0", fn, (int)k, (double)fp8_max[k]);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Amax of one slot's window (NaN-propagating, like every amax in the library). */
+static float gln_window_amax(int32_t num_slots, int32_t history_len, const float *h, int32_t k,
+                             gln_amax_algo_t algo) {
+    if (algo == GLN_AMAX_ALGO_MOST_RECENT) return h[k];
+    float amax = h[k];
+    for (int32_t i = 1; i < history_len; i++) amax = gln_f32_max_nan(amax, h[(int64_t)i * num_slots + k]);
+    return amax;
+}
+
+/* Roll one slot's column left by one (row i takes row i+1, the last row takes row 0), then
+ * zero row 0: the next step accumulates into a fresh entry. */
+static void gln_window_roll(int32_t num_slots, int32_t history_len, float *h, int32_t k) {
+    float first = h[k];
+    for (int32_t i = 0; i + 1 < history_len; i++)
+        h[(int64_t)i * num_slots + k] = h[(int64_t)(i + 1) * num_slots + k];
+    h[(int64_t)(history_len - 1) * num_slots + k] = first;
+    h[k] = 0.0f;
+}
+
+gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
+                                        float *scale, const float *fp8_max, int margin,
+                                        gln_amax_algo_t algo) {
+    GLN_TRY(gln_delayed_check(num_slots, history_len, amax_history, scale, fp8_max, margin, algo));
+    const float pow2_neg_margin = gln_f32_from_bits((uint32_t)(127 - margin) << 23); /* exact 2^-margin */
+    for (int32_t k = 0; k < num_slots; k++) {
+        float amax = gln_window_amax(num_slots, history_len, amax_history, k, algo);
+        gln_window_roll(num_slots, history_len, amax_history, k);
+        if (!gln_f32_isfinite(amax) || !(amax > 0.0f)) continue; /* keep the old scale */
+        float s = fp8_max[k] * pow2_neg_margin / amax;
+        scale[k] = gln_f32_isinf(s) ? GLN_FP32_MAX : s;
+    }
+    return GLN_STATUS_SUCCESS;
+}

@@ -1,0 +1,46 @@
+/* Tensor descriptors: the single definition of quantized layouts (buffer sizes, scale grids,
+ * where the scale of element (r, c) lives), grouped-tensor member views and the generic
+ * argument checks every public call applies to tensors. */
+#ifndef GLN_TENSOR_TENSOR_H
+#define GLN_TENSOR_TENSOR_H
+
+#include "grouplin.h"
+
+/* Round n up to a multiple of m (m > 0, n >= 0). */
+static inline int64_t gln_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+static inline int64_t gln_ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
+
+/* Elements along one block edge per mode: 32 (MXFP8), 128 (block), 0 otherwise. */
+int64_t gln_scaling_block(gln_scaling_mode_t mode);
+/* Bytes of one scale element: 4 (TENSOR, BLOCK_*), 1 (MXFP8), 0 (NONE). */
+size_t gln_scale_elem_size(gln_scaling_mode_t mode);
+/* 1 when the columnwise data copy is stored transposed ([cols, rows]): TENSOR and BLOCK_*. */
+int gln_scaling_transposes(gln_scaling_mode_t mode);
+const char *gln_scaling_name(gln_scaling_mode_t mode);
+int gln_scaling_mode_valid(gln_scaling_mode_t mode);
+
+/* Index into the rowwise (columnwise = 0) or columnwise scale buffer of the scale applied to
+ * logical element (r, c) of a [rows, cols] tensor; -1 for GLN_SCALING_NONE.  THE definition of
+ * scale placement, used by the quantizers and the GEMMs alike. */
+int64_t gln_scale_index(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise, int64_t r,
+                        int64_t c);
+
+/* Scale elements of one member (rowwise / columnwise) for m rows: TENSOR always 1. */
+int64_t gln_member_scale_elems(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise);
+
+/* Generic checks of a tensor argument named `name` of call `fn`: non-NULL, rows/cols >= 0, a
+ * valid dtype, data non-NULL for a non-empty plain tensor, FP8 dtype iff a scaling mode. */
+gln_status_t gln_tensor_validate(const char *fn, const char *name, const gln_tensor_t *t);
+
+/* Checks of a grouped tensor: num >= 1, splits non-NULL, packed tensor valid, and for host
+ * splits each split >= 0 and their sum <= packed.rows. */
+gln_status_t gln_grouped_validate(const char *fn, const char *name, const gln_grouped_tensor_t *g);
+/* The split checks alone, for a backend that can read its own splits (CPU). */
+gln_status_t gln_grouped_validate_splits(const char *fn, const char *name, const gln_grouped_tensor_t *g);
+
+/* View of member i (host-readable splits): data / col_data at element offset Σ_{j<i} splits[j]·cols,
+ * scales at the member's scale offsets, per-tensor amax / scale pointers offset by i.  NULL
+ * buffers stay NULL. */
+gln_status_t gln_grouped_member(const gln_grouped_tensor_t *g, int32_t i, gln_tensor_t *member);
+
+#endif

@@ -1,0 +1,167 @@
+/* Sharded weight group: creation, cross-rank consistency check, destruction.
+ *
+ * Creation is collective.  Every rank validates its own arguments and allocates its shards,
+ * then all ranks exchange a small fingerprint (success flag + configuration) with one
+ * allreduce of MAX over [v, -v] (max and -min in one call).  A rank that failed locally, or a
+ * configuration that differs between ranks, makes create fail on EVERY rank — the later
+ * collectives would otherwise be mismatched and hang. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "common/context.h"
+#include "common/error.h"
+#include "weights/sharded.h"
+
+#define FN "gln_sharded_weights_create"
+
+enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_COUNT };
+static const char *const fingerprint_names[FP_COUNT] = {
+    "success", "num_experts", "out_features", "in_features", "working_dtype", "async_finalize",
+    "requires_grad"};
+
+size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw) {
+    return (size_t)sw->ranks * (size_t)sw->shard_len * gln_dtype_size(sw->cfg.working_dtype);
+}
+
+/* Copy a versioned config over the defaults (older, shorter versions keep the defaults). */
+static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
+                                gln_sharded_weights_config_t *out) {
+    gln_sharded_weights_config_t def = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    *out = def;
+    GLN_REQUIRE_NOT_NULL(FN, cfg);
+    GLN_REQUIRE_ARG(cfg->size >= sizeof(size_t) && cfg->size <= sizeof def,
+                    "%s: cfg->size %zu is not a known version (expected %zu; start from "
+                    "GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
+                    FN, cfg->size, sizeof def);
+    memcpy(out, cfg, cfg->size);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t validate(gln_context_t *ctx, const gln_sharded_weights_config_t *c, int ranks) {
+    GLN_REQUIRE_NOT_NULL(FN, ctx);
+    GLN_REQUIRE(ctx->kind == GLN_BACKEND_CPU, GLN_STATUS_NOT_SUPPORTED,
+                "%s: ctx uses the %s backend; the sharded group needs a CPU context (the self "
+                "and MPI communicators move host memory)",
+                FN, gln_backend_name(ctx->kind));
+    GLN_REQUIRE_ARG(c->num_experts >= 1, "%s: cfg->num_experts %d must be >= 1", FN,
+                    (int)c->num_experts);
+    GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
+                    (long long)c->out_features);
+    GLN_REQUIRE_ARG(c->in_features >= 1, "%s: cfg->in_features %lld must be >= 1", FN,
+                    (long long)c->in_features);
+    GLN_REQUIRE_ARG(c->working_dtype == GLN_DTYPE_BF16 || c->working_dtype == GLN_DTYPE_FP32,
+                    "%s: cfg->working_dtype %s must be bf16 or fp32", FN,
+                    gln_dtype_name(c->working_dtype));
+    /* The padded full buffer, < total + ranks FP32 elements, must fit in the address space. */
+    const size_t addressable = SIZE_MAX / sizeof(float);
+    const int64_t limit =
+        (addressable < (size_t)(INT64_MAX / 2) ? (int64_t)addressable : INT64_MAX / 2) - ranks;
+    GLN_REQUIRE_ARG(c->out_features <= limit / c->in_features &&
+                        c->num_experts <= limit / (c->out_features * c->in_features),
+                    "%s: %d experts x [%lld, %lld] is too large for this address space", FN,
+                    (int)c->num_experts, (long long)c->out_features, (long long)c->in_features);
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
+    gln_context_t *ctx = sw->ctx;
+    size_t n = (size_t)sw->shard_len;
+    GLN_TRY(gln_ctx_alloc(ctx, n * sizeof(float), (void **)&sw->master));
+    GLN_TRY(gln_ctx_alloc(ctx, n * gln_dtype_size(sw->cfg.working_dtype), &sw->working));
+    GLN_TRY(gln_ctx_alloc(ctx, n * sizeof(float), (void **)&sw->main_grad));
+    GLN_TRY(gln_ctx_zero(ctx, sw->master, n * sizeof(float)));
+    GLN_TRY(gln_ctx_zero(ctx, sw->working, n * gln_dtype_size(sw->cfg.working_dtype)));
+    return gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float));
+}
+
+/* Local part of create: validation and allocation of this rank's shards. */
+static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
+                                 const gln_sharded_weights_config_t *cfg,
+                                 gln_sharded_weights_t *sw) {
+    GLN_TRY(read_config(cfg, &sw->cfg));
+    GLN_TRY(validate(ctx, &sw->cfg, comm->size));
+    sw->ctx = ctx;
+    sw->ranks = comm->size;
+    sw->expert_elems = sw->cfg.out_features * sw->cfg.in_features;
+    sw->total = sw->cfg.num_experts * sw->expert_elems;
+    sw->shard_len = (sw->total + sw->ranks - 1) / sw->ranks;
+    sw->shard_offset = (int64_t)comm->rank * sw->shard_len;
+    return allocate_shards(sw);
+}
+
+/* All ranks learn whether every rank succeeded and whether their configurations agree. */
+static gln_status_t check_agreement(gln_comm_t *comm, const gln_sharded_weights_t *sw, int ok) {
+    const gln_sharded_weights_config_t *c = &sw->cfg;
+    int64_t v[2 * FP_COUNT] = {0};
+    v[FP_OK] = ok ? 0 : 1; /* max over ranks: 1 when any rank failed */
+    if (ok) {
+        v[FP_NUM] = c->num_experts;
+        v[FP_OUT] = c->out_features;
+        v[FP_IN] = c->in_features;
+        v[FP_DTYPE] = c->working_dtype;
+        v[FP_ASYNC] = c->async_finalize != 0;
+        v[FP_GRAD] = c->requires_grad != 0;
+    }
+    for (int i = 0; i < FP_COUNT; i++) v[FP_COUNT + i] = -v[i];
+    GLN_TRY(gln_comm_allreduce(comm, v, v, 2 * FP_COUNT, GLN_DTYPE_INT64, GLN_REDUCE_MAX));
+    if (!ok) return GLN_STATUS_SUCCESS; /* the caller reports its own failure */
+    GLN_REQUIRE(v[FP_OK] == 0, GLN_STATUS_COMM_ERROR,
+                "%s: another rank failed to create its shards (see the error on that rank)", FN);
+    for (int i = 1; i < FP_COUNT; i++) {
+        int64_t hi = v[i], lo = -v[FP_COUNT + i];
+        GLN_REQUIRE(hi == lo, GLN_STATUS_COMM_ERROR,
+                    "%s: ranks disagree on %s (min %lld, max %lld); every rank must pass the "
+                    "same configuration",
+                    FN, fingerprint_names[i], (long long)lo, (long long)hi);
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static void free_buffers(gln_sharded_weights_t *sw) {
+    if (!sw->ctx) return;
+    gln_ctx_free(sw->ctx, sw->master);
+    gln_ctx_free(sw->ctx, sw->working);
+    gln_ctx_free(sw->ctx, sw->main_grad);
+    gln_ctx_free(sw->ctx, sw->grad_full);
+    gln_ctx_free(sw->ctx, sw->rs_buf);
+}
+
+gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
+                                        const gln_sharded_weights_config_t *cfg,
+                                        gln_sharded_weights_t **sw) {
+    GLN_REQUIRE_NOT_NULL(FN, sw);
+    *sw = NULL;
+    GLN_REQUIRE_NOT_NULL(FN, comm);
+
+    gln_sharded_weights_t *s = calloc(1, sizeof *s);
+    gln_status_t local = s ? create_local(ctx, comm, cfg, s)
+                           : gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    char local_msg[512] = "";
+    if (local != GLN_STATUS_SUCCESS) snprintf(local_msg, sizeof local_msg, "%s", gln_last_error());
+
+    gln_sharded_weights_t dummy = {0};
+    gln_status_t st = check_agreement(comm, s ? s : &dummy, local == GLN_STATUS_SUCCESS);
+    if (local != GLN_STATUS_SUCCESS) st = gln_fail(local, "%s", local_msg);
+    if (st != GLN_STATUS_SUCCESS) {
+        if (s) free_buffers(s);
+        free(s);
+        return st;
+    }
+    s->comm = comm;
+    gln_sharded_protocol_init(s);
+    *sw = s;
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw) {
+    if (!sw) return GLN_STATUS_SUCCESS;
+    gln_status_t st = gln_sharded_complete(sw); /* an MPI request must not outlive us */
+    gln_sharded_release_all(sw);
+    free_buffers(sw);
+    free(sw->live);
+    free(sw);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* The sharded weight group: grouplin's built-in implementer of gln_dist_weights_t.
+ *
+ * The N expert weights [K_out, K_in] are one flat buffer of total = N·K_out·K_in elements,
+ * padded to R·shard_len (shard_len = ceil(total / R)); rank r owns the contiguous slice
+ * [r·shard_len, (r+1)·shard_len).  Per rank: an FP32 master shard, a working copy in the
+ * working dtype (what is gathered for the GEMMs) and an FP32 main_grad shard.  Padding elements
+ * are zero everywhere and stay zero: every collective moves whole padded shards, and nothing
+ * writes the padding of the full-size gradient buffer.
+ *
+ * Files: sharded.c (create / destroy / cross-rank consistency), sharded_data.c (load, shard
+ * access, sync, gathers), sharded_protocol.c (the hooks the layer calls).
+ *
+ * Memory lives in the context's backend; the communicators move host buffers, so this group
+ * currently requires a CPU context (a CUDA group needs a device transport, i.e. NCCL). */
+#ifndef GLN_WEIGHTS_SHARDED_H
+#define GLN_WEIGHTS_SHARDED_H
+
+#include "grouplin.h"
+
+/* One live materialization: the gathered buffer the layer has not released yet. */
+typedef struct gln_sharded_live {
+    void *base;
+    size_t bytes;
+} gln_sharded_live_t;
+
+struct gln_sharded_weights {
+    gln_context_t *ctx; /* not owned */
+    gln_comm_t *comm;   /* not owned */
+    gln_sharded_weights_config_t cfg;
+    int64_t expert_elems; /* K_out·K_in */
+    int64_t total;        /* N·K_out·K_in */
+    int64_t shard_len;
+    int64_t shard_offset;
+    int ranks;
+
+    float *master;    /* [shard_len] FP32 */
+    void *working;    /* [shard_len] working dtype */
+    float *main_grad; /* [shard_len] FP32 */
+    float *grad_full; /* [ranks·shard_len] FP32, allocated by the first grad_buffer/finalize */
+    float *rs_buf;    /* [shard_len] reduce-scatter result when accumulating */
+
+    /* finalize in flight (async_finalize) */
+    int pending;
+    int pending_accumulate;
+    void *request;
+
+    gln_sharded_live_t *live;
+    int live_count, live_cap;
+    size_t live_bytes, peak_bytes;
+
+    gln_dist_weights_t protocol;
+};
+
+/* Bytes of one working-dtype materialization (all ranks' padded shards). */
+size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw);
+/* Fill sw->protocol with the hooks of sharded_protocol.c. */
+void gln_sharded_protocol_init(gln_sharded_weights_t *sw);
+/* Complete an in-flight finalize (no-op when none); used by wait() and destroy(). */
+gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw);
+/* Release every materialization still live (destroy: the caller forgot a release). */
+void gln_sharded_release_all(gln_sharded_weights_t *sw);
+
+#endif

@@ -1,0 +1,102 @@
+/* Sharded weight group: loading, shard access, master -> working refresh, full gathers, and
+ * the materialized-memory counters. */
+#include <string.h>
+
+#include "comm/comm.h"
+#include "common/context.h"
+#include "common/error.h"
+#include "weights/sharded.h"
+
+/* Number of real (non-padding) elements in this rank's shard. */
+static int64_t real_len(const gln_sharded_weights_t *sw) {
+    int64_t left = sw->total - sw->shard_offset;
+    if (left <= 0) return 0;
+    return left < sw->shard_len ? left : sw->shard_len;
+}
+
+gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
+    static const char *fn = "gln_sharded_weights_sync_working";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    gln_context_t *ctx = sw->ctx;
+    size_t n = (size_t)sw->shard_len;
+    if (sw->cfg.working_dtype == GLN_DTYPE_FP32)
+        return ctx->ops->memcpy(ctx, sw->working, sw->master, n * sizeof(float),
+                                GLN_COPY_BACKEND_TO_BACKEND);
+    if (!ctx->ops->cast) return gln_backend_missing(ctx, fn, "cast");
+    /* One row of shard_len elements: the cast rounds to nearest even, element by element. */
+    gln_tensor_t in = {0}, out = {0};
+    in.dtype = GLN_DTYPE_FP32;
+    in.rows = out.rows = 1;
+    in.cols = out.cols = sw->shard_len;
+    in.data = sw->master;
+    out.dtype = sw->cfg.working_dtype;
+    out.data = sw->working;
+    return ctx->ops->cast(ctx, &in, &out);
+}
+
+gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full) {
+    static const char *fn = "gln_sharded_weights_load_full";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    GLN_REQUIRE_NOT_NULL(fn, full);
+    gln_context_t *ctx = sw->ctx;
+    int64_t n = real_len(sw);
+    /* Padding is rewritten as zero so the invariant survives whatever the shard held. */
+    GLN_TRY(gln_ctx_zero(ctx, sw->master, (size_t)sw->shard_len * sizeof(float)));
+    if (n > 0)
+        GLN_TRY(ctx->ops->memcpy(ctx, sw->master, full + sw->shard_offset, (size_t)n * sizeof(float),
+                                 GLN_COPY_HOST_TO_BACKEND));
+    return gln_sharded_weights_sync_working(sw);
+}
+
+gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
+                                       int64_t *shard_len, int64_t *shard_offset) {
+    GLN_REQUIRE_NOT_NULL("gln_sharded_weights_shard", sw);
+    if (master) *master = sw->master;
+    if (main_grad) *main_grad = sw->main_grad;
+    if (shard_len) *shard_len = sw->shard_len;
+    if (shard_offset) *shard_offset = sw->shard_offset;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* All-gather FP32 shards into a padded scratch buffer, then copy the real part to `full`. */
+static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const float *shard, float *full) {
+    gln_context_t *ctx = sw->ctx;
+    size_t padded = (size_t)sw->ranks * (size_t)sw->shard_len;
+    float *tmp = NULL;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    GLN_CHECK(gln_ctx_alloc(ctx, padded * sizeof(float), (void **)&tmp));
+    GLN_CHECK(gln_comm_allgather(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
+    GLN_CHECK(ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
+                               GLN_COPY_BACKEND_TO_HOST));
+fail:
+    gln_ctx_free(ctx, tmp);
+    return st;
+}
+
+gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full) {
+    static const char *fn = "gln_sharded_weights_gather_master";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    GLN_REQUIRE_NOT_NULL(fn, full);
+    return gather_fp32(sw, sw->master, full);
+}
+
+gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full) {
+    static const char *fn = "gln_sharded_weights_gather_main_grad";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    GLN_REQUIRE_NOT_NULL(fn, full);
+    GLN_REQUIRE(!sw->pending, GLN_STATUS_INVALID_STATE,
+                "%s: a finalize is still in flight; call wait() first", fn);
+    return gather_fp32(sw, sw->main_grad, full);
+}
+
+gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,
+                                                    size_t *peak) {
+    GLN_REQUIRE_NOT_NULL("gln_sharded_weights_materialized_bytes", sw);
+    if (live) *live = sw->live_bytes;
+    if (peak) *peak = sw->peak_bytes;
+    return GLN_STATUS_SUCCESS;
+}
+
+const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw) {
+    return sw ? &sw->protocol : NULL;
+}

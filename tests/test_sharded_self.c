@@ -1,0 +1,370 @@
+/* The sharded weight group on one rank (self communicator): load / gather round trips,
+ * materialization contents and memory accounting, grad buffers, finalize overwrite vs
+ * accumulate, async finalize + wait, requires_grad, and invalid arguments.
+ *
+ * Data are small integers (and hand-picked bf16 rounding cases), so every check is exact. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { NE = 3, KO = 5, KI = 7, TOTAL = NE * KO * KI };
+
+typedef struct fixture {
+    gln_context_t *ctx;
+    gln_comm_t *comm;
+    gln_sharded_weights_t *sw;
+    const gln_dist_weights_t *p;
+} fixture_t;
+
+static gln_sharded_weights_config_t config(gln_dtype_t wdt, int async) {
+    gln_sharded_weights_config_t cfg = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    cfg.num_experts = NE;
+    cfg.out_features = KO;
+    cfg.in_features = KI;
+    cfg.working_dtype = wdt;
+    cfg.async_finalize = async;
+    return cfg;
+}
+
+static int setup_cfg(fixture_t *f, const gln_sharded_weights_config_t *cfg) {
+    memset(f, 0, sizeof *f);
+    CHECK_OK(gln_context_create(NULL, &f->ctx));
+    CHECK_OK(gln_comm_create_self(&f->comm));
+    CHECK_OK(gln_sharded_weights_create(f->ctx, f->comm, cfg, &f->sw));
+    f->p = gln_sharded_weights_protocol(f->sw);
+    return f->sw != NULL && f->p != NULL;
+}
+
+static int setup(fixture_t *f, gln_dtype_t wdt, int async) {
+    gln_sharded_weights_config_t cfg = config(wdt, async);
+    return setup_cfg(f, &cfg);
+}
+
+static void teardown(fixture_t *f) {
+    CHECK_OK(gln_sharded_weights_destroy(f->sw));
+    CHECK_OK(gln_comm_destroy(f->comm));
+    CHECK_OK(gln_context_destroy(f->ctx));
+}
+
+/* Small integers in [-8, 8]: exact in bf16 and in every FP32 sum here. */
+static void fill_ints(float *x, size_t n, uint64_t seed) {
+    gln_rng_t r = gln_rng_seed(seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)gln_rng_int(&r, -8, 8);
+}
+
+static void test_layout_and_round_trip(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_FP32, 0)) return;
+    float *master = NULL, *mg = NULL;
+    int64_t len = -1, off = -1;
+    CHECK_OK(gln_sharded_weights_shard(f.sw, &master, &mg, &len, &off));
+    CHECK(len == TOTAL && off == 0 && master && mg);
+    for (int64_t i = 0; i < len; i++) CHECK_MSG(mg[i] == 0.0f, "main_grad[%lld] not zeroed", (long long)i);
+    CHECK(f.p->num_experts == NE && f.p->out_features == KO && f.p->in_features == KI);
+    CHECK(f.p->requires_grad(f.p->impl) == 1);
+
+    float *full = gln_test_alloc(TOTAL * sizeof(float)), *back = gln_test_alloc(TOTAL * sizeof(float));
+    fill_ints(full, TOTAL, 1);
+    CHECK_OK(gln_sharded_weights_load_full(f.sw, full));
+    CHECK(gln_check_bitwise("master", master, full, TOTAL * sizeof(float)));
+    gln_poison(back, GLN_DTYPE_FP32, TOTAL);
+    CHECK_OK(gln_sharded_weights_gather_master(f.sw, back));
+    CHECK(gln_check_bitwise("gather_master", back, full, TOTAL * sizeof(float)));
+    CHECK(gln_guard_ok(back));
+    gln_test_free(full);
+    gln_test_free(back);
+    teardown(&f);
+}
+
+/* materialize returns N [K_out, K_in] tensors holding exactly the loaded weights. */
+static void check_materialized(fixture_t *f, const float *full, gln_dtype_t wdt, int backward) {
+    gln_tensor_t w[NE];
+    memset(w, 0, sizeof w);
+    if (backward)
+        CHECK_OK(f->p->materialize_backward(f->p->impl, w));
+    else
+        CHECK_OK(f->p->materialize_forward(f->p->impl, w));
+    for (int e = 0; e < NE; e++) {
+        CHECK(w[e].dtype == wdt && w[e].rows == KO && w[e].cols == KI);
+        CHECK(w[e].scaling == GLN_SCALING_NONE && w[e].data != NULL);
+        CHECK(w[e].col_data == NULL && w[e].scale_inv == NULL);
+        if (!w[e].data) continue;
+        for (int j = 0; j < KO * KI; j++) {
+            double got = gln_load(w[e].data, wdt, (size_t)j);
+            CHECK_MSG(got == full[e * KO * KI + j], "expert %d elem %d: %g != %g", e, j, got,
+                      (double)full[e * KO * KI + j]);
+        }
+    }
+    size_t live = 1, peak = 0, one = (size_t)TOTAL * gln_dtype_size(wdt);
+    CHECK_OK(gln_sharded_weights_materialized_bytes(f->sw, &live, &peak));
+    CHECK(live == one && peak >= one);
+    CHECK_OK(f->p->release(f->p->impl, w));
+    CHECK_OK(gln_sharded_weights_materialized_bytes(f->sw, &live, &peak));
+    CHECK(live == 0);
+}
+
+static void test_materialize(void) {
+    static const gln_dtype_t wdts[] = {GLN_DTYPE_FP32, GLN_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        fixture_t f;
+        if (!setup(&f, wdts[d], 0)) return;
+        float full[TOTAL];
+        fill_ints(full, TOTAL, 2 + (uint64_t)d);
+        CHECK_OK(gln_sharded_weights_load_full(f.sw, full));
+        check_materialized(&f, full, wdts[d], 0);
+        check_materialized(&f, full, wdts[d], 1);
+        size_t live, peak;
+        CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, &peak));
+        CHECK(peak == (size_t)TOTAL * gln_dtype_size(wdts[d]));
+
+        /* Two live materializations count twice; release order does not matter. */
+        gln_tensor_t a[NE], b[NE];
+        CHECK_OK(f.p->materialize_forward(f.p->impl, a));
+        CHECK_OK(f.p->materialize_backward(f.p->impl, b));
+        CHECK(a[0].data != b[0].data);
+        CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, &peak));
+        CHECK(live == 2 * (size_t)TOTAL * gln_dtype_size(wdts[d]) && peak == live);
+        gln_tensor_t a_copy[NE];
+        memcpy(a_copy, a, sizeof a);
+        CHECK_OK(f.p->release(f.p->impl, a));
+        CHECK_OK(f.p->release(f.p->impl, b));
+        CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, NULL));
+        CHECK(live == 0);
+        /* Releasing again (a stale copy of the descriptors) is refused. */
+        CHECK_STATUS(f.p->release(f.p->impl, a_copy), GLN_STATUS_INVALID_ARGUMENT, "live");
+        teardown(&f);
+    }
+}
+
+/* The working copy is the master rounded to nearest even (bf16), refreshed by sync_working. */
+static void test_sync_working_bf16_rounding(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 0)) return;
+    float full[TOTAL] = {0};
+    CHECK_OK(gln_sharded_weights_load_full(f.sw, full));
+    float *master;
+    CHECK_OK(gln_sharded_weights_shard(f.sw, &master, NULL, NULL, NULL));
+    /* bf16 keeps 8 significant bits: ulp(1) = 2^-7.  Ties go to the even mantissa. */
+    const float in[4] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(2.0f + 0x1p-7f + 0x1p-20f), 3.0f};
+    const float want[4] = {1.0f, 1.0f + 0x1p-6f, -(2.0f + 0x1p-6f), 3.0f};
+    memcpy(master, in, sizeof in);
+    CHECK_OK(gln_sharded_weights_sync_working(f.sw));
+    gln_tensor_t w[NE];
+    CHECK_OK(f.p->materialize_forward(f.p->impl, w));
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(gln_load(w[0].data, GLN_DTYPE_BF16, (size_t)i) == want[i], "elem %d: %g != %g",
+                  i, gln_load(w[0].data, GLN_DTYPE_BF16, (size_t)i), (double)want[i]);
+    CHECK_OK(f.p->release(f.p->impl, w));
+    teardown(&f);
+}
+
+/* Write small-integer "wgrads" into every grad buffer. */
+static void write_grads(fixture_t *f, float *g, uint64_t seed) {
+    fill_ints(g, TOTAL, seed);
+    for (int e = 0; e < NE; e++) {
+        float *buf = NULL;
+        CHECK_OK(f->p->grad_buffer(f->p->impl, e, &buf));
+        if (buf) memcpy(buf, g + e * KO * KI, KO * KI * sizeof(float));
+    }
+}
+
+static void check_main_grad(fixture_t *f, const float *want, const char *what) {
+    float got[TOTAL];
+    gln_poison(got, GLN_DTYPE_FP32, TOTAL);
+    CHECK_OK(gln_sharded_weights_gather_main_grad(f->sw, got));
+    CHECK(gln_check_bitwise(what, got, want, sizeof got));
+}
+
+static void test_grad_buffers(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 0)) return;
+    float *b[NE];
+    for (int e = 0; e < NE; e++) CHECK_OK(f.p->grad_buffer(f.p->impl, e, &b[e]));
+    for (int e = 0; e < NE; e++) {
+        CHECK(b[e] == b[0] + e * KO * KI); /* one allocation, expert-major */
+        for (int j = 0; j < KO * KI; j++) CHECK_MSG(b[e][j] == 0.0f, "grad buffer not zeroed");
+    }
+    float *again = NULL;
+    CHECK_OK(f.p->grad_buffer(f.p->impl, 1, &again));
+    CHECK(again == b[1]); /* allocated once, kept */
+    teardown(&f);
+}
+
+static void test_finalize_overwrite_accumulate(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_FP32, 0)) return;
+    float g1[TOTAL], g2[TOTAL], sum[TOTAL];
+    int pending = -1;
+    write_grads(&f, g1, 10);
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 0, &pending));
+    CHECK(pending == 0);
+    check_main_grad(&f, g1, "overwrite");
+    write_grads(&f, g2, 11);
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 1, &pending));
+    for (int i = 0; i < TOTAL; i++) sum[i] = g1[i] + g2[i];
+    check_main_grad(&f, sum, "accumulate");
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 0, NULL)); /* NULL pending: fine when not async */
+    check_main_grad(&f, g2, "overwrite again");
+    CHECK_OK(f.p->wait(f.p->impl)); /* nothing pending: no-op */
+    teardown(&f);
+}
+
+/* A finalize with no grad_buffer() call still reduces (zeros): ranks must all enter it. */
+static void test_finalize_without_buffers(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_FP32, 0)) return;
+    float *mg;
+    CHECK_OK(gln_sharded_weights_shard(f.sw, NULL, &mg, NULL, NULL));
+    for (int i = 0; i < TOTAL; i++) mg[i] = 5.0f;
+    int pending = -1;
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 0, &pending));
+    float zeros[TOTAL] = {0};
+    check_main_grad(&f, zeros, "overwrite with zeros");
+    teardown(&f);
+}
+
+static void test_async_finalize(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 1)) return;
+    float g1[TOTAL], g2[TOTAL], sum[TOTAL], out[TOTAL];
+    int pending = 0;
+    write_grads(&f, g1, 20);
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 0, &pending));
+    CHECK(pending == 1);
+    /* While in flight: the buffer is being read and main_grad is not final. */
+    float *buf = NULL;
+    CHECK_STATUS(f.p->grad_buffer(f.p->impl, 0, &buf), GLN_STATUS_INVALID_STATE, "wait");
+    CHECK_STATUS(f.p->finalize_grads(f.p->impl, 0, &pending), GLN_STATUS_INVALID_STATE, "wait");
+    CHECK_STATUS(gln_sharded_weights_gather_main_grad(f.sw, out), GLN_STATUS_INVALID_STATE, "wait");
+    CHECK_OK(f.p->wait(f.p->impl));
+    check_main_grad(&f, g1, "async overwrite");
+    write_grads(&f, g2, 21);
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 1, &pending));
+    CHECK(pending == 1);
+    CHECK_OK(f.p->wait(f.p->impl));
+    for (int i = 0; i < TOTAL; i++) sum[i] = g1[i] + g2[i];
+    check_main_grad(&f, sum, "async accumulate");
+    CHECK_STATUS(f.p->finalize_grads(f.p->impl, 0, NULL), GLN_STATUS_INVALID_ARGUMENT, "pending");
+    /* Destroy with a finalize in flight completes it (no leaked request). */
+    write_grads(&f, g2, 22);
+    CHECK_OK(f.p->finalize_grads(f.p->impl, 1, &pending));
+    teardown(&f);
+}
+
+static void test_requires_grad_off(void) {
+    fixture_t f;
+    gln_sharded_weights_config_t cfg = config(GLN_DTYPE_FP32, 0);
+    cfg.requires_grad = 0;
+    if (!setup_cfg(&f, &cfg)) return;
+    CHECK(f.p->requires_grad(f.p->impl) == 0);
+    float *buf = NULL;
+    int pending = 0;
+    CHECK_STATUS(f.p->grad_buffer(f.p->impl, 0, &buf), GLN_STATUS_INVALID_STATE, "requires_grad");
+    CHECK_STATUS(f.p->finalize_grads(f.p->impl, 0, &pending), GLN_STATUS_INVALID_STATE,
+                 "requires_grad");
+    /* Forward still works. */
+    gln_tensor_t w[NE];
+    CHECK_OK(f.p->materialize_forward(f.p->impl, w));
+    CHECK_OK(f.p->release(f.p->impl, w));
+    teardown(&f);
+}
+
+/* A materialization never released is freed by destroy (run under ASan to see no leak). */
+static void test_destroy_with_live_materialization(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 0)) return;
+    gln_tensor_t w[NE];
+    CHECK_OK(f.p->materialize_forward(f.p->impl, w));
+    teardown(&f);
+}
+
+static void test_invalid_arguments(void) {
+    gln_context_t *ctx = NULL;
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    CHECK_OK(gln_comm_create_self(&comm));
+    gln_sharded_weights_t *sw = (gln_sharded_weights_t *)&sw;
+    gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, NULL), GLN_STATUS_INVALID_ARGUMENT, "sw");
+    CHECK_STATUS(gln_sharded_weights_create(ctx, NULL, &cfg, &sw), GLN_STATUS_INVALID_ARGUMENT, "comm");
+    CHECK(sw == NULL);
+    CHECK_STATUS(gln_sharded_weights_create(NULL, comm, &cfg, &sw), GLN_STATUS_INVALID_ARGUMENT, "ctx");
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, NULL, &sw), GLN_STATUS_INVALID_ARGUMENT, "cfg");
+    gln_sharded_weights_config_t bad = cfg;
+    bad.size = 3;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT, "size");
+    bad = cfg;
+    bad.num_experts = 0;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT,
+                 "num_experts 0");
+    bad = cfg;
+    bad.out_features = -2;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT,
+                 "out_features -2");
+    bad = cfg;
+    bad.in_features = 0;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT,
+                 "in_features 0");
+    bad = cfg;
+    bad.working_dtype = GLN_DTYPE_FP16;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT,
+                 "working_dtype");
+    bad = cfg;
+    bad.num_experts = 1 << 30;
+    bad.out_features = bad.in_features = (int64_t)1 << 31;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &bad, &sw), GLN_STATUS_INVALID_ARGUMENT,
+                 "too large");
+    CHECK(sw == NULL);
+
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &cfg, &sw));
+    const gln_dist_weights_t *p = gln_sharded_weights_protocol(sw);
+    float *buf = NULL;
+    gln_tensor_t w[NE];
+    CHECK_STATUS(p->grad_buffer(p->impl, -1, &buf), GLN_STATUS_INVALID_ARGUMENT, "expert -1");
+    CHECK_STATUS(p->grad_buffer(p->impl, NE, &buf), GLN_STATUS_INVALID_ARGUMENT, "[0, 3)");
+    CHECK_STATUS(p->grad_buffer(p->impl, 0, NULL), GLN_STATUS_INVALID_ARGUMENT, "buffer");
+    CHECK_STATUS(p->grad_buffer(NULL, 0, &buf), GLN_STATUS_INVALID_ARGUMENT, "impl");
+    CHECK_STATUS(p->materialize_forward(p->impl, NULL), GLN_STATUS_INVALID_ARGUMENT, "weights");
+    CHECK_STATUS(p->materialize_backward(NULL, w), GLN_STATUS_INVALID_ARGUMENT, "impl");
+    CHECK_STATUS(p->release(p->impl, NULL), GLN_STATUS_INVALID_ARGUMENT, "weights");
+    w[0].data = buf;
+    CHECK_STATUS(p->release(p->impl, w), GLN_STATUS_INVALID_ARGUMENT, "not a live");
+    CHECK_STATUS(p->wait(NULL), GLN_STATUS_INVALID_ARGUMENT, "impl");
+    CHECK_STATUS(gln_sharded_weights_load_full(sw, NULL), GLN_STATUS_INVALID_ARGUMENT, "full");
+    CHECK_STATUS(gln_sharded_weights_load_full(NULL, (float *)w), GLN_STATUS_INVALID_ARGUMENT, "sw");
+    CHECK_STATUS(gln_sharded_weights_gather_master(sw, NULL), GLN_STATUS_INVALID_ARGUMENT, "full");
+    CHECK_STATUS(gln_sharded_weights_gather_main_grad(sw, NULL), GLN_STATUS_INVALID_ARGUMENT, "full");
+    CHECK_STATUS(gln_sharded_weights_sync_working(NULL), GLN_STATUS_INVALID_ARGUMENT, "sw");
+    CHECK_STATUS(gln_sharded_weights_shard(NULL, NULL, NULL, NULL, NULL), GLN_STATUS_INVALID_ARGUMENT,
+                 "sw");
+    CHECK_STATUS(gln_sharded_weights_materialized_bytes(NULL, NULL, NULL),
+                 GLN_STATUS_INVALID_ARGUMENT, "sw");
+    CHECK(gln_sharded_weights_protocol(NULL) == NULL);
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    CHECK_OK(gln_sharded_weights_destroy(NULL));
+    CHECK_OK(gln_comm_destroy(comm));
+    CHECK_OK(gln_context_destroy(ctx));
+}
+
+/* A CUDA context is refused clearly (the communicators move host memory). */
+static void test_cuda_context_refused(void) {
+    if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    gln_context_t *ctx = NULL;
+    gln_comm_t *comm = NULL;
+    if (gln_context_create(&o, &ctx) != GLN_STATUS_SUCCESS) return;
+    CHECK_OK(gln_comm_create_self(&comm));
+    gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
+    gln_sharded_weights_t *sw = NULL;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "CPU");
+    CHECK_OK(gln_comm_destroy(comm));
+    CHECK_OK(gln_context_destroy(ctx));
+}
+
+GLN_TEST_MAIN(GLN_CASE(test_layout_and_round_trip), GLN_CASE(test_materialize),
+              GLN_CASE(test_sync_working_bf16_rounding), GLN_CASE(test_grad_buffers),
+              GLN_CASE(test_finalize_overwrite_accumulate), GLN_CASE(test_finalize_without_buffers),
+              GLN_CASE(test_async_finalize), GLN_CASE(test_requires_grad_off),
+              GLN_CASE(test_destroy_with_live_materialization), GLN_CASE(test_invalid_arguments),
+              GLN_CASE(test_cuda_context_refused))

@@ -1,0 +1,312 @@
+/* The MoE MLP of `grouplin train` (see moe_model.h for the wiring). */
+#include "moe_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exact.h"
+#include "task.h"
+
+#define ADAM_BETA1 0.9f
+#define ADAM_BETA2 0.999f
+#define ADAM_EPS 1e-8f
+
+#define TRY(expr)                                                                               \
+    do {                                                                                        \
+        gln_status_t try_st_ = (expr);                                                          \
+        if (try_st_ != GLN_STATUS_SUCCESS) return try_st_;                                      \
+    } while (0)
+
+typedef struct adam_state {
+    float *m, *v;
+} adam_state_t;
+
+struct moe_model {
+    gln_context_t *ctx;
+    gln_comm_t *comm;
+    moe_model_config_t cfg;
+    int64_t T, P, H, F, F1; /* tokens, pairs (T·k), hidden, ffn, FC1 outputs */
+    int32_t E, k;
+    gln_dtype_t adt;
+    int64_t step;
+
+    float *wr, *wr_grad;            /* router [E, H] */
+    adam_state_t wr_adam;
+    gln_sharded_weights_t *sw[2];   /* FC1, FC2 */
+    gln_grouped_linear_t *fc[2];
+    adam_state_t adam[2];           /* per shard */
+    gln_grouped_linear_saved_t *saved[2];
+
+    /* forward activations (kept for backward) */
+    const float *x;
+    float *logits, *gates;
+    int32_t *experts;
+    int64_t *splits, *row_of;
+    void *xp, *h1, *a, *yp;         /* activation dtype */
+    /* backward */
+    float *tmp32;                   /* FP32 staging [P, max(F1, H)] */
+    float *dgates, *dlogits, *dx;
+    void *dyp, *da, *dh1, *dxp;
+};
+
+static gln_tensor_t act_tensor(const moe_model_t *m, int64_t rows, int64_t cols, void *data) {
+    return gln_tensor_make(m->adt, rows, cols, data);
+}
+
+/* FP32 staging → an operand in the activation dtype; under --exact-data rounded onto `frac`. */
+static gln_status_t to_operand(moe_model_t *m, float *src, int64_t rows, int64_t cols, int frac,
+                               void *dst) {
+    if (m->cfg.exact) exact_round_array(src, (size_t)(rows * cols), frac);
+    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, rows, cols, src);
+    gln_tensor_t out = act_tensor(m, rows, cols, dst);
+    return gln_cast(m->ctx, &in, &out);
+}
+
+static gln_status_t alloc_zero(moe_model_t *m, size_t bytes, void **p) {
+    TRY(gln_malloc(m->ctx, bytes ? bytes : 1, p));
+    memset(*p, 0, bytes ? bytes : 1); /* host memory: the tool runs on the CPU backend */
+    return GLN_STATUS_SUCCESS;
+}
+
+/* One expert layer [in → out]: its sharded weight group (loaded from seeded FP32 weights), the
+ * grouped linear layer on top of it, and its Adam moments. */
+static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t out) {
+    const int32_t E = m->E;
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = E;
+    sc.out_features = out;
+    sc.in_features = in;
+    sc.working_dtype = m->adt;
+    sc.requires_grad = m->cfg.trainable;
+    TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
+
+    float *full = malloc((size_t)(E * out * in) * sizeof *full);
+    if (!full) return GLN_STATUS_OUT_OF_MEMORY;
+    task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
+    gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
+    free(full);
+    TRY(st);
+
+    gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    lc.num_experts = E;
+    lc.in_features = in;
+    lc.out_features = out;
+    lc.bias = 0;
+    lc.param_dtype = m->adt;
+    lc.activation_dtype = m->adt;
+    lc.recipe = m->cfg.recipe->recipe;
+    lc.path = m->cfg.path;
+    lc.fuse_wgrad_accumulation = 1;
+    lc.weights_require_grad = m->cfg.trainable;
+    lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
+    TRY(gln_grouped_linear_create(m->ctx, &lc, &m->fc[idx]));
+
+    if (m->cfg.trainable) {
+        float *master, *grad;
+        int64_t len, off;
+        TRY(gln_sharded_weights_shard(m->sw[idx], &master, &grad, &len, &off));
+        m->adam[idx].m = calloc((size_t)len + 1, sizeof(float));
+        m->adam[idx].v = calloc((size_t)len + 1, sizeof(float));
+        if (!m->adam[idx].m || !m->adam[idx].v) return GLN_STATUS_OUT_OF_MEMORY;
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t create_buffers(moe_model_t *m) {
+    const size_t es = gln_dtype_size(m->adt), T = (size_t)m->T, P = (size_t)m->P;
+    const size_t H = (size_t)m->H, F = (size_t)m->F, F1 = (size_t)m->F1, E = (size_t)m->E;
+    const size_t wide = F1 > H ? F1 : H;
+    struct {
+        void **p;
+        size_t bytes;
+    } bufs[] = {
+        {(void **)&m->logits, T * E * 4}, {(void **)&m->gates, P * 4},   {(void **)&m->experts, P * 4},
+        {(void **)&m->splits, E * 8},     {(void **)&m->row_of, P * 8},  {&m->xp, P * H * es},
+        {&m->h1, P * F1 * es},            {&m->a, P * F * es},           {&m->yp, P * H * es},
+        {(void **)&m->tmp32, P * wide * 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
+        {(void **)&m->dx, T * H * 4},     {&m->dyp, P * H * es},         {&m->da, P * F * es},
+        {&m->dh1, P * F1 * es},           {&m->dxp, P * H * es},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) TRY(alloc_zero(m, bufs[i].bytes, bufs[i].p));
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
+                              moe_model_t **model) {
+    *model = NULL;
+    moe_model_t *m = calloc(1, sizeof *m);
+    if (!m) return GLN_STATUS_OUT_OF_MEMORY;
+    m->ctx = ctx;
+    m->comm = comm;
+    m->cfg = *cfg;
+    m->T = cfg->tokens;
+    m->k = cfg->shape.topk;
+    m->E = cfg->shape.experts;
+    m->P = m->T * m->k;
+    m->H = cfg->shape.hidden;
+    m->F = cfg->shape.ffn;
+    m->F1 = cfg->shape.act == GLN_ACT_SWIGLU ? 2 * m->F : m->F;
+    m->adt = cfg->recipe->act_dtype;
+
+    gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
+    const size_t rw = (size_t)(m->E * m->H);
+    m->wr = malloc(rw * sizeof(float));
+    m->wr_grad = calloc(rw, sizeof(float));
+    m->wr_adam.m = calloc(rw, sizeof(float));
+    m->wr_adam.v = calloc(rw, sizeof(float));
+    if (!m->wr || !m->wr_grad || !m->wr_adam.m || !m->wr_adam.v) goto fail;
+    task_weights(cfg->seed, 1, 1, m->E, m->H, 1.0 / sqrt((double)m->H), cfg->exact, m->wr);
+    if ((st = create_layer(m, 0, m->H, m->F1)) != GLN_STATUS_SUCCESS) goto fail;
+    if ((st = create_layer(m, 1, m->F, m->H)) != GLN_STATUS_SUCCESS) goto fail;
+    if ((st = create_buffers(m)) != GLN_STATUS_SUCCESS) goto fail;
+    *model = m;
+    return GLN_STATUS_SUCCESS;
+fail:
+    moe_model_destroy(m);
+    return st;
+}
+
+void moe_model_destroy(moe_model_t *m) {
+    if (!m) return;
+    for (int i = 0; i < 2; i++) {
+        if (m->saved[i]) gln_grouped_linear_saved_release(m->saved[i]);
+        gln_grouped_linear_destroy(m->fc[i]);
+        gln_sharded_weights_destroy(m->sw[i]);
+        free(m->adam[i].m);
+        free(m->adam[i].v);
+    }
+    void *dev[] = {m->logits, m->gates, m->experts, m->splits, m->row_of, m->xp, m->h1, m->a, m->yp,
+                   m->tmp32, m->dgates, m->dlogits, m->dx, m->dyp, m->da, m->dh1, m->dxp};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) gln_free(m->ctx, dev[i]);
+    free(m->wr);
+    free(m->wr_grad);
+    free(m->wr_adam.m);
+    free(m->wr_adam.v);
+    free(m);
+}
+
+/* Run one expert layer forward over the permuted rows. */
+static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, int64_t in_cols, void *out,
+                                  int64_t out_cols, int input_grad) {
+    gln_tensor_t x = act_tensor(m, m->P, in_cols, in), y = act_tensor(m, m->P, out_cols, out);
+    gln_grouped_linear_forward_args_t fa = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
+    fa.x = &x;
+    fa.m_splits = m->splits;
+    fa.y = &y;
+    fa.microbatch = GLN_MICROBATCH_FIRST;
+    fa.input_requires_grad = input_grad;
+    return gln_grouped_linear_forward(m->fc[idx], &fa, m->cfg.trainable ? &m->saved[idx] : NULL);
+}
+
+gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
+    const int64_t T = m->T, P = m->P, H = m->H, F = m->F, F1 = m->F1;
+    for (int i = 0; i < 2; i++)
+        if (m->saved[i]) { /* a forward without backward: drop the stale context */
+            gln_grouped_linear_saved_release(m->saved[i]);
+            m->saved[i] = NULL;
+        }
+    m->x = x;
+    gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)x);
+    gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
+    gln_tensor_t tlog = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->logits);
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_TN, &twr, &tx, &tlog, NULL, 0));
+    TRY(gln_moe_router_forward(m->ctx, T, m->E, m->k, m->logits, m->experts, m->gates));
+    TRY(gln_moe_permute_plan(m->ctx, T, m->E, m->k, m->experts, m->splits, m->row_of));
+    gln_tensor_t txp = act_tensor(m, P, H, m->xp);
+    TRY(gln_moe_permute(m->ctx, T, m->k, m->row_of, &tx, &txp));
+
+    TRY(layer_forward(m, 0, m->xp, H, m->h1, F1, 1));
+    gln_tensor_t th1 = act_tensor(m, P, F1, m->h1);
+    if (m->cfg.exact) {
+        gln_tensor_t t32 = gln_tensor_make(GLN_DTYPE_FP32, P, F, m->tmp32);
+        TRY(gln_activation_forward(m->ctx, m->cfg.shape.act, &th1, &t32));
+        TRY(to_operand(m, m->tmp32, P, F, EXACT_ACT_FRAC, m->a));
+    } else {
+        gln_tensor_t ta = act_tensor(m, P, F, m->a);
+        TRY(gln_activation_forward(m->ctx, m->cfg.shape.act, &th1, &ta));
+    }
+    TRY(layer_forward(m, 1, m->a, F, m->yp, H, 1));
+
+    gln_tensor_t typ = act_tensor(m, P, H, m->yp), ty = gln_tensor_make(GLN_DTYPE_FP32, T, H, y);
+    return gln_moe_unpermute(m->ctx, T, m->k, m->row_of, m->gates, &typ, &ty);
+}
+
+static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy_cols, void *dx,
+                                   int64_t dx_cols) {
+    float *master, *grad;
+    int64_t len, off;
+    TRY(gln_sharded_weights_shard(m->sw[idx], &master, &grad, &len, &off));
+    memset(grad, 0, (size_t)len * sizeof *grad); /* the step's gradient starts from zero */
+    gln_tensor_t tdy = act_tensor(m, m->P, dy_cols, dy), tdx = act_tensor(m, m->P, dx_cols, dx);
+    gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
+    gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
+    m->saved[idx] = NULL;
+    TRY(st);
+    return rel;
+}
+
+gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
+    const int64_t T = m->T, P = m->P, H = m->H, F = m->F, F1 = m->F1;
+    /* unpermute: dyp = gates·dy rows, dgates = <dy, yp> */
+    gln_tensor_t tdy = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)dy);
+    gln_tensor_t typ = act_tensor(m, P, H, m->yp), t32 = gln_tensor_make(GLN_DTYPE_FP32, P, H, m->tmp32);
+    TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, &t32, m->dgates));
+    TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));
+
+    TRY(layer_backward(m, 1, m->dyp, H, m->da, F));
+    gln_tensor_t th1 = act_tensor(m, P, F1, m->h1), tda = act_tensor(m, P, F, m->da);
+    gln_tensor_t tdh = gln_tensor_make(GLN_DTYPE_FP32, P, F1, m->tmp32);
+    TRY(gln_activation_backward(m->ctx, m->cfg.shape.act, &th1, &tda, &tdh));
+    TRY(to_operand(m, m->tmp32, P, F1, EXACT_GRAD_FRAC, m->dh1));
+    /* FC1's dgrad and the permutation's backward give dL/dx, what a preceding layer would get. */
+    TRY(layer_backward(m, 0, m->dh1, F1, m->dxp, H));
+    gln_tensor_t tdxp = act_tensor(m, P, H, m->dxp), tdx = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
+    TRY(gln_moe_permute_backward(m->ctx, T, m->k, m->row_of, &tdxp, &tdx));
+
+    /* router: dlogits, then dWr = dlogitsᵀ · x summed over every rank's tokens */
+    TRY(gln_moe_router_backward(m->ctx, T, m->E, m->k, m->logits, m->experts, m->dgates, m->dlogits));
+    if (m->cfg.exact) exact_round_array(m->dlogits, (size_t)(T * m->E), EXACT_GRAD_FRAC);
+    gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)m->x);
+    gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->dlogits);
+    gln_tensor_t tg = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr_grad);
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, 0));
+    return gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * H), GLN_DTYPE_FP32,
+                              GLN_REDUCE_SUM);
+}
+
+/* w -= lr · m̂ / (sqrt(v̂) + eps), FP32 element-wise (the same on every rank). */
+static void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1,
+                        float bc2) {
+    for (int64_t i = 0; i < n; i++) {
+        s->m[i] = ADAM_BETA1 * s->m[i] + (1.0f - ADAM_BETA1) * g[i];
+        s->v[i] = ADAM_BETA2 * s->v[i] + (1.0f - ADAM_BETA2) * g[i] * g[i];
+        float mh = s->m[i] / bc1, vh = s->v[i] / bc2;
+        w[i] -= lr * mh / (sqrtf(vh) + ADAM_EPS);
+    }
+}
+
+gln_status_t moe_model_step(moe_model_t *m) {
+    m->step++;
+    const float bc1 = (float)(1.0 - pow(ADAM_BETA1, (double)m->step));
+    const float bc2 = (float)(1.0 - pow(ADAM_BETA2, (double)m->step));
+    const int64_t rn = (int64_t)m->E * m->H;
+    adam_update(m->wr, m->wr_grad, &m->wr_adam, rn, m->cfg.lr, bc1, bc2);
+    if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
+    for (int i = 0; i < 2; i++) {
+        float *master, *grad;
+        int64_t len, off;
+        TRY(gln_sharded_weights_shard(m->sw[i], &master, &grad, &len, &off));
+        adam_update(master, grad, &m->adam[i], len, m->cfg.lr, bc1, bc2);
+        if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
+        TRY(gln_sharded_weights_sync_working(m->sw[i]));
+        TRY(gln_grouped_linear_weights_updated(m->fc[i]));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+double moe_expert_flops(const moe_shape_t *s, int64_t pairs) {
+    const double f1 = s->act == GLN_ACT_SWIGLU ? 2.0 * (double)s->ffn : (double)s->ffn;
+    return 6.0 * (double)pairs * (double)s->hidden * (f1 + (double)s->ffn);
+}

@@ -1,0 +1,57 @@
+/* The MoE MLP that `grouplin train` trains, wired from the public API:
+ *
+ *   logits = x · Wrᵀ                 FP32 router [E, H] (gln_gemm), replicated on every rank
+ *   experts, gates = top-k softmax    gln_moe_router_forward
+ *   xp = permute(x)                   tokens grouped by expert (m_splits, row_of)
+ *   h  = FC1(xp)                      gln_grouped_linear [H → 2F] (SwiGLU) or [H → F] (GELU)
+ *   a  = act(h)                       gln_activation_forward
+ *   yp = FC2(a)                       gln_grouped_linear [F → H]
+ *   y  = Σ_j gates · yp               gln_moe_unpermute (FP32 output)
+ *
+ * Expert weights live in one gln_sharded_weights group per layer (working dtype = the recipe's
+ * activation dtype), on a self communicator for one process or over MPI.  The optimizer is Adam
+ * on FP32 masters: each rank updates its own shard from its main_grad shard (Adam moments
+ * sharded alike) and refreshes the working copy; the router gradient is all-reduced and every
+ * rank updates its full copy. */
+#ifndef GLN_TOOLS_MOE_MODEL_H
+#define GLN_TOOLS_MOE_MODEL_H
+
+#include <stdint.h>
+
+#include "grouplin.h"
+#include "options.h"
+
+typedef struct moe_shape {
+    int64_t hidden, ffn;
+    int32_t experts, topk;
+    gln_activation_t act;
+} moe_shape_t;
+
+typedef struct moe_model_config {
+    moe_shape_t shape;
+    const tool_recipe_t *recipe;
+    gln_path_t path;
+    uint64_t seed;      /* weight initialisation */
+    int64_t tokens;     /* tokens per step on this rank */
+    int exact;          /* --exact-data grids (exact.h) */
+    int trainable;      /* 0: forward only (the teacher) */
+    float lr;           /* Adam */
+} moe_model_config_t;
+
+typedef struct moe_model moe_model_t;
+
+gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
+                              moe_model_t **model);
+void moe_model_destroy(moe_model_t *m);
+/* y [tokens, H] (FP32) from x [tokens, H] (FP32; kept by reference until backward). */
+gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y);
+/* Gradients of the loss for dy [tokens, H]: expert grads into the shards' main_grad, router
+ * grad all-reduced. */
+gln_status_t moe_model_backward(moe_model_t *m, const float *dy);
+/* One Adam step on every parameter. */
+gln_status_t moe_model_step(moe_model_t *m);
+
+/* FLOPs of the expert GEMMs (fprop + dgrad + wgrad) for `pairs` (token, expert) rows. */
+double moe_expert_flops(const moe_shape_t *s, int64_t pairs);
+
+#endif

@@ -1,0 +1,421 @@
+/* `grouplin train`: train the MoE MLP of moe_model.c on the synthetic teacher task (task.c)
+ * once per recipe, report losses, speed and FP8-vs-bf16 quality, write loss.csv / loss.png. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "launch.h"
+#include "moe_model.h"
+#include "options.h"
+#include "report.h"
+#include "task.h"
+
+static const char *const CMD = "train";
+
+typedef struct train_opts {
+    const tool_recipe_t *recipes[TOOL_MAX_RECIPES];
+    int nrec;
+    int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches;
+    double lr, expect_drop;
+    int path, act, backend, exact, plot, quiet, progress;
+    const char *out_dir, *dump;
+} train_opts_t;
+
+enum {
+    O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
+    O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES
+};
+
+static const struct option longopts[] = {
+    {"help", no_argument, NULL, 'h'},           {"recipes", required_argument, NULL, O_RECIPES},
+    {"steps", required_argument, NULL, O_STEPS}, {"tokens", required_argument, NULL, O_TOKENS},
+    {"hidden", required_argument, NULL, O_HIDDEN}, {"ffn", required_argument, NULL, O_FFN},
+    {"experts", required_argument, NULL, O_EXPERTS}, {"topk", required_argument, NULL, O_TOPK},
+    {"lr", required_argument, NULL, O_LR},       {"seed", required_argument, NULL, O_SEED},
+    {"path", required_argument, NULL, O_PATH},   {"activation", required_argument, NULL, O_ACT},
+    {"backend", required_argument, NULL, O_BACKEND}, {"out", required_argument, NULL, O_OUT},
+    {"exact-data", no_argument, NULL, O_EXACT},  {"no-plot", no_argument, NULL, O_NOPLOT},
+    {"quiet", no_argument, NULL, O_QUIET},       {"progress", no_argument, NULL, O_PROGRESS},
+    {"expect-loss-drop", required_argument, NULL, O_EXPECT},
+    {"dump-losses", required_argument, NULL, O_DUMP},
+    {"batches", required_argument, NULL, O_BATCHES}, {NULL, 0, NULL, 0}};
+
+static const char help[] =
+    "usage: grouplin train [options]\n"
+    "       mpirun -np R grouplin train [options]   (expert weights sharded over R ranks)\n"
+    "\n"
+    "Train a small mixture-of-experts MLP (FP32 top-k router, FC1 grouped linear, SwiGLU or GELU,\n"
+    "FC2 grouped linear, gate-weighted unpermute) to imitate a fixed random teacher MoE of the\n"
+    "same shape, once per recipe; Adam on FP32 master weights; loss = mean squared error.\n"
+    "\n"
+    "options:\n"
+    "  --recipes LIST         comma-separated: fp32, bf16, fp8-delayed, fp8-current, mxfp8,\n"
+    "                         fp8-block (default bf16,mxfp8,fp8-current)\n"
+    "  --steps N              optimizer steps per recipe (default 150)\n"
+    "  --tokens N             tokens per step, global batch split across ranks (default 512)\n"
+    "  --hidden N             model width H (default 64)\n"
+    "  --ffn N                expert FFN width F (default 128)\n"
+    "  --experts N            number of experts E (default 8)\n"
+    "  --topk N               experts per token k (default 2)\n"
+    "  --lr X                 Adam learning rate (default 0.01)\n"
+    "  --seed N               seed of the data and the student (default 1)\n"
+    "  --batches N            size of the data set in batches of --tokens, cycled through\n"
+    "                         (default 4; 0 = a fresh random batch every step)\n"
+    "  --path split|grouped   grouped linear execution path (default split)\n"
+    "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
+    "  --backend cpu|cuda     (default cpu)\n"
+    "  --out DIR              where loss.csv and loss.png go (default .)\n"
+    "  --exact-data           small fixed-point data and weights so that runs on any number of\n"
+    "                         ranks give bitwise identical losses (fp32 / bf16 recipes)\n"
+    "  --no-plot              do not run gnuplot\n"
+    "  --quiet                print nothing but errors\n"
+    "  --progress             draw the progress bar even when stderr is not a terminal\n"
+    "  --expect-loss-drop F   exit 1 unless final loss <= initial loss / F for every recipe\n"
+    "                         (final = mean over the last 10 steps)\n"
+    "  --dump-losses FILE     write every loss as a hex float (%a) for exact comparisons\n"
+    "  -h, --help             this help\n"
+    "\n"
+    "exit status: 0 ok, 1 failure (library error, --expect-loss-drop not met), 2 usage error\n";
+
+static int handle(int code, const char *arg, void *user) {
+    train_opts_t *o = user;
+    static const char *const paths[] = {"split", "grouped"}, *const acts[] = {"swiglu", "gelu"};
+    static const char *const backends[] = {"cpu", "cuda"};
+    switch (code) {
+    case O_RECIPES: return opt_recipes(CMD, arg, o->recipes, &o->nrec);
+    case O_STEPS: return opt_i64(CMD, "steps", arg, 1, 1000000, &o->steps);
+    case O_TOKENS: return opt_i64(CMD, "tokens", arg, 1, 1 << 22, &o->tokens);
+    case O_HIDDEN: return opt_i64(CMD, "hidden", arg, 1, 16384, &o->hidden);
+    case O_FFN: return opt_i64(CMD, "ffn", arg, 1, 65536, &o->ffn);
+    case O_EXPERTS: return opt_i64(CMD, "experts", arg, 1, 1024, &o->experts);
+    case O_TOPK: return opt_i64(CMD, "topk", arg, 1, 1024, &o->topk);
+    case O_LR: return opt_double(CMD, "lr", arg, 1e-9, 10.0, &o->lr);
+    case O_SEED: return opt_i64(CMD, "seed", arg, 0, INT64_MAX, &o->seed);
+    case O_PATH: return opt_choice(CMD, "path", arg, paths, 2, &o->path);
+    case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
+    case O_BACKEND: return opt_choice(CMD, "backend", arg, backends, 2, &o->backend);
+    case O_OUT: o->out_dir = arg; return CLI_OK;
+    case O_EXACT: o->exact = 1; return CLI_OK;
+    case O_NOPLOT: o->plot = 0; return CLI_OK;
+    case O_QUIET: o->quiet = 1; return CLI_OK;
+    case O_PROGRESS: o->progress = 1; return CLI_OK;
+    case O_EXPECT: return opt_double(CMD, "expect-loss-drop", arg, 1.0, 1e12, &o->expect_drop);
+    case O_DUMP: o->dump = arg; return CLI_OK;
+    case O_BATCHES: return opt_i64(CMD, "batches", arg, 0, INT64_MAX, &o->batches);
+    }
+    return opt_usage_error(CMD, "internal: unhandled option %d", code);
+}
+
+static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
+    memset(o, 0, sizeof *o);
+    o->recipes[0] = tool_recipe_find("bf16");
+    o->recipes[1] = tool_recipe_find("mxfp8");
+    o->recipes[2] = tool_recipe_find("fp8-current");
+    o->nrec = 3;
+    o->steps = 150;
+    o->tokens = 512;
+    o->hidden = 64;
+    o->ffn = 128;
+    o->experts = 8;
+    o->topk = 2;
+    o->seed = 1;
+    o->batches = 4;
+    o->lr = 0.01;
+    o->plot = 1;
+    o->out_dir = ".";
+    int rc = opt_parse(CMD, argc, argv, longopts, help, handle, o, help_shown);
+    if (rc != CLI_OK || *help_shown) return rc;
+    if (o->topk > o->experts)
+        return opt_usage_error(CMD, "--topk %lld must be <= --experts %lld", (long long)o->topk,
+                               (long long)o->experts);
+    if (o->backend == 1) {
+        if (!gln_backend_available(GLN_BACKEND_CUDA))
+            return opt_usage_error(CMD, "--backend cuda is not available (this build has no CUDA "
+                                        "backend or no GPU is present)");
+        return opt_usage_error(CMD, "--backend cuda is not available to grouplin train yet "
+                                    "(the MoE ops run on the CPU backend only)");
+    }
+    const int ranks = tool_env_size();
+    if (o->tokens % ranks != 0)
+        return opt_usage_error(CMD, "--tokens %lld must be a multiple of the %d ranks",
+                               (long long)o->tokens, ranks);
+    return CLI_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Everything one training run needs besides the student. */
+typedef struct train_run {
+    const train_opts_t *o;
+    tool_launch_t *l;
+    gln_context_t *ctx;
+    moe_model_t *teacher;
+    int64_t T;                        /* tokens on this rank */
+    float *x, *target, *y, *dy;       /* [T, H] */
+    double *tok_loss, *all_loss;      /* [T], [T·R] per-token squared errors */
+    int show_progress;
+} train_run_t;
+
+static moe_model_config_t model_config(const train_opts_t *o, const tool_recipe_t *r, int64_t T) {
+    moe_model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.shape.hidden = o->hidden;
+    c.shape.ffn = o->ffn;
+    c.shape.experts = (int32_t)o->experts;
+    c.shape.topk = (int32_t)o->topk;
+    c.shape.act = o->act == 0 ? GLN_ACT_SWIGLU : GLN_ACT_GELU;
+    c.recipe = r;
+    c.path = o->path == 0 ? GLN_PATH_SPLIT : GLN_PATH_GROUPED;
+    c.seed = (uint64_t)o->seed;
+    c.tokens = T;
+    c.exact = o->exact;
+    c.trainable = 1;
+    c.lr = (float)o->lr;
+    return c;
+}
+
+/* Squared error per token, dy = scale·2(y - target), and the global mean loss: per-token values
+ * are gathered and summed in global token order, so the loss does not depend on the rank count. */
+static gln_status_t loss_and_grad(train_run_t *tr, double *loss) {
+    const int64_t T = tr->T, H = tr->o->hidden, Tg = T * tr->l->size;
+    const float scale = tr->o->exact ? 1.0f : (float)(1.0 / ((double)Tg * (double)H));
+    for (int64_t t = 0; t < T; t++) {
+        double s = 0;
+        for (int64_t h = 0; h < H; h++) {
+            const float d = tr->y[t * H + h] - tr->target[t * H + h];
+            s += (double)d * d;
+            tr->dy[t * H + h] = 2.0f * d * scale;
+        }
+        tr->tok_loss[t] = s;
+    }
+    gln_status_t st = gln_comm_allgather(tr->l->comm, tr->tok_loss, tr->all_loss, (size_t)T, GLN_DTYPE_INT64);
+    if (st != GLN_STATUS_SUCCESS) return st;
+    double sum = 0;
+    for (int64_t t = 0; t < Tg; t++) sum += tr->all_loss[t];
+    *loss = sum / ((double)Tg * (double)H);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Train one recipe; losses[s] for every step; *seconds = time in the student's steps (max over
+ * ranks). */
+static gln_status_t train_recipe(train_run_t *tr, const tool_recipe_t *r, double *losses, double *seconds) {
+    const train_opts_t *o = tr->o;
+    moe_model_config_t mc = model_config(o, r, tr->T);
+    moe_model_t *student = NULL;
+    gln_status_t st = moe_model_create(tr->ctx, tr->l->comm, &mc, &student);
+    double busy = 0;
+    for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < o->steps; s++) {
+        const int64_t batch = o->batches > 0 ? s % o->batches : s;
+        task_inputs((uint64_t)o->seed, batch, tr->l->rank * tr->T, tr->T, o->hidden, o->exact, tr->x);
+        st = moe_model_forward(tr->teacher, tr->x, tr->target);
+        if (st != GLN_STATUS_SUCCESS) break;
+        double t0 = now_s();
+        st = moe_model_forward(student, tr->x, tr->y);
+        if (st == GLN_STATUS_SUCCESS) st = loss_and_grad(tr, &losses[s]);
+        if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, tr->dy);
+        if (st == GLN_STATUS_SUCCESS) st = moe_model_step(student);
+        busy += now_s() - t0;
+        if (tr->show_progress) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
+            report_progress(stderr, r->name, s + 1, o->steps, extra);
+        }
+    }
+    if (tr->show_progress) report_progress_end(stderr);
+    moe_model_destroy(student);
+    float mine = (float)busy, most = mine;
+    if (st == GLN_STATUS_SUCCESS)
+        st = gln_comm_allreduce(tr->l->comm, &mine, &most, 1, GLN_DTYPE_FP32, GLN_REDUCE_MAX);
+    *seconds = most;
+    return st;
+}
+
+/* The final loss: the mean over the last FINAL_WINDOW steps (fewer for short runs).  One step's
+ * loss swings with which batch of the data set it saw, so a single step would be noisy. */
+enum { FINAL_WINDOW = 10 };
+static double final_loss(const double *losses, int64_t steps) {
+    const int64_t w = steps < FINAL_WINDOW ? steps : FINAL_WINDOW;
+    double s = 0;
+    for (int64_t i = steps - w; i < steps; i++) s += losses[i];
+    return s / (double)w;
+}
+
+static void fmt(char *buf, const char *f, double v) { snprintf(buf, REPORT_CELL, f, v); }
+
+static void print_results(const train_opts_t *o, const tool_launch_t *l, double *const *losses,
+                          const double *secs) {
+    moe_shape_t shape = {o->hidden, o->ffn, (int32_t)o->experts, (int32_t)o->topk,
+                         o->act == 0 ? GLN_ACT_SWIGLU : GLN_ACT_GELU};
+    const double flops = moe_expert_flops(&shape, o->tokens * o->topk);
+    int bf16 = -1;
+    for (int r = 0; r < o->nrec; r++)
+        if (strcmp(o->recipes[r]->name, "bf16") == 0) bf16 = r;
+    static const char *const head[] = {"recipe", "initial loss", "final loss", "drop", "vs bf16",
+                                       "steps/s", "tokens/s", "GFLOP/s"};
+    report_table_t t;
+    report_table_init(&t, 8, head);
+    for (int r = 0; r < o->nrec; r++) {
+        char c[8][REPORT_CELL];
+        const double first = losses[r][0], last = final_loss(losses[r], o->steps), sps = o->steps / secs[r];
+        snprintf(c[0], REPORT_CELL, "%s", o->recipes[r]->name);
+        fmt(c[1], "%.4g", first);
+        fmt(c[2], "%.4g", last);
+        fmt(c[3], "%.1fx", first / last);
+        if (bf16 >= 0 && o->recipes[r]->recipe != GLN_RECIPE_NONE)
+            fmt(c[4], "%.3f", last / final_loss(losses[bf16], o->steps));
+        else
+            snprintf(c[4], REPORT_CELL, "-");
+        fmt(c[5], "%.1f", sps);
+        fmt(c[6], "%.0f", sps * (double)o->tokens);
+        fmt(c[7], "%.2f", sps * flops * 1e-9);
+        const char *cells[8] = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
+        report_table_row(&t, cells);
+    }
+    printf("grouplin train: MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, "
+           "%d rank%s, cpu backend, %s path%s\n\n",
+           (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
+           o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, l->size,
+           l->size == 1 ? "" : "s", o->path == 0 ? "split" : "grouped", o->exact ? ", exact data" : "");
+    report_table_print(&t, stdout);
+    report_table_free(&t);
+    printf("\ninitial = loss of step 0; final = mean loss of the last %d steps; drop = initial / final;\n"
+           "vs bf16 = final loss relative to bf16; GFLOP/s counts the expert GEMMs\n"
+           "(fprop + dgrad + wgrad = 6 * rows * H * (FC1 out + F) per step)\n",
+           (int)(o->steps < FINAL_WINDOW ? o->steps : FINAL_WINDOW));
+}
+
+/* loss.csv, loss.png, --dump-losses (rank 0). */
+static int write_outputs(const train_opts_t *o, double *const *losses) {
+    const char *names[TOOL_MAX_RECIPES];
+    for (int r = 0; r < o->nrec; r++) names[r] = o->recipes[r]->name;
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "grouplin train: cannot create --out directory '%s': %s\n", o->out_dir,
+                strerror(errno));
+        return CLI_FAIL;
+    }
+    char csv[4096], png[4096];
+    snprintf(csv, sizeof csv, "%s/loss.csv", o->out_dir);
+    snprintf(png, sizeof png, "%s/loss.png", o->out_dir);
+    if (report_write_loss_csv(csv, o->nrec, names, o->steps, losses) != 0) {
+        fprintf(stderr, "grouplin train: cannot write %s: %s\n", csv, strerror(errno));
+        return CLI_FAIL;
+    }
+    if (o->dump && report_write_loss_dump(o->dump, o->nrec, names, o->steps, losses) != 0) {
+        fprintf(stderr, "grouplin train: cannot write %s: %s\n", o->dump, strerror(errno));
+        return CLI_FAIL;
+    }
+    int plotted = o->plot ? report_plot_losses(o->out_dir, csv, png, o->nrec, names,
+                                               o->quiet ? NULL : stdout)
+                          : 1;
+    if (!o->quiet) printf("wrote %s%s%s\n", csv, plotted == 0 ? ", " : "", plotted == 0 ? png : "");
+    return CLI_OK;
+}
+
+/* Exit 1 unless every recipe's loss fell by the factor. */
+static int check_drop(const train_opts_t *o, double *const *losses) {
+    if (o->expect_drop <= 0) return CLI_OK;
+    int rc = CLI_OK;
+    for (int r = 0; r < o->nrec; r++) {
+        const double drop = losses[r][0] / final_loss(losses[r], o->steps);
+        if (!(drop >= o->expect_drop)) {
+            fprintf(stderr, "grouplin train: FAIL: %s loss fell by %.3gx, expected >= %.3gx\n",
+                    o->recipes[r]->name, drop, o->expect_drop);
+            rc = CLI_FAIL;
+        }
+    }
+    return rc;
+}
+
+/* exact.h: sums of up to 256 products of 8-bit fixed-point values are exact in FP32.  The
+ * longest reductions: over H (FC1 fprop, FC2 dgrad, router), FC1's outputs (its dgrad), F (FC2
+ * fprop) and the rows of one expert (wgrads; at worst every token on one expert). */
+static void exact_data_note(const train_opts_t *o) {
+    const int64_t f1 = o->act == 0 ? 2 * o->ffn : o->ffn;
+    int64_t terms = o->hidden;
+    if (f1 > terms) terms = f1;
+    if (o->tokens * o->topk > terms) terms = o->tokens * o->topk;
+    if (terms > 256)
+        printf("note: --exact-data is exact only while every GEMM reduction has <= 256 terms; this\n"
+               "configuration has up to %lld, so losses may depend on the rank count\n", (long long)terms);
+}
+
+static int run(train_run_t *tr, double **losses, double *secs) {
+    const train_opts_t *o = tr->o;
+    if (o->exact && tr->l->rank == 0 && !o->quiet) exact_data_note(o);
+    for (int r = 0; r < o->nrec; r++) {
+        gln_status_t st = train_recipe(tr, o->recipes[r], losses[r], &secs[r]);
+        if (st != GLN_STATUS_SUCCESS) {
+            fprintf(stderr, "grouplin train: rank %d, recipe %s: %s: %s\n", tr->l->rank,
+                    o->recipes[r]->name, gln_status_string(st), gln_last_error());
+            return CLI_FAIL;
+        }
+    }
+    if (tr->l->rank != 0) return CLI_OK;
+    if (!o->quiet) print_results(o, tr->l, losses, secs);
+    int rc = write_outputs(o, losses);
+    int drop = check_drop(o, losses);
+    return rc != CLI_OK ? rc : drop;
+}
+
+int cmd_train(int argc, char **argv) {
+    train_opts_t o;
+    int help_shown = 0;
+    int rc = parse(argc, argv, &o, &help_shown);
+    if (rc != CLI_OK || help_shown) return rc;
+
+    tool_launch_t l;
+    if (tool_launch_init(&argc, &argv, &l) != CLI_OK) return CLI_FAIL;
+    train_run_t tr;
+    memset(&tr, 0, sizeof tr);
+    tr.o = &o;
+    tr.l = &l;
+    tr.T = o.tokens / l.size;
+    tr.show_progress = l.rank == 0 && !o.quiet && (o.progress || isatty(2));
+    double *losses[TOOL_MAX_RECIPES] = {0}, secs[TOOL_MAX_RECIPES] = {0};
+    const size_t th = (size_t)(tr.T * o.hidden);
+    tr.x = malloc(th * sizeof(float));
+    tr.target = malloc(th * sizeof(float));
+    tr.y = malloc(th * sizeof(float));
+    tr.dy = malloc(th * sizeof(float));
+    tr.tok_loss = malloc((size_t)tr.T * sizeof(double));
+    tr.all_loss = malloc((size_t)o.tokens * sizeof(double));
+    int ok = tr.x && tr.target && tr.y && tr.dy && tr.tok_loss && tr.all_loss;
+    for (int r = 0; r < o.nrec; r++) ok = ok && (losses[r] = calloc((size_t)o.steps, sizeof(double)));
+    gln_status_t st = ok ? gln_context_create(NULL, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
+    if (st == GLN_STATUS_SUCCESS) {
+        /* The teacher: same shape, its own seed, FP32 throughout, never trained. */
+        moe_model_config_t tc = model_config(&o, tool_recipe_find("fp32"), tr.T);
+        tc.seed = (uint64_t)o.seed * 7919u + 104729u;
+        tc.trainable = 0;
+        st = moe_model_create(tr.ctx, l.comm, &tc, &tr.teacher);
+    }
+    if (st != GLN_STATUS_SUCCESS) {
+        fprintf(stderr, "grouplin train: setup failed: %s: %s\n", gln_status_string(st), gln_last_error());
+        rc = CLI_FAIL;
+    } else {
+        rc = run(&tr, losses, secs);
+    }
+    rc = tool_launch_any(&l, rc != CLI_OK) ? (rc != CLI_OK ? rc : CLI_FAIL) : CLI_OK;
+    moe_model_destroy(tr.teacher);
+    gln_context_destroy(tr.ctx);
+    for (int r = 0; r < o.nrec; r++) free(losses[r]);
+    free(tr.x);
+    free(tr.target);
+    free(tr.y);
+    free(tr.dy);
+    free(tr.tok_loss);
+    free(tr.all_loss);
+    tool_launch_fini(&l);
+    return rc;
+}
