@@ -514,6 +514,7 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
     } else {
         CHECK_MSG(st == GLN_STATUS_NOT_SUPPORTED, "%s: failed with %s (%s)", what, gln_status_string(st),
                   gln_last_error());
+        printf("  note: %s -> not supported (%s)\n", what, gln_last_error());
     }
     dtensor_free(&Ad), dtensor_free(&Bd), dbuf_free(&biasd), dbuf_free(&Dd);
     if (fp8_a) free_host_tensor(&Aq);

@@ -47,6 +47,8 @@ typedef struct gln_backend_ops {
 /* The built-in backends.  gln_backend_cuda_ops() returns NULL when CUDA was not compiled in. */
 const gln_backend_ops_t *gln_backend_cpu_ops(void);
 const gln_backend_ops_t *gln_backend_cuda_ops(void);
+/* 1 when a CUDA device can be used (always 0 without the CUDA backend). */
+int gln_cuda_device_present(void);
 
 /* Report a missing slot: "<call>: operation <op> is not implemented by the <name> backend". */
 gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op);

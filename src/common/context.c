@@ -7,7 +7,7 @@
 int gln_backend_available(gln_backend_kind_t backend) {
     switch (backend) {
     case GLN_BACKEND_CPU: return 1;
-    case GLN_BACKEND_CUDA: return gln_backend_cuda_ops() != NULL;
+    case GLN_BACKEND_CUDA: return gln_backend_cuda_ops() != NULL && gln_cuda_device_present();
     }
     return 0;
 }

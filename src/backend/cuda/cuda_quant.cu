@@ -85,6 +85,7 @@ static gln_status_t quantize_tensor(gln_context_t *ctx, const gln_quant_config_t
     float *col_scale_inv = cfg->columnwise ? (float *)out->col_scale_inv : NULL;
     float *scale = out->scale;
     if (cfg->delayed) {
+        if (!scale) return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: delayed scaling needs out->scale", fn);
         if (out->amax) GLN_TRY(gln_cuda_amax_launch(ctx, in->data, in->dtype, n, out->amax, 1, fn));
         gln_tensor_scale_kernel<<<1, 1, 0, s->stream>>>(NULL, scale, 0, 0.0f, 0, 0.0f, scale_inv, col_scale_inv);
     } else {
