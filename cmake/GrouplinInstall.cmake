@@ -16,5 +16,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/grouplinConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/grouplinConfig.cmake ${PROJECT_BINARY_DIR}/grouplinConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/grouplin)
 
+# Relocatable: the prefix is found from the .pc file's own place (cmake --install --prefix X).
+file(RELATIVE_PATH GLN_PC_PREFIX_REL ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" GLN_PC_PREFIX_REL "${GLN_PC_PREFIX_REL}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/grouplin.pc.in ${PROJECT_BINARY_DIR}/grouplin.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/grouplin.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
