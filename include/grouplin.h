@@ -399,6 +399,9 @@ gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, flo
 /* Live bytes of materialized (gathered) weights right now, and the peak since creation. */
 gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,
                                                     size_t *peak);
+/* Complete an asynchronous finalize (async_finalize = 1): main_grad is final after this.  A
+ * no-op when nothing is pending; the same as calling the protocol's wait(). */
+gln_status_t gln_sharded_weights_wait(gln_sharded_weights_t *sw);
 /* The protocol table for the layer (valid while sw lives). */
 const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
 

@@ -241,7 +241,9 @@ static void test_async_finalize(void) {
     write_grads(&f, g2, 21);
     CHECK_OK(f.p->finalize_grads(f.p->impl, 1, &pending));
     CHECK(pending == 1);
-    CHECK_OK(f.p->wait(f.p->impl));
+    CHECK_OK(gln_sharded_weights_wait(f.sw)); /* the public form of the protocol's wait() */
+    CHECK_OK(gln_sharded_weights_wait(f.sw)); /* nothing pending: no-op */
+    CHECK_STATUS(gln_sharded_weights_wait(NULL), GLN_STATUS_INVALID_ARGUMENT, "sw");
     for (int i = 0; i < TOTAL; i++) sum[i] = g1[i] + g2[i];
     check_main_grad(&f, sum, "async accumulate");
     CHECK_STATUS(f.p->finalize_grads(f.p->impl, 0, NULL), GLN_STATUS_INVALID_ARGUMENT, "pending");

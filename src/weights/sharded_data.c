@@ -100,3 +100,8 @@ gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t 
 const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw) {
     return sw ? &sw->protocol : NULL;
 }
+
+gln_status_t gln_sharded_weights_wait(gln_sharded_weights_t *sw) {
+    GLN_REQUIRE_NOT_NULL("gln_sharded_weights_wait", sw);
+    return gln_sharded_complete(sw);
+}
