@@ -4,8 +4,9 @@
  * small per-context buffers of the kernels.  Without any device it fails with
  * GLN_STATUS_NOT_SUPPORTED ("no CUDA device") so gln_context_create reports it cleanly.
  *
- * Block scaling (BLOCK_1D / BLOCK_2D), grouped quantization and the MXFP8 scale swizzle are
- * not implemented yet: their slots are NULL and the dispatchers report NOT_SUPPORTED. */
+ * The MXFP8 scale swizzle is not implemented yet (cuBLASLt cannot run MXFP8 on sm_90, so
+ * nothing here needs swizzled scales): its slot is NULL and the dispatcher reports
+ * NOT_SUPPORTED. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,7 +198,7 @@ static const gln_backend_ops_t cuda_ops = {
     .synchronize = cuda_synchronize,
     .quantize = gln_cuda_quantize,
     .dequantize = gln_cuda_dequantize,
-    .grouped_quantize = NULL,
+    .grouped_quantize = gln_cuda_grouped_quantize,
     .mxfp8_swizzle = NULL,
     .gemm = gln_cuda_gemm,
     .grouped_gemm = gln_cuda_grouped_gemm,

@@ -63,6 +63,10 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
 
 /* ---- ops table slots ---------------------------------------------------------------------- */
 
+/* cuda_grouped.c */
+gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                       const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+
 /* cuda_quant.cu */
 gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                gln_tensor_t *out);
@@ -82,6 +86,26 @@ gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, float *ama
 gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
 /* ---- kernel launchers used across files --------------------------------------------------- */
+
+/* cuda_block.cu: BLOCK_1D / BLOCK_2D quantization of one tensor (cfg->mode one of those). */
+gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                                     gln_tensor_t *out, const char *call);
+/* cuda_quant.cu: the raw FP8 values of one copy (decode scale ignored) widened exactly into the
+ * high-precision `out` [rows, cols] (transposed copies are transposed back). */
+gln_status_t gln_cuda_widen_raw(gln_context_t *ctx, const gln_tensor_t *in, int columnwise, gln_tensor_t *out,
+                                const char *call);
+
+/* Where a block-scaled GEMM operand's decode scales live: scale of logical element (r, c) is
+ * scales[index(mode, columnwise, r, c, gc)], the reduction index being r when k_is_row. */
+typedef struct gln_cuda_scale_ref {
+    const float *scales;
+    int mode, columnwise, k_is_row;
+    int64_t gc;
+} gln_cuda_scale_ref_t;
+/* cuda_gemm_kernels.cu: acc[m, n] += partial[m, n] · scale_a(col, k0) · scale_b(row, k0). */
+gln_status_t gln_cuda_gemm_block_scale(gln_context_t *ctx, float *acc, const float *partial, int64_t m, int64_t n,
+                                       int64_t k0, const gln_cuda_scale_ref_t *a, const gln_cuda_scale_ref_t *b,
+                                       const char *call);
 
 /* cuda_reduce.cu: max |x| of `count` elements into the device float *amax; with accumulate,
  * *amax = max(*amax, max|x|) (NaN wins).  NaN propagates exactly like the CPU: the result is

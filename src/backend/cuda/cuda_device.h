@@ -61,6 +61,17 @@ __device__ __forceinline__ float gln_dev_add(float a, float b) {
     return gln_f32_isnan(a) || gln_f32_isnan(b) ? gln_dev_nan_pick(a, b) : __fadd_rn(a, b);
 }
 
+/* Where the decode scale of logical element (r, c) lives: the device twin of gln_scale_index
+ * (src/tensor/tensor.c), given the copy's scale grid width `gc`. */
+__device__ __forceinline__ int64_t gln_dev_scale_index(int mode, int columnwise, int64_t r, int64_t c, int64_t gc) {
+    switch (mode) {
+    case GLN_SCALING_MXFP8_1D: return columnwise ? (r / 32) * gc + c : r * gc + c / 32;
+    case GLN_SCALING_BLOCK_1D: return columnwise ? (r / 128) * gc + c : (c / 128) * gc + r;
+    case GLN_SCALING_BLOCK_2D: return columnwise ? (c / 128) * gc + r / 128 : (r / 128) * gc + c / 128;
+    default: return 0; /* TENSOR */
+    }
+}
+
 static inline unsigned int gln_dev_blocks(size_t work, unsigned int per_block) {
     size_t b = (work + per_block - 1) / per_block;
     if (b < 1) b = 1;

@@ -1,7 +1,8 @@
 /* CUDA GEMMs through cuBLASLt: high-precision operands (fp32 / bf16 / fp16, FP32 compute —
  * CUBLAS_COMPUTE_32F, never TF32, so the CPU comparison is meaningful) and per-tensor FP8
  * (E4M3×E4M3, E4M3×E5M2, E5M2×E4M3) with the decode scales passed as device scale pointers.
- * MXFP8 and block-scaled operands are NOT_SUPPORTED here for now.
+ * MXFP8 and block-scaled operands go through bf16 GEMMs (see "MXFP8 and block-scaled operands"
+ * below); per-tensor FP8 with a reduction dimension cuBLASLt refuses is zero-padded.
  *
  * Row-major onto column-major: a row-major [R, C] matrix is the column-major [C, R] one.  D[m, n]
  * row-major is computed as the column-major Dᵀ [n, m] = op(A) · op(B), cuBLAS sizes (M, N, K) =
@@ -185,6 +186,183 @@ fail:
     return st;
 }
 
+/* The FP32 accumulator of a GEMM whose D cannot be written by cuBLASLt directly: D itself when
+ * fp32, else scratch; prefilled with (accumulate ? old D : 0) + bias like the CPU backend. */
+static gln_status_t acc_begin(gln_context_t *ctx, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
+                              int64_t m, int64_t n, float **acc, const char *fn) {
+    *acc = NULL;
+    if (D->dtype == GLN_DTYPE_FP32) {
+        *acc = D->data;
+    } else {
+        GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)m * (size_t)n * sizeof(float), (void **)acc, fn));
+    }
+    if (*acc == D->data && accumulate && !bias) return GLN_STATUS_SUCCESS;
+    return gln_cuda_gemm_prefill(ctx, *acc, D, bias, accumulate, m, n, fn);
+}
+
+/* Round the accumulator once into D (when it is not D) and free it; st passes through. */
+static gln_status_t acc_end(gln_context_t *ctx, float *acc, gln_tensor_t *D, int64_t m, int64_t n,
+                            gln_status_t st, const char *fn) {
+    if (acc && acc != D->data) {
+        if (st == GLN_STATUS_SUCCESS) st = gln_cuda_narrow(ctx, acc, D, (size_t)m * (size_t)n, fn);
+        gln_cuda_scratch_free(ctx, acc);
+    }
+    return st;
+}
+
+/* D [m, n] (+)= the plan's product (+ bias), reduction k.  `in` is the operands' dtype. */
+static gln_status_t gemm_finish(gln_context_t *ctx, const gemm_plan_t *p, gln_dtype_t in, gln_tensor_t *D,
+                                const gln_tensor_t *bias, int accumulate, int64_t m, int64_t n, int64_t k,
+                                const char *fn) {
+    /* cuBLASLt's beta·C with a 16-bit C was seen on the H200 to round the product before adding
+     * C (several output ulps off a single rounding), so accumulation into bf16 / fp16 takes the
+     * FP32 accumulator path too. */
+    const int direct = !bias && k > 0 && native_output(in, D->dtype) && (!accumulate || D->dtype == GLN_DTYPE_FP32);
+    if (direct) return lt_matmul(ctx, p, D->data, cuda_type(D->dtype), accumulate ? 1.0f : 0.0f, fn);
+    float *acc = NULL;
+    gln_status_t st = acc_begin(ctx, D, bias, accumulate, m, n, &acc, fn);
+    if (st == GLN_STATUS_SUCCESS && k > 0) st = lt_matmul(ctx, p, acc, CUDA_R_32F, 1.0f, fn);
+    return acc_end(ctx, acc, D, m, n, st, fn);
+}
+
+/* ---- per-tensor FP8 with a reduction dimension cuBLASLt refuses ------------------------------
+ * The sm_90 FP8 kernels need the leading dimensions of the TN operands — both equal to the
+ * reduction dimension K — to be multiples of 16 and the operands 16-byte aligned (the wgrad of an
+ * expert with, say, 17 tokens has K = 17).  Both operands are then copied into scratch with K
+ * padded to a multiple of 16 with zeros: zero products add nothing, so the result is the one of
+ * the unpadded GEMM (same FP8 tensor-core arithmetic, same tolerance).  Dequantizing to bf16
+ * instead would not be: an FP8 value times a non-power-of-two per-tensor scale is not exact in
+ * bf16. */
+static int fp8_needs_padding(const gemm_plan_t *p) {
+    return p->K % 16 != 0 || ptr_alignment(p->a) < 16 || ptr_alignment(p->b) < 16;
+}
+
+/* `cols` column-major columns of k bytes (leading dimension ld) into new scratch columns of kp
+ * bytes, zero past k. */
+static gln_status_t pad_columns(gln_context_t *ctx, const void *src, int64_t k, int64_t ld, int64_t cols,
+                                int64_t kp, void **dst, const char *fn) {
+    cudaStream_t s = gln_cuda_state(ctx)->stream;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)kp * (size_t)cols, dst, fn));
+    GLN_TRY(gln_cuda_check(cudaMemsetAsync(*dst, 0, (size_t)kp * (size_t)cols, s), fn, "cudaMemsetAsync(pad)"));
+    return gln_cuda_check(cudaMemcpy2DAsync(*dst, (size_t)kp, src, (size_t)ld, (size_t)k, (size_t)cols,
+                                            cudaMemcpyDeviceToDevice, s),
+                          fn, "cudaMemcpy2DAsync(pad)");
+}
+
+static gln_status_t gemm_fp8_padded(gln_context_t *ctx, const gemm_plan_t *p, gln_dtype_t in, gln_tensor_t *D,
+                                    const gln_tensor_t *bias, int accumulate, int64_t m, int64_t n, int64_t k,
+                                    const char *fn) {
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    gemm_plan_t q = *p;
+    void *a = NULL, *b = NULL;
+    const int64_t kp = (p->K + 15) / 16 * 16;
+    GLN_CHECK(pad_columns(ctx, p->a, p->K, p->lda, p->M, kp, &a, fn));
+    GLN_CHECK(pad_columns(ctx, p->b, p->K, p->ldb, p->N, kp, &b, fn));
+    q.a = a, q.b = b, q.K = kp, q.lda = kp, q.ldb = kp;
+    st = gemm_finish(ctx, &q, in, D, bias, accumulate, m, n, k, fn);
+fail:
+    gln_cuda_scratch_free(ctx, a);
+    gln_cuda_scratch_free(ctx, b);
+    return st;
+}
+
+/* ---- MXFP8 and block-scaled operands ---------------------------------------------------------
+ * Hopper has no MXFP8 / block-scaled tensor-core path in cuBLASLt (sm_90 refuses those scale
+ * modes), so:
+ *   MXFP8: both operands are dequantized to bf16 (fp8 value × power-of-two E8M0 scale) and fed to
+ *     the bf16 GEMM (FP32 accumulation).  That is exact — an E4M3 / E5M2 value has at most 4
+ *     significant bits and bf16 keeps 8 with FP32's exponent range — unless a block scale pushes
+ *     a value below bf16's normal range (2^-126), where bf16 subnormals keep fewer bits (and the
+ *     tensor cores may flush them to zero); the CPU reference dequantizes to FP32 and keeps them.
+ *   BLOCK_1D / BLOCK_2D: FP32 scales need not be powers of two, so the scales cannot be folded
+ *     into the operands exactly.  Like the CPU backend, the raw FP8 values (exact in bf16) are
+ *     multiplied per 128-wide block of the reduction dimension into an FP32 partial product, and
+ *     each partial is scaled per element by scale_a · scale_b and added to the FP32 accumulator.
+ *     (With power-of-two scales this equals the dequantized product up to summation order.) */
+static int is_block_mode(gln_scaling_mode_t mode) {
+    return mode == GLN_SCALING_BLOCK_1D || mode == GLN_SCALING_BLOCK_2D;
+}
+
+/* bf16 scratch twin [rows, cols] of copy `columnwise` of t: dequantized, or the raw FP8 values. */
+static gln_status_t operand_bf16(gln_context_t *ctx, const gln_tensor_t *t, int columnwise, int raw,
+                                 gln_tensor_t *out, const char *fn) {
+    void *buf = NULL;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)t->rows * (size_t)t->cols * 2, &buf, fn));
+    *out = gln_tensor_make(GLN_DTYPE_BF16, t->rows, t->cols, buf);
+    gln_status_t st = raw ? gln_cuda_widen_raw(ctx, t, columnwise, out, fn) : gln_cuda_dequantize(ctx, t, columnwise, out);
+    if (st != GLN_STATUS_SUCCESS) {
+        gln_cuda_scratch_free(ctx, buf);
+        out->data = NULL;
+    }
+    return st;
+}
+
+static gln_status_t gemm_run(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                             const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
+                             const char *fn);
+
+static gln_status_t gemm_dequant(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                                 const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
+                                 const char *fn) {
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    gln_tensor_t a16 = gln_tensor_make(GLN_DTYPE_BF16, 0, 0, NULL), b16 = a16;
+    GLN_CHECK(operand_bf16(ctx, A, layout != GLN_LAYOUT_TN, 0, &a16, fn));
+    GLN_CHECK(operand_bf16(ctx, B, layout == GLN_LAYOUT_NT, 0, &b16, fn));
+    st = gemm_run(ctx, layout, &a16, &b16, D, bias, accumulate, fn);
+fail:
+    gln_cuda_scratch_free(ctx, a16.data);
+    gln_cuda_scratch_free(ctx, b16.data);
+    return st;
+}
+
+static gln_status_t scale_ref(const gln_tensor_t *t, int columnwise, int k_is_row, gln_cuda_scale_ref_t *r) {
+    gln_quant_layout_t lay;
+    GLN_TRY(gln_quant_layout(t->scaling, t->dtype, t->rows, t->cols, &lay));
+    r->scales = (const float *)(columnwise ? t->col_scale_inv : t->scale_inv);
+    r->mode = (int)t->scaling;
+    r->columnwise = columnwise;
+    r->k_is_row = k_is_row;
+    r->gc = columnwise ? lay.col_scale_cols : lay.scale_cols;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Width of a block of the reduction dimension in FP8 block scaling. */
+#define GLN_CUDA_BLOCK_K 128
+
+static gln_status_t gemm_blockwise(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                                   const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
+                                   int64_t m, int64_t n, int64_t k, const char *fn) {
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    const int a_col = layout != GLN_LAYOUT_TN, b_col = layout == GLN_LAYOUT_NT;
+    gln_tensor_t a16 = gln_tensor_make(GLN_DTYPE_BF16, 0, 0, NULL), b16 = a16;
+    float *acc = NULL, *partial = NULL;
+    gln_cuda_scale_ref_t sa, sb;
+    gemm_plan_t p;
+    GLN_CHECK(scale_ref(A, a_col, layout != GLN_LAYOUT_TN, &sa));
+    GLN_CHECK(scale_ref(B, b_col, layout == GLN_LAYOUT_NT, &sb));
+    GLN_CHECK(operand_bf16(ctx, A, a_col, 1, &a16, fn));
+    GLN_CHECK(operand_bf16(ctx, B, b_col, 1, &b16, fn));
+    GLN_CHECK(gemm_plan(layout, &a16, &b16, &p, fn));
+    GLN_CHECK(acc_begin(ctx, D, bias, accumulate, m, n, &acc, fn));
+    GLN_CHECK(gln_cuda_scratch_alloc(ctx, (size_t)m * (size_t)n * sizeof(float), (void **)&partial, fn));
+    /* Elements between consecutive reduction indices in each row-major bf16 operand. */
+    const int64_t a_step = layout == GLN_LAYOUT_TN ? 1 : n, b_step = layout == GLN_LAYOUT_NT ? m : 1;
+    for (int64_t k0 = 0; k0 < k; k0 += GLN_CUDA_BLOCK_K) {
+        gemm_plan_t q = p;
+        q.K = k - k0 < GLN_CUDA_BLOCK_K ? k - k0 : GLN_CUDA_BLOCK_K;
+        q.a = (const uint16_t *)p.a + k0 * a_step;
+        q.b = (const uint16_t *)p.b + k0 * b_step;
+        GLN_CHECK(lt_matmul(ctx, &q, partial, CUDA_R_32F, 0.0f, fn));
+        GLN_CHECK(gln_cuda_gemm_block_scale(ctx, acc, partial, m, n, k0, &sa, &sb, fn));
+    }
+fail:
+    st = acc_end(ctx, acc, D, m, n, st, fn);
+    gln_cuda_scratch_free(ctx, partial);
+    gln_cuda_scratch_free(ctx, a16.data);
+    gln_cuda_scratch_free(ctx, b16.data);
+    return st;
+}
+
 /* One GEMM with arguments validated by the dispatcher. */
 static gln_status_t gemm_run(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                              const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
@@ -192,32 +370,17 @@ static gln_status_t gemm_run(gln_context_t *ctx, gln_gemm_layout_t layout, const
     int64_t m, n, k;
     gemm_dims(layout, A, B, &m, &n, &k);
     if (m == 0 || n == 0) return GLN_STATUS_SUCCESS; /* D is empty: nothing to write */
+    const int qa = gln_dtype_is_fp8(A->dtype), qb = gln_dtype_is_fp8(B->dtype);
+    if (qa && qb && !(A->scaling == GLN_SCALING_TENSOR && B->scaling == GLN_SCALING_TENSOR)) {
+        if (is_block_mode(A->scaling) && is_block_mode(B->scaling))
+            return gemm_blockwise(ctx, layout, A, B, D, bias, accumulate, m, n, k, fn);
+        if (A->scaling != GLN_SCALING_TENSOR && B->scaling != GLN_SCALING_TENSOR)
+            return gemm_dequant(ctx, layout, A, B, D, bias, accumulate, fn);
+    }
     gemm_plan_t p;
     GLN_TRY(gemm_plan(layout, A, B, &p, fn));
-    /* cuBLASLt's beta·C with a 16-bit C was seen on the H200 to round the product before adding
-     * C (several output ulps off a single rounding), so accumulation into bf16 / fp16 takes the
-     * FP32 accumulator path too. */
-    const int direct = !bias && k > 0 && native_output(A->dtype, D->dtype) &&
-                       (!accumulate || D->dtype == GLN_DTYPE_FP32);
-    if (direct)
-        return lt_matmul(ctx, &p, D->data, cuda_type(D->dtype), accumulate ? 1.0f : 0.0f, fn);
-
-    /* FP32 accumulator: D itself when fp32, else scratch rounded once at the end. */
-    gln_status_t st = GLN_STATUS_SUCCESS;
-    const size_t mn = (size_t)m * (size_t)n;
-    float *acc = NULL;
-    if (D->dtype == GLN_DTYPE_FP32) {
-        acc = D->data;
-    } else {
-        GLN_CHECK(gln_cuda_scratch_alloc(ctx, mn * sizeof(float), (void **)&acc, fn));
-    }
-    if (!(acc == D->data && accumulate && !bias))
-        GLN_CHECK(gln_cuda_gemm_prefill(ctx, acc, D, bias, accumulate, m, n, fn));
-    if (k > 0) GLN_CHECK(lt_matmul(ctx, &p, acc, CUDA_R_32F, 1.0f, fn));
-    if (acc != D->data) GLN_CHECK(gln_cuda_narrow(ctx, acc, D, mn, fn));
-fail:
-    if (acc != D->data) gln_cuda_scratch_free(ctx, acc);
-    return st;
+    if (p.sa && k > 0 && fp8_needs_padding(&p)) return gemm_fp8_padded(ctx, &p, A->dtype, D, bias, accumulate, m, n, k, fn);
+    return gemm_finish(ctx, &p, A->dtype, D, bias, accumulate, m, n, k, fn);
 }
 
 gln_status_t gln_cuda_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,

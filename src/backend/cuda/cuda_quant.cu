@@ -11,8 +11,9 @@
  *   MXFP8_1D  rowwise: one warp per 32-element block of a row; columnwise: one thread per
  *             (32-row block, column), coalesced across columns.  Scale buffers are zeroed first
  *             (padding reads 0, as in the reference).
- *   BLOCK_*   quantization not implemented on CUDA yet (NOT_SUPPORTED); dequantization is.
- * Dequantization: fp8 value × decode scale in FP32, one rounding to the output dtype. */
+ *   BLOCK_*   cuda_block.cu.
+ * Dequantization: fp8 value × decode scale in FP32, one rounding to the output dtype (or, for the
+ * block-scaled GEMMs, the raw FP8 values widened exactly). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -197,6 +198,8 @@ extern "C" gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_co
     switch (cfg->mode) {
     case GLN_SCALING_TENSOR: return quantize_tensor(ctx, cfg, in, out, fn);
     case GLN_SCALING_MXFP8_1D: return quantize_mxfp8(ctx, cfg, in, out, fn);
+    case GLN_SCALING_BLOCK_1D:
+    case GLN_SCALING_BLOCK_2D: return gln_cuda_quantize_block(ctx, cfg, in, out, fn);
     default: break;
     }
     return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: scaling mode %s is not implemented by the cuda backend yet", fn,
@@ -205,25 +208,21 @@ extern "C" gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_co
 
 /* ---- dequantization ----------------------------------------------------------------------- */
 
-/* Where the decode scale of logical element (r, c) lives: the device twin of gln_scale_index
- * (src/tensor/tensor.c), given the copy's scale grid width `gc`. */
-__device__ __forceinline__ int64_t gln_dev_scale_index(int mode, int columnwise, int64_t r, int64_t c, int64_t gc) {
-    switch (mode) {
-    case GLN_SCALING_MXFP8_1D: return columnwise ? (r / 32) * gc + c : r * gc + c / 32;
-    case GLN_SCALING_BLOCK_1D: return columnwise ? (r / 128) * gc + c : (c / 128) * gc + r;
-    case GLN_SCALING_BLOCK_2D: return columnwise ? (c / 128) * gc + r / 128 : (r / 128) * gc + c / 128;
-    default: return 0; /* TENSOR */
-    }
-}
-
+/* raw = 1: the FP8 values themselves (decode scale 1), for the block-scaled GEMM, which applies
+ * the scales to partial products instead. */
 __global__ void gln_dequant_kernel(const uint8_t *q, int fp8, int64_t R, int64_t C, int transposed, int mode,
-                                   int columnwise, const void *scales, int64_t gc, void *out, int out_dtype) {
+                                   int columnwise, const void *scales, int64_t gc, void *out, int out_dtype,
+                                   int raw) {
     const size_t n = (size_t)R * (size_t)C;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int64_t r = (int64_t)(i / (size_t)C), c = (int64_t)(i % (size_t)C);
         const uint8_t b = transposed ? q[(size_t)c * (size_t)R + (size_t)r] : q[i];
         const int64_t k = gln_dev_scale_index(mode, columnwise, r, c, gc);
+        if (raw) {
+            gln_dev_store(out, out_dtype, i, gln_dev_from_fp8(b, fp8));
+            continue;
+        }
         const float scale = mode == GLN_SCALING_MXFP8_1D ? gln_e8m0_decode(((const uint8_t *)scales)[k])
                                                          : ((const float *)scales)[k];
         /* Operands in the order the host build was seen to use when both are NaN (a NaN element
@@ -233,9 +232,8 @@ __global__ void gln_dequant_kernel(const uint8_t *q, int fp8, int64_t R, int64_t
     }
 }
 
-extern "C" gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
-                                            gln_tensor_t *out) {
-    static const char *fn = "gln_dequantize (cuda)";
+static gln_status_t dequantize_copy(gln_context_t *ctx, const gln_tensor_t *in, int columnwise, int raw,
+                                    gln_tensor_t *out, const char *fn) {
     const int64_t R = in->rows, C = in->cols;
     const size_t n = (size_t)R * (size_t)C;
     if (n == 0) return GLN_STATUS_SUCCESS;
@@ -246,6 +244,16 @@ extern "C" gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor
     gln_dequant_kernel<<<gln_dev_blocks(n, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
         (const uint8_t *)(columnwise ? in->col_data : in->data), (int)in->dtype, R, C, transposed, (int)in->scaling,
         columnwise, columnwise ? in->col_scale_inv : in->scale_inv, columnwise ? lay.col_scale_cols : lay.scale_cols,
-        out->data, (int)out->dtype);
+        out->data, (int)out->dtype, raw);
     return gln_cuda_check_launch(fn, "gln_dequant_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                                            gln_tensor_t *out) {
+    return dequantize_copy(ctx, in, columnwise, 0, out, "gln_dequantize (cuda)");
+}
+
+extern "C" gln_status_t gln_cuda_widen_raw(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                                           gln_tensor_t *out, const char *call) {
+    return dequantize_copy(ctx, in, columnwise, 1, out, call);
 }
