@@ -33,6 +33,8 @@ typedef struct bench_opts {
     int nrec;
     int64_t repeat, warmup;
     int quick;
+    bench_shape_t custom; /* --shape: time only this one (experts == 0: the default set) */
+    char custom_name[64];
 } bench_opts_t;
 
 static double now_s(void) {
@@ -179,7 +181,20 @@ static gln_status_t time_sgemm(gln_context_t *ctx, const bench_shape_t *s, const
     return st;
 }
 
-enum { O_RECIPES = 256, O_REPEAT, O_WARMUP, O_QUICK };
+enum { O_RECIPES = 256, O_REPEAT, O_WARMUP, O_QUICK, O_SHAPE };
+
+/* --shape ExMxKxN, e.g. 8x1024x2048x2048. */
+static int opt_shape(const char *arg, bench_opts_t *o) {
+    long long e, m, k, n;
+    char tail;
+    if (sscanf(arg, "%lldx%lldx%lldx%lld%c", &e, &m, &k, &n, &tail) != 4 || e < 1 || e > 4096 || m < 1 ||
+        k < 1 || n < 1 || m > (1LL << 24) || k > (1LL << 24) || n > (1LL << 24))
+        return opt_usage_error("bench", "--shape %s: expected ExMxKxN with positive sizes", arg);
+    snprintf(o->custom_name, sizeof o->custom_name, "E%lld M%lld K%lld N%lld", e, m, k, n);
+    bench_shape_t s = {o->custom_name, (int32_t)e, m, k, n};
+    o->custom = s;
+    return CLI_OK;
+}
 
 static int handle(int code, const char *arg, void *user) {
     bench_opts_t *o = user;
@@ -188,6 +203,7 @@ static int handle(int code, const char *arg, void *user) {
     case O_REPEAT: return opt_i64("bench", "repeat", arg, 1, 10000, &o->repeat);
     case O_WARMUP: return opt_i64("bench", "warmup", arg, 0, 10000, &o->warmup);
     case O_QUICK: o->quick = 1; return CLI_OK;
+    case O_SHAPE: return opt_shape(arg, o);
     }
     return opt_usage_error("bench", "internal: unhandled option %d", code);
 }
@@ -204,6 +220,7 @@ static const char help[] =
     "  --repeat N       timed runs per measurement (default 7)\n"
     "  --warmup N       untimed runs first (default 2)\n"
     "  --quick          one small shape (for tests)\n"
+    "  --shape ExMxKxN  time only this shape (e.g. 8x1024x2048x2048)\n"
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 ok, 1 library error, 2 usage error\n";
@@ -212,7 +229,8 @@ int cmd_bench(int argc, char **argv) {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},         {"recipes", required_argument, NULL, O_RECIPES},
         {"repeat", required_argument, NULL, O_REPEAT}, {"warmup", required_argument, NULL, O_WARMUP},
-        {"quick", no_argument, NULL, O_QUICK},    {NULL, 0, NULL, 0}};
+        {"quick", no_argument, NULL, O_QUICK},    {"shape", required_argument, NULL, O_SHAPE},
+        {NULL, 0, NULL, 0}};
     bench_opts_t o;
     memset(&o, 0, sizeof o);
     o.recipes[0] = tool_recipe_find("bf16");
@@ -227,8 +245,8 @@ int cmd_bench(int argc, char **argv) {
 
     gln_context_t *ctx = NULL;
     gln_status_t st = gln_context_create(NULL, &ctx);
-    const bench_shape_t *shapes = o.quick ? quick_shapes : full_shapes;
-    const int nshapes = o.quick ? 1 : (int)(sizeof full_shapes / sizeof full_shapes[0]);
+    const bench_shape_t *shapes = o.custom.experts ? &o.custom : o.quick ? quick_shapes : full_shapes;
+    const int nshapes = o.custom.experts || o.quick ? 1 : (int)(sizeof full_shapes / sizeof full_shapes[0]);
     static const char *const head[] = {"shape", "recipe", "ms", "GFLOP/s", "sgemm GFLOP/s", "ratio"};
     report_table_t t;
     report_table_init(&t, 6, head);

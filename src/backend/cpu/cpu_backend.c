@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_block_cache.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -21,26 +22,33 @@ static gln_status_t cpu_init(gln_context_t *ctx) {
     /* OpenBLAS keeps one process-wide thread count: the last context created with an explicit
      * num_threads wins.  0 leaves OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores). */
     if (ctx->num_threads > 0) openblas_set_num_threads(ctx->num_threads);
+    ctx->backend_state = gln_cpu_block_cache_create(); /* NULL: no reuse, still correct */
     return GLN_STATUS_SUCCESS;
 }
 
-static void cpu_fini(gln_context_t *ctx) { (void)ctx; }
+static void cpu_fini(gln_context_t *ctx) {
+    gln_cpu_block_cache_destroy(ctx->backend_state);
+    ctx->backend_state = NULL;
+}
 
 static gln_status_t cpu_malloc(gln_context_t *ctx, size_t bytes, void **ptr) {
-    (void)ctx;
     *ptr = NULL;
     if (bytes == 0) return GLN_STATUS_SUCCESS;
-    void *p = NULL;
+    void *p = gln_cpu_block_cache_take(ctx->backend_state, bytes);
+    if (p) {
+        *ptr = p;
+        return GLN_STATUS_SUCCESS;
+    }
     if (posix_memalign(&p, GLN_CPU_ALIGNMENT, bytes) != 0 || p == NULL)
         return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "cpu backend: cannot allocate %zu bytes of host memory",
                         bytes);
+    gln_cpu_block_cache_note(ctx->backend_state, p, bytes);
     *ptr = p;
     return GLN_STATUS_SUCCESS;
 }
 
 static void cpu_free(gln_context_t *ctx, void *ptr) {
-    (void)ctx;
-    free(ptr);
+    if (!gln_cpu_block_cache_give(ctx->backend_state, ptr)) free(ptr);
 }
 
 static gln_status_t cpu_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes,

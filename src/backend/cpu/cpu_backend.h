@@ -7,7 +7,8 @@
 
 #include "backend/backend.h"
 
-/* cpu_quant.c — thin wrappers over the host reference quantizers of src/quant */
+/* cpu_quant.c — per-tensor and MXFP8 quantization through the fast loops of cpu_quant_fast.c
+ * (bitwise identical to the host references of src/quant); the rest runs the references */
 gln_status_t gln_cpu_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                               gln_tensor_t *out);
 gln_status_t gln_cpu_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_convert.h"
 #include "backend/cpu/cpu_gemm_internal.h"
+#include "backend/cpu/cpu_quant_fast.h"
 #include "common/error.h"
 #include "quant/quant.h"
 #include "tensor/tensor.h"
@@ -84,7 +85,7 @@ gln_status_t gln_cpu_operand_prepare(const gln_tensor_t *t, int columnwise, gln_
         return GLN_STATUS_SUCCESS;
     case GLN_CPU_GEMM_DEQUANT:
         op->values = scratch;
-        return count ? gln_dequantize_to_f32_ref(t, columnwise, scratch) : GLN_STATUS_SUCCESS;
+        return count ? gln_cpu_dequantize_to_f32(t, columnwise, scratch) : GLN_STATUS_SUCCESS;
     case GLN_CPU_GEMM_TENSOR:
     case GLN_CPU_GEMM_BLOCK:
         /* Raw FP8 values of the copy, in its physical orientation. */

@@ -1,6 +1,8 @@
-/* CPU backend quantization slots: the host reference quantizers run as they are.  Splits "on
- * the backend" are host memory here, so this backend checks them itself. */
+/* CPU backend quantization slots: the fast quantizers of cpu_quant_fast.c (bitwise identical
+ * to the host references of src/quant); dequantization and the swizzle run the references.
+ * Splits "on the backend" are host memory here, so this backend checks them itself. */
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_quant_fast.h"
 #include "common/error.h"
 #include "quant/quant.h"
 #include "tensor/tensor.h"
@@ -8,7 +10,7 @@
 gln_status_t gln_cpu_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                               gln_tensor_t *out) {
     (void)ctx;
-    return gln_quantize_ref(cfg, in, out);
+    return gln_cpu_quantize_fast(cfg, in, out);
 }
 
 gln_status_t gln_cpu_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
@@ -29,7 +31,16 @@ gln_status_t gln_cpu_grouped_quantize(gln_context_t *ctx, const gln_quant_config
                             "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
                             (long long)out->splits[i], (int)i, (long long)in->splits[i]);
     }
-    return gln_grouped_quantize_ref(cfg, in, out);
+    /* Per member, as gln_grouped_quantize_ref (out's members follow in's splits). */
+    gln_grouped_tensor_t o = *out;
+    o.splits = in->splits;
+    for (int32_t i = 0; i < in->num; i++) {
+        gln_tensor_t mi, mo;
+        GLN_TRY(gln_grouped_member(in, i, &mi));
+        GLN_TRY(gln_grouped_member(&o, i, &mo));
+        GLN_TRY(gln_cpu_quantize_fast(cfg, &mi, &mo));
+    }
+    return GLN_STATUS_SUCCESS;
 }
 
 gln_status_t gln_cpu_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
