@@ -26,6 +26,11 @@ gln_status_t gln_dequantize_to_f32_ref(const gln_tensor_t *in, int columnwise, f
 /* Per-member quantization of a grouped tensor (host-readable splits; out uses in's splits). */
 gln_status_t gln_grouped_quantize_ref(const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
                                       gln_grouped_tensor_t *out);
+/* The same per-member loop with another single-tensor quantizer (e.g. the CPU fast path). */
+typedef gln_status_t (*gln_quantize_fn)(const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                                        gln_tensor_t *out);
+gln_status_t gln_grouped_quantize_each(const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                       gln_grouped_tensor_t *out, gln_quantize_fn quantize);
 /* Compact → cuBLAS 128x4-tile order for MXFP8 scales; padding becomes 0. */
 gln_status_t gln_mxfp8_swizzle_ref(int64_t rows, int64_t cols, int columnwise, const uint8_t *compact,
                                    uint8_t *swizzled);
@@ -35,6 +40,12 @@ gln_status_t gln_quantize_tensor_ref(const gln_quant_config_t *cfg, const gln_te
                                      gln_tensor_t *out);
 gln_status_t gln_quantize_mxfp8_ref(const gln_quant_config_t *cfg, const gln_tensor_t *in, gln_tensor_t *out);
 gln_status_t gln_quantize_block_ref(const gln_quant_config_t *cfg, const gln_tensor_t *in, gln_tensor_t *out);
+
+/* Per-tensor scaling bookkeeping shared by every per-tensor quantizer: returns the encode scale
+ * for data whose max |x| is `amax`.  Delayed: the scale in out->scale[0] (the previous steps'),
+ * amax max-accumulated into out->amax[0] for future scales.  Current: the scale from this amax
+ * (epsilon, power-of-two, FLT_MAX on overflow), written to out->scale / out->amax when given. */
+float gln_tensor_scale_step(const gln_quant_config_t *cfg, float amax, gln_tensor_t *out);
 
 /* max |x| over a high-precision tensor, NaN-propagating. */
 float gln_amax_ref(const gln_tensor_t *in);

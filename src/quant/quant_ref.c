@@ -48,8 +48,8 @@ gln_status_t gln_dequantize_ref(const gln_tensor_t *in, int columnwise, gln_tens
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_grouped_quantize_ref(const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
-                                      gln_grouped_tensor_t *out) {
+gln_status_t gln_grouped_quantize_each(const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                       gln_grouped_tensor_t *out, gln_quantize_fn quantize) {
     /* out's members follow in's splits (the caller checked they agree) */
     gln_grouped_tensor_t o = *out;
     o.splits = in->splits;
@@ -57,7 +57,12 @@ gln_status_t gln_grouped_quantize_ref(const gln_quant_config_t *cfg, const gln_g
         gln_tensor_t mi, mo;
         GLN_TRY(gln_grouped_member(in, i, &mi));
         GLN_TRY(gln_grouped_member(&o, i, &mo));
-        GLN_TRY(gln_quantize_ref(cfg, &mi, &mo));
+        GLN_TRY(quantize(cfg, &mi, &mo));
     }
     return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_grouped_quantize_ref(const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                      gln_grouped_tensor_t *out) {
+    return gln_grouped_quantize_each(cfg, in, out, gln_quantize_ref);
 }

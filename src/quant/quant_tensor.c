@@ -11,21 +11,23 @@ float gln_amax_ref(const gln_tensor_t *in) {
     return amax;
 }
 
+float gln_tensor_scale_step(const gln_quant_config_t *cfg, float amax, gln_tensor_t *out) {
+    if (cfg->delayed) {
+        /* data uses the previous steps' scale; this tensor's amax feeds future scales */
+        out->amax[0] = gln_f32_max_nan(out->amax[0], amax);
+        return out->scale[0];
+    }
+    float scale = gln_scale_from_amax_impl(amax, gln_fp8_max(cfg->fp8_dtype), cfg->power_2_scale,
+                                           cfg->amax_epsilon, GLN_FP32_MAX);
+    if (out->scale) out->scale[0] = scale;
+    if (out->amax) out->amax[0] = amax;
+    return scale;
+}
+
 gln_status_t gln_quantize_tensor_ref(const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                      gln_tensor_t *out) {
     const int64_t R = in->rows, C = in->cols;
-    float amax = gln_amax_ref(in);
-    float scale;
-    if (cfg->delayed) {
-        /* data uses the previous steps' scale; this tensor's amax feeds future scales */
-        scale = out->scale[0];
-        out->amax[0] = gln_f32_max_nan(out->amax[0], amax);
-    } else {
-        scale = gln_scale_from_amax_impl(amax, gln_fp8_max(cfg->fp8_dtype), cfg->power_2_scale,
-                                         cfg->amax_epsilon, GLN_FP32_MAX);
-        if (out->scale) out->scale[0] = scale;
-        if (out->amax) out->amax[0] = amax;
-    }
+    const float scale = gln_tensor_scale_step(cfg, gln_amax_ref(in), out);
     const float scale_inv = 1.0f / scale;
     uint8_t *q = (uint8_t *)out->data;
     uint8_t *qt = (uint8_t *)out->col_data;

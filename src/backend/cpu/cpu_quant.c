@@ -31,16 +31,7 @@ gln_status_t gln_cpu_grouped_quantize(gln_context_t *ctx, const gln_quant_config
                             "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
                             (long long)out->splits[i], (int)i, (long long)in->splits[i]);
     }
-    /* Per member, as gln_grouped_quantize_ref (out's members follow in's splits). */
-    gln_grouped_tensor_t o = *out;
-    o.splits = in->splits;
-    for (int32_t i = 0; i < in->num; i++) {
-        gln_tensor_t mi, mo;
-        GLN_TRY(gln_grouped_member(in, i, &mi));
-        GLN_TRY(gln_grouped_member(&o, i, &mo));
-        GLN_TRY(gln_cpu_quantize_fast(cfg, &mi, &mo));
-    }
-    return GLN_STATUS_SUCCESS;
+    return gln_grouped_quantize_each(cfg, in, out, gln_cpu_quantize_fast);
 }
 
 gln_status_t gln_cpu_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,

@@ -172,18 +172,7 @@ static void encode_range(void *arg, int thread, int64_t t0, int64_t t1) {
 static gln_status_t quantize_tensor_fast(const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                          gln_tensor_t *out) {
     const int64_t R = in->rows, C = in->cols;
-    const float amax = tensor_amax(in);
-    float scale;
-    /* Scale bookkeeping exactly as gln_quantize_tensor_ref. */
-    if (cfg->delayed) {
-        scale = out->scale[0];
-        out->amax[0] = gln_f32_max_nan(out->amax[0], amax);
-    } else {
-        scale = gln_scale_from_amax_impl(amax, gln_fp8_max(cfg->fp8_dtype), cfg->power_2_scale,
-                                         cfg->amax_epsilon, GLN_FP32_MAX);
-        if (out->scale) out->scale[0] = scale;
-        if (out->amax) out->amax[0] = amax;
-    }
+    const float scale = gln_tensor_scale_step(cfg, tensor_amax(in), out);
     const float scale_inv = 1.0f / scale;
     uint8_t *q = cfg->rowwise ? (uint8_t *)out->data : NULL;
     uint8_t *qt = cfg->columnwise ? (uint8_t *)out->col_data : NULL;
