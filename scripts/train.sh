@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 "$root/scripts/deps.sh" --no-python
-cmake -S "$root" -B "$build" -DGLN_BUILD_TESTS=OFF >/dev/null
+cmake -S "$root" -B "$build" -DGLN_BUILD_TOOLS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
 mkdir -p "$root/out"
 if [ "${RANKS:-1}" -gt 1 ]; then
