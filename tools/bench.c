@@ -33,6 +33,7 @@ typedef struct bench_opts {
     int nrec;
     int64_t repeat, warmup;
     int quick;
+    int path; /* 0 split, 1 grouped (gln_path_t) */
     bench_shape_t custom; /* --shape: time only this one (experts == 0: the default set) */
     char custom_name[64];
 } bench_opts_t;
@@ -129,6 +130,7 @@ static gln_status_t time_layer(gln_context_t *ctx, const bench_shape_t *s, const
     cfg.param_dtype = dt;
     cfg.activation_dtype = dt;
     cfg.recipe = rec->recipe;
+    cfg.path = o->path ? GLN_PATH_GROUPED : GLN_PATH_SPLIT;
     if ((st = gln_grouped_linear_create(ctx, &cfg, &layer)) != GLN_STATUS_SUCCESS) goto done;
     for (int64_t i = 0; i < o->warmup + o->repeat && st == GLN_STATUS_SUCCESS; i++) {
         gln_grouped_linear_zero_grad(layer);
@@ -181,7 +183,7 @@ static gln_status_t time_sgemm(gln_context_t *ctx, const bench_shape_t *s, const
     return st;
 }
 
-enum { O_RECIPES = 256, O_REPEAT, O_WARMUP, O_QUICK, O_SHAPE };
+enum { O_RECIPES = 256, O_REPEAT, O_WARMUP, O_QUICK, O_SHAPE, O_PATH };
 
 /* --shape ExMxKxN, e.g. 8x1024x2048x2048. */
 static int opt_shape(const char *arg, bench_opts_t *o) {
@@ -198,12 +200,14 @@ static int opt_shape(const char *arg, bench_opts_t *o) {
 
 static int handle(int code, const char *arg, void *user) {
     bench_opts_t *o = user;
+    static const char *const paths[] = {"split", "grouped"};
     switch (code) {
     case O_RECIPES: return opt_recipes("bench", arg, o->recipes, &o->nrec);
     case O_REPEAT: return opt_i64("bench", "repeat", arg, 1, 10000, &o->repeat);
     case O_WARMUP: return opt_i64("bench", "warmup", arg, 0, 10000, &o->warmup);
     case O_QUICK: o->quick = 1; return CLI_OK;
     case O_SHAPE: return opt_shape(arg, o);
+    case O_PATH: return opt_choice("bench", "path", arg, paths, 2, &o->path);
     }
     return opt_usage_error("bench", "internal: unhandled option %d", code);
 }
@@ -221,6 +225,7 @@ static const char help[] =
     "  --warmup N       untimed runs first (default 2)\n"
     "  --quick          one small shape (for tests)\n"
     "  --shape ExMxKxN  time only this shape (e.g. 8x1024x2048x2048)\n"
+    "  --path P         split (default: one GEMM call per expert) or grouped (one per stage)\n"
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 ok, 1 library error, 2 usage error\n";
@@ -230,6 +235,7 @@ int cmd_bench(int argc, char **argv) {
         {"help", no_argument, NULL, 'h'},         {"recipes", required_argument, NULL, O_RECIPES},
         {"repeat", required_argument, NULL, O_REPEAT}, {"warmup", required_argument, NULL, O_WARMUP},
         {"quick", no_argument, NULL, O_QUICK},    {"shape", required_argument, NULL, O_SHAPE},
+        {"path", required_argument, NULL, O_PATH},
         {NULL, 0, NULL, 0}};
     bench_opts_t o;
     memset(&o, 0, sizeof o);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_fp8.h"
+#include "backend/cpu/cpu_simd.h"
 #include "backend/cpu/cpu_threads.h"
 
 #include "numerics/numerics.h"
@@ -69,6 +70,7 @@ void gln_cpu_narrow(const float *src, gln_dtype_t dtype, size_t count, void *dst
     gln_cpu_parallel_for(gln_cpu_threads(count, GLN_CPU_CONVERT_MIN), (int64_t)count, narrow_range, &j);
 }
 
+GLN_CPU_HOT
 static void widen_serial(const void *src, gln_dtype_t dtype, size_t count, float *dst) {
     if (dtype == GLN_DTYPE_FP32) {
         memcpy(dst, src, count * sizeof(float));
@@ -82,6 +84,7 @@ static void widen_serial(const void *src, gln_dtype_t dtype, size_t count, float
     }
 }
 
+GLN_CPU_HOT
 static void narrow_serial(const float *src, gln_dtype_t dtype, size_t count, void *dst) {
     uint16_t *d = dst;
     if (dtype == GLN_DTYPE_BF16) {
@@ -97,6 +100,7 @@ typedef struct fp8_job {
     float *dst;
 } fp8_job_t;
 
+GLN_CPU_HOT
 static void widen_fp8_range(void *arg, int thread, int64_t i0, int64_t i1) {
     const fp8_job_t *j = arg;
     (void)thread;

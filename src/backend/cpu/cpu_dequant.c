@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_fp8.h"
 #include "backend/cpu/cpu_quant_fast.h"
+#include "backend/cpu/cpu_simd.h"
 #include "backend/cpu/cpu_threads.h"
 #include "numerics/numerics.h"
 #include "quant/quant.h"
@@ -20,6 +21,7 @@
 
 /* out[c] = decode(q[c]) * scale[c] for one row (branch-free decoders of cpu_fp8.h, identical
  * to the reference's for all 256 codes, so the loop vectorizes). */
+GLN_CPU_HOT
 static void dequant_row(const uint8_t *q, gln_dtype_t fp8, const float *scale, int64_t C, float *out) {
     if (fp8 == GLN_DTYPE_FP8_E5M2) {
         for (int64_t c = 0; c < C; c++) out[c] = gln_cpu_fp8_dequant(q[c], scale[c], 1);
@@ -29,6 +31,7 @@ static void dequant_row(const uint8_t *q, gln_dtype_t fp8, const float *scale, i
 }
 
 /* out[c] = decode(q[c]) * scale for n elements sharing one scale. */
+GLN_CPU_HOT
 static void dequant_span(const uint8_t *q, gln_dtype_t fp8, float scale, int64_t n, float *out) {
     if (fp8 == GLN_DTYPE_FP8_E5M2) {
         for (int64_t c = 0; c < n; c++) out[c] = gln_cpu_fp8_dequant(q[c], scale, 1);

@@ -21,6 +21,7 @@
 #include "backend/cpu/cpu_convert.h"
 #include "backend/cpu/cpu_fp8.h"
 #include "backend/cpu/cpu_quant_fast.h"
+#include "backend/cpu/cpu_simd.h"
 #include "backend/cpu/cpu_threads.h"
 #include "numerics/numerics.h"
 #include "quant/quant.h"
@@ -34,6 +35,7 @@
 #define GLN_CPU_QUANT_MIN 65536
 
 /* q[i] = encode(x[i] * mult) */
+GLN_CPU_HOT
 static void encode_span(const float *x, size_t n, float mult, gln_dtype_t fp8, uint8_t *q) {
     if (fp8 == GLN_DTYPE_FP8_E5M2) {
         for (size_t i = 0; i < n; i++) q[i] = gln_cpu_fp8_encode_scaled(x[i], mult, 1);
@@ -43,6 +45,7 @@ static void encode_span(const float *x, size_t n, float mult, gln_dtype_t fp8, u
 }
 
 /* q[i] = encode(x[i] * mult[i]) */
+GLN_CPU_HOT
 static void encode_span_vec(const float *x, const float *mult, size_t n, gln_dtype_t fp8, uint8_t *q) {
     if (fp8 == GLN_DTYPE_FP8_E5M2) {
         for (size_t i = 0; i < n; i++) q[i] = gln_cpu_fp8_encode_scaled(x[i], mult[i], 1);
@@ -67,6 +70,7 @@ static inline float from_bits(uint32_t b) {
 /* max |x[i]| (valid when *nan stays 0); *nan |= whether some x[i] is NaN.  On the bits: for
  * non-negative floats the integer order is the numeric order, and a NaN's |bits| exceed
  * every other value's, so the largest |bits| also says whether there is one. */
+GLN_CPU_HOT
 static float amax_span(const float *x, size_t n, int *nan) {
     int32_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -224,6 +228,7 @@ static void mx_row(const gln_quant_config_t *cfg, const gln_tensor_t *in, int64_
 }
 
 /* Columnwise: 32x1 blocks of rows [r0, r0 + n), all columns at once. */
+GLN_CPU_HOT
 static void mx_col_block(const gln_quant_config_t *cfg, const gln_tensor_t *in, int64_t r0, int64_t n,
                          mx_rows_t w, uint8_t *s, uint8_t *q) {
     const int64_t C = in->cols;
