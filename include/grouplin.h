@@ -267,7 +267,10 @@ gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, 
                                         gln_amax_algo_t algo);
 
 /* ============================================================================================
- * GEMMs, dbias, amax (backend operations on exactly dequantized operands, FP32 accumulation)
+ * GEMMs, dbias, amax (FP32 accumulation, one rounding of the output; quantized operands as
+ * DESIGN.md §7: per-tensor FP8 multiplies raw FP8 values and folds both scale_inv into alpha,
+ * MXFP8 and power-of-two block scales are dequantized exactly, FP32 block scales are applied
+ * per 128-wide block of the reduction dimension)
  * ========================================================================================== */
 
 /* Layout letters (TE convention, row-major view): D = op(B) · op(A)
