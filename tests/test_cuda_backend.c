@@ -1067,26 +1067,8 @@ static void test_errors(void) {
 }
 
 int main(int argc, char **argv) {
-    if (!gln_backend_available(GLN_BACKEND_CUDA)) {
-        printf("skipped: no CUDA device (CUDA backend not available)\n");
-        return 77;
-    }
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    gln_status_t st = gln_context_create(&o, &g_cu);
-    if (st == GLN_STATUS_NOT_SUPPORTED) {
-        printf("skipped: no CUDA device (%s)\n", gln_last_error());
-        return 77;
-    }
-    if (st != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "cannot create a CUDA context: %s (%s)\n", gln_status_string(st), gln_last_error());
-        return 1;
-    }
-    gln_context_options_t oc = GLN_CONTEXT_OPTIONS_INIT;
-    if (gln_context_create(&oc, &g_cpu) != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "cannot create a CPU context: %s\n", gln_last_error());
-        return 1;
-    }
+    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
+    if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_amax),           GLN_CASE(test_cast),         GLN_CASE(test_quantize_tensor),
         GLN_CASE(test_quantize_mxfp8), GLN_CASE(test_gemm_hp),      GLN_CASE(test_gemm_fp8),

@@ -664,21 +664,8 @@ static void test_fp8_block(void) { run_variant(4); }
 static void test_fp8_block_fp32_scales(void) { run_variant(5); }
 
 int main(int argc, char **argv) {
-    if (!gln_backend_available(GLN_BACKEND_CUDA)) {
-        printf("skipped: the CUDA backend is not available (not compiled in, or no device)\n");
-        return 77;
-    }
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    if (gln_context_create(&o, &g_cu) != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "cannot create a CUDA context: %s\n", gln_last_error());
-        return 1;
-    }
-    gln_context_options_t oc = GLN_CONTEXT_OPTIONS_INIT;
-    if (gln_context_create(&oc, &g_cpu) != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "cannot create a CPU context: %s\n", gln_last_error());
-        return 1;
-    }
+    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
+    if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_none),      GLN_CASE(test_fp8_delayed), GLN_CASE(test_fp8_current),
         GLN_CASE(test_mxfp8),     GLN_CASE(test_fp8_block),   GLN_CASE(test_fp8_block_fp32_scales),

@@ -52,6 +52,31 @@ void gln_test_check_status(gln_status_t got, gln_status_t want, const char *need
                          needle);
 }
 
+int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda) {
+    *cpu = *cuda = NULL;
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    gln_status_t st = gln_backend_available(GLN_BACKEND_CUDA) ? gln_context_create(&o, cuda)
+                                                               : GLN_STATUS_NOT_SUPPORTED;
+    if (st == GLN_STATUS_NOT_SUPPORTED) {
+        printf("skipped: the CUDA backend is not available (not compiled in, or no device)\n");
+        return 77;
+    }
+    if (st != GLN_STATUS_SUCCESS) {
+        fprintf(stderr, "cannot create a CUDA context: %s (%s)\n", gln_status_string(st),
+                gln_last_error());
+        return 1;
+    }
+    gln_context_options_t oc = GLN_CONTEXT_OPTIONS_INIT;
+    if (gln_context_create(&oc, cpu) != GLN_STATUS_SUCCESS) {
+        fprintf(stderr, "cannot create a CPU context: %s\n", gln_last_error());
+        gln_context_destroy(*cuda);
+        *cuda = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 gln_rng_t gln_rng_seed(uint64_t seed) {
     gln_rng_t r = {seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull};
     if (r.s == 0) r.s = 1;

@@ -52,6 +52,11 @@ int gln_test_failures(void);
 void gln_test_check_status(gln_status_t got, gln_status_t want, const char *needle, const char *expr,
                            const char *file, int line);
 
+/* Contexts for a test comparing the CUDA backend to the CPU backend.  Returns 0 with both
+ * created, 77 (the skip status) when the CUDA backend is not compiled in or has no device, 1 on
+ * any other failure (reported on stderr).  The caller destroys both contexts. */
+int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda);
+
 /* Deterministic random numbers (xorshift64*), per test. */
 typedef struct gln_rng {
     uint64_t s;
