@@ -21,14 +21,6 @@
 #define KOUT 64
 #define WS (KOUT * KIN)
 
-static gln_context_t *ctx_get(void) {
-    static gln_context_t *ctx;
-    if (!ctx) {
-        gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-        CHECK_OK(gln_context_create(&o, &ctx));
-    }
-    return ctx;
-}
 
 /* ---------------------------------------------------------------- the fake implementer */
 
@@ -267,7 +259,7 @@ static gln_grouped_linear_t *dist_layer(gln_grouped_linear_config_t cfg,
                                         const gln_dist_weights_t *d) {
     gln_grouped_linear_t *L = NULL;
     cfg.params.distributed = d;
-    CHECK_OK(gln_grouped_linear_create(ctx_get(), &cfg, &L));
+    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &cfg, &L));
     return L;
 }
 
@@ -286,7 +278,7 @@ static int plain_run(const fake_t *f, gln_path_t path, io_t *io, plain_res_t *pr
     gln_grouped_linear_t *L = NULL;
     gln_grouped_linear_saved_t *s = NULL;
     memset(pr, 0, sizeof *pr);
-    CHECK_OK(gln_grouped_linear_create(ctx_get(), &cfg, &L));
+    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &cfg, &L));
     if (!L) return 0;
     CHECK_OK(gln_grouped_linear_zero_grad(L));
     int ok = do_forward(L, io, GLN_MICROBATCH_UNSET, &s) == GLN_STATUS_SUCCESS &&
@@ -444,7 +436,7 @@ static void test_bf16_shards_fp8_bug2(void) {
                                              GLN_DTYPE_BF16, (const void *const *)wf,
                                              (const void *const *)wb, GLN_DTYPE_BF16, NULL};
                 gln_layer_ref_out_t r;
-                if (gln_layer_ref_run(ctx_get(), &spec, &in, &r) == GLN_STATUS_SUCCESS) {
+                if (gln_layer_ref_run(gln_test_cpu_context(), &spec, &in, &r) == GLN_STATUS_SUCCESS) {
                     char what[160];
                     snprintf(what, sizeof what, "%s y", tag);
                     gln_layer_ref_check(what, io.y, io.dt, r.y, r.y_err, (size_t)io.m * KOUT);
@@ -541,7 +533,7 @@ static void check_y_current(const fake_t *f, const gln_layer_ref_spec_t *spec, i
     gln_layer_ref_inputs_t in = {f->n, KIN, KOUT, io->splits, io->dt, io->x, NULL, f->dtype,
                                  (const void *const *)wf, NULL, f->dtype, NULL};
     gln_layer_ref_out_t r;
-    if (gln_layer_ref_run(ctx_get(), spec, &in, &r) == GLN_STATUS_SUCCESS) {
+    if (gln_layer_ref_run(gln_test_cpu_context(), spec, &in, &r) == GLN_STATUS_SUCCESS) {
         gln_layer_ref_check(tag, io->y, io->dt, r.y, r.y_err, (size_t)io->m * KOUT);
         gln_layer_ref_out_free(&r);
     }
@@ -633,7 +625,7 @@ static void test_delay_rejected_bug5(void) {
         cfg.delay_wgrad_compute = 1;
         cfg.params.distributed = &d;
         gln_grouped_linear_t *L = NULL;
-        CHECK_STATUS(gln_grouped_linear_create(ctx_get(), &cfg, &L), GLN_STATUS_NOT_SUPPORTED,
+        CHECK_STATUS(gln_grouped_linear_create(gln_test_cpu_context(), &cfg, &L), GLN_STATUS_NOT_SUPPORTED,
                      "delay_wgrad_compute");
         CHECK(L == NULL);
         if (L) CHECK_OK(gln_grouped_linear_destroy(L));

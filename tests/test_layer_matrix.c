@@ -26,14 +26,6 @@
 #define NMAX 4
 #define NUM_RECIPES 5
 
-static gln_context_t *ctx_get(void) {
-    static gln_context_t *ctx;
-    if (!ctx) {
-        gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-        CHECK_OK(gln_context_create(&o, &ctx));
-    }
-    return ctx;
-}
 
 typedef struct mx_shape {
     const char *name;
@@ -279,7 +271,7 @@ static void collect_grads(gln_grouped_linear_t *layer, const mx_data_t *d, const
 
 /* One forward + backward (+ backward_dw) of a fresh layer. */
 static void run_layer(const mx_data_t *d, const mx_opts_t *o, mx_result_t *r) {
-    gln_context_t *ctx = ctx_get();
+    gln_context_t *ctx = gln_test_cpu_context();
     size_t es = gln_dtype_size(d->dt);
     gln_grouped_linear_config_t cfg;
     mx_params_t p;
@@ -361,7 +353,7 @@ static int ref_make(const mx_data_t *d, const mx_opts_t *o, mx_ref_t *ref) {
     }
     gln_layer_ref_inputs_t in = {d->s->n, d->s->k_in, d->s->k_out, d->s->splits, d->dt, d->x,
                                  d->dy, d->dt, wl, NULL, d->dt, o->bias ? bl : NULL};
-    gln_status_t st = gln_layer_ref_run(ctx_get(), &spec, &in, &ref->o);
+    gln_status_t st = gln_layer_ref_run(gln_test_cpu_context(), &spec, &in, &ref->o);
     CHECK_OK(st);
     if (st != GLN_STATUS_SUCCESS) return 0;
     size_t n = (size_t)d->s->n * ws;

@@ -23,14 +23,6 @@ static const int64_t SPLITS[N] = {7, 0, 12};
 /* Every case runs on both paths (the fixture reads this). */
 static gln_path_t g_path = GLN_PATH_SPLIT;
 
-static gln_context_t *ctx_get(void) {
-    static gln_context_t *ctx;
-    if (!ctx) {
-        gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-        CHECK_OK(gln_context_create(&o, &ctx));
-    }
-    return ctx;
-}
 
 /* ---------------------------------------------------------------- fixture */
 
@@ -94,7 +86,7 @@ static int fix_init(fix_t *f, gln_recipe_t recipe, gln_dtype_t dt, int fuse, int
     f->cfg.params.weights = f->w;
     if (bias) f->cfg.params.biases = f->b;
     if (fuse) f->cfg.params.main_grads = f->mg;
-    gln_status_t st = gln_grouped_linear_create(ctx_get(), &f->cfg, &f->layer);
+    gln_status_t st = gln_grouped_linear_create(gln_test_cpu_context(), &f->cfg, &f->layer);
     CHECK_OK(st);
     return st == GLN_STATUS_SUCCESS;
 }
@@ -166,7 +158,7 @@ static int fix_ref(fix_t *f, const batch_t *b, const gln_layer_ref_spec_t *spec,
     }
     gln_layer_ref_inputs_t in = {N, KIN, KOUT, SPLITS, f->dt, b->x, b->dy, f->dt, wl, NULL,
                                  f->dt, f->cfg.bias ? bl : NULL};
-    gln_status_t st = gln_layer_ref_run(ctx_get(), spec, &in, o);
+    gln_status_t st = gln_layer_ref_run(gln_test_cpu_context(), spec, &in, o);
     CHECK_OK(st);
     return st == GLN_STATUS_SUCCESS;
 }
@@ -506,7 +498,7 @@ static void test_delayed_scaling_three_steps(void) {
     f.cfg.amax_history_len = 3;
     f.cfg.margin = 1;
     f.cfg.amax_algo = GLN_AMAX_ALGO_MAX;
-    CHECK_OK(gln_grouped_linear_create(ctx_get(), &f.cfg, &f.layer));
+    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &f.cfg, &f.layer));
     if (!f.layer) goto out;
     const double xs[3] = {1.0, 6.0, 0.25}, dys[3] = {0.01, 0.002, 0.05};
     void *y = gln_test_alloc(M * KOUT * 2), *dx = gln_test_alloc(M * KIN * 2);

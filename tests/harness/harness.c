@@ -52,6 +52,15 @@ void gln_test_check_status(gln_status_t got, gln_status_t want, const char *need
                          needle);
 }
 
+gln_context_t *gln_test_cpu_context(void) {
+    static gln_context_t *ctx;
+    if (!ctx) {
+        gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+        CHECK_OK(gln_context_create(&o, &ctx));
+    }
+    return ctx;
+}
+
 int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda) {
     *cpu = *cuda = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;

@@ -52,6 +52,9 @@ int gln_test_failures(void);
 void gln_test_check_status(gln_status_t got, gln_status_t want, const char *needle, const char *expr,
                            const char *file, int line);
 
+/* A CPU context shared by the cases of one test binary (created on first use, lives until exit). */
+gln_context_t *gln_test_cpu_context(void);
+
 /* Contexts for a test comparing the CUDA backend to the CPU backend.  Returns 0 with both
  * created, 77 (the skip status) when the CUDA backend is not compiled in or has no device, 1 on
  * any other failure (reported on stderr).  The caller destroys both contexts. */
