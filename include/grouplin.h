@@ -108,13 +108,27 @@ typedef enum gln_backend_kind {
     GLN_BACKEND_CUDA = 1  /* built when the CUDA toolkit is found (GLN_CUDA) */
 } gln_backend_kind_t;
 
+/* A framework's allocator for the context's device scratch (for example PyTorch's caching
+ * allocator): `alloc` returns `bytes` of backend memory usable in stream order on `stream` (NULL
+ * on failure); `free` returns it, in stream order on `stream`.  Both NULL = the backend's own
+ * stream-ordered pool (cudaMallocAsync on CUDA). */
+typedef void *(*gln_alloc_fn)(size_t bytes, void *stream, void *user);
+typedef void (*gln_free_fn)(void *ptr, void *stream, void *user);
+
 typedef struct gln_context_options {
     size_t size;                 /* sizeof(gln_context_options_t) */
     gln_backend_kind_t backend;
     int device;                  /* CUDA device ordinal; ignored on the CPU */
     int num_threads;             /* CPU threads for BLAS; 0 = library default */
+    /* CUDA: the stream every operation of the context is enqueued on (a cudaStream_t, borrowed,
+     * never destroyed by the library); NULL = the context creates and owns a non-blocking
+     * stream.  Must be NULL on the CPU. */
+    void *stream;
+    gln_alloc_fn alloc;          /* scratch allocator: both or neither of alloc / free */
+    gln_free_fn free;
+    void *alloc_user;            /* passed to alloc / free */
 } gln_context_options_t;
-#define GLN_CONTEXT_OPTIONS_INIT {sizeof(gln_context_options_t), GLN_BACKEND_CPU, 0, 0}
+#define GLN_CONTEXT_OPTIONS_INIT {sizeof(gln_context_options_t), GLN_BACKEND_CPU, 0, 0, NULL, NULL, NULL, NULL}
 
 /* 1 when the backend was compiled in and (for CUDA) a device is present. */
 int gln_backend_available(gln_backend_kind_t backend);
@@ -123,6 +137,19 @@ const char *gln_backend_name(gln_backend_kind_t backend);
 gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx);
 gln_status_t gln_context_destroy(gln_context_t *ctx);
 gln_backend_kind_t gln_context_backend(const gln_context_t *ctx);
+/* Move the context to another stream (a cudaStream_t; NULL = back to the context's own stream),
+ * for example to follow torch.cuda.current_stream().  Work already enqueued stays on the old
+ * stream; the new stream is made to wait for it (an event), so the context's operations stay
+ * ordered.  The CPU backend accepts only NULL. */
+gln_status_t gln_context_set_stream(gln_context_t *ctx, void *stream);
+/* The stream the context enqueues on (a cudaStream_t; NULL on the CPU). */
+void *gln_context_stream(const gln_context_t *ctx);
+/* Errors only the device can see (device-resident splits that are negative or sum past the
+ * rows: kernels clamp them so nothing is read or written out of bounds).  The device records the
+ * first such error in a word of the context; this call reads it after synchronizing the context's
+ * stream, returns GLN_STATUS_INVALID_ARGUMENT with a message naming the offending call when one
+ * was recorded (and clears it), else GLN_STATUS_SUCCESS.  Like ncclCommGetAsyncError. */
+gln_status_t gln_context_async_error(gln_context_t *ctx);
 
 /* Memory in the backend's space (host for the CPU backend). */
 gln_status_t gln_malloc(gln_context_t *ctx, size_t bytes, void **ptr);

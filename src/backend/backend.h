@@ -22,6 +22,11 @@ typedef struct gln_backend_ops {
                            gln_copy_kind_t kind);
     gln_status_t (*memset)(gln_context_t *ctx, void *dst, int value, size_t bytes);
     gln_status_t (*synchronize)(gln_context_t *ctx);
+    /* streams and device-side errors (NULL: the backend has no streams and reports every error
+     * synchronously) */
+    gln_status_t (*set_stream)(gln_context_t *ctx, void *stream);
+    void *(*get_stream)(const gln_context_t *ctx);
+    gln_status_t (*async_error)(gln_context_t *ctx);
 
     /* quantization */
     gln_status_t (*quantize)(gln_context_t *ctx, const gln_quant_config_t *cfg,

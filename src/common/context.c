@@ -1,6 +1,8 @@
 #include "common/context.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -26,17 +28,24 @@ gln_status_t gln_context_create(const gln_context_options_t *options, gln_contex
     *ctx = NULL;
     gln_context_options_t opts = GLN_CONTEXT_OPTIONS_INIT;
     if (options) {
-        GLN_REQUIRE_ARG(options->size >= sizeof(size_t) && options->size <= sizeof opts,
-                        "%s: options->size %zu is not a known version (expected %zu; start from "
+        /* Known versions: the first (up to num_threads) and the current one.  Only the bytes of
+         * the caller's version are read; later fields keep their defaults. */
+        const size_t v1 = offsetof(gln_context_options_t, stream);
+        GLN_REQUIRE_ARG(options->size == v1 || options->size == sizeof opts,
+                        "%s: options->size %zu is not a known version (%zu or %zu; start from "
                         "GLN_CONTEXT_OPTIONS_INIT)",
-                        fn, options->size, sizeof opts);
-        opts = *options;
+                        fn, options->size, v1, sizeof opts);
+        memcpy(&opts, options, options->size);
     }
     GLN_REQUIRE_ARG(opts.backend == GLN_BACKEND_CPU || opts.backend == GLN_BACKEND_CUDA,
                     "%s: options->backend %d is not a backend (0 = cpu, 1 = cuda)", fn,
                     (int)opts.backend);
     GLN_REQUIRE_ARG(opts.num_threads >= 0, "%s: options->num_threads %d must be >= 0", fn,
                     opts.num_threads);
+    GLN_REQUIRE_ARG((opts.alloc == NULL) == (opts.free == NULL),
+                    "%s: options->alloc and options->free must be set together (both or neither)", fn);
+    GLN_REQUIRE_ARG(opts.backend == GLN_BACKEND_CUDA || opts.stream == NULL,
+                    "%s: options->stream must be NULL for the cpu backend", fn);
     const gln_backend_ops_t *ops =
         opts.backend == GLN_BACKEND_CPU ? gln_backend_cpu_ops() : gln_backend_cuda_ops();
     GLN_REQUIRE(ops != NULL, GLN_STATUS_NOT_SUPPORTED,
@@ -49,6 +58,10 @@ gln_status_t gln_context_create(const gln_context_options_t *options, gln_contex
     c->ops = ops;
     c->device = opts.device;
     c->num_threads = opts.num_threads;
+    c->stream = opts.stream;
+    c->alloc = opts.alloc;
+    c->free = opts.free;
+    c->alloc_user = opts.alloc_user;
     if (ops->init) {
         gln_status_t st = ops->init(c);
         if (st != GLN_STATUS_SUCCESS) {
@@ -69,6 +82,25 @@ gln_status_t gln_context_destroy(gln_context_t *ctx) {
 
 gln_backend_kind_t gln_context_backend(const gln_context_t *ctx) {
     return ctx ? ctx->kind : GLN_BACKEND_CPU;
+}
+
+gln_status_t gln_context_set_stream(gln_context_t *ctx, void *stream) {
+    static const char *fn = "gln_context_set_stream";
+    GLN_REQUIRE_NOT_NULL(fn, ctx);
+    if (!ctx->ops->set_stream) {
+        GLN_REQUIRE_ARG(stream == NULL, "%s: stream must be NULL for the %s backend", fn, ctx->ops->name);
+        return GLN_STATUS_SUCCESS;
+    }
+    return ctx->ops->set_stream(ctx, stream);
+}
+
+void *gln_context_stream(const gln_context_t *ctx) {
+    return ctx && ctx->ops->get_stream ? ctx->ops->get_stream(ctx) : NULL;
+}
+
+gln_status_t gln_context_async_error(gln_context_t *ctx) {
+    GLN_REQUIRE_NOT_NULL("gln_context_async_error", ctx);
+    return ctx->ops->async_error ? ctx->ops->async_error(ctx) : GLN_STATUS_SUCCESS;
 }
 
 gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op) {

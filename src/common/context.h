@@ -10,6 +10,10 @@ struct gln_context {
     const gln_backend_ops_t *ops;
     int device;
     int num_threads;
+    void *stream;        /* the caller's stream from the options (NULL: the backend makes one) */
+    gln_alloc_fn alloc;  /* the caller's scratch allocator, or NULL */
+    gln_free_fn free;
+    void *alloc_user;
     void *backend_state; /* owned by the backend (init / fini) */
 };
 

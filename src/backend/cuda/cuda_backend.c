@@ -42,7 +42,15 @@ gln_status_t gln_cuda_check_launch(const char *call, const char *kernel) {
 gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr, const char *call) {
     *ptr = NULL;
     if (bytes == 0) return GLN_STATUS_SUCCESS;
-    cudaError_t err = cudaMallocAsync(ptr, bytes, gln_cuda_state(ctx)->stream);
+    cudaStream_t stream = gln_cuda_state(ctx)->stream;
+    if (ctx->alloc) {
+        *ptr = ctx->alloc(bytes, (void *)stream, ctx->alloc_user);
+        if (!*ptr)
+            return gln_fail(GLN_STATUS_OUT_OF_MEMORY,
+                            "%s: the context's allocator returned NULL for %zu bytes of device scratch", call, bytes);
+        return GLN_STATUS_SUCCESS;
+    }
+    cudaError_t err = cudaMallocAsync(ptr, bytes, stream);
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         *ptr = NULL;
@@ -53,7 +61,12 @@ gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr
 }
 
 void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr) {
-    if (ptr) (void)cudaFreeAsync(ptr, gln_cuda_state(ctx)->stream);
+    if (!ptr) return;
+    cudaStream_t stream = gln_cuda_state(ctx)->stream;
+    if (ctx->free)
+        ctx->free(ptr, (void *)stream, ctx->alloc_user);
+    else
+        (void)cudaFreeAsync(ptr, stream);
 }
 
 gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
@@ -99,7 +112,8 @@ static void cuda_fini(gln_context_t *ctx) {
     void *bufs[] = {s->workspace, s->scale_a, s->scale_b, s->amax_work, s->scale_tmp, s->amax_tmp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) (void)cudaFree(bufs[i]);
-    if (s->stream) (void)cudaStreamDestroy(s->stream);
+    if (s->async_host) (void)cudaFreeHost(s->async_host);
+    if (s->own_stream) (void)cudaStreamDestroy(s->own_stream); /* a borrowed stream stays */
     free(s);
     ctx->backend_state = NULL;
 }
@@ -119,8 +133,18 @@ static gln_status_t cuda_init(gln_context_t *ctx) {
     if (!s) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     ctx->backend_state = s;
     GLN_CHECK(gln_cuda_check(cudaSetDevice(ctx->device), fn, "cudaSetDevice"));
-    GLN_CHECK(gln_cuda_check(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), fn,
-                             "cudaStreamCreateWithFlags"));
+    if (ctx->stream) {
+        s->stream = (cudaStream_t)ctx->stream;
+    } else {
+        GLN_CHECK(gln_cuda_check(cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking), fn,
+                                 "cudaStreamCreateWithFlags"));
+        s->stream = s->own_stream;
+    }
+    GLN_CHECK(gln_cuda_check(cudaHostAlloc((void **)&s->async_host, sizeof *s->async_host, cudaHostAllocMapped),
+                             fn, "cudaHostAlloc(async error word)"));
+    memset(s->async_host, 0, sizeof *s->async_host);
+    GLN_CHECK(gln_cuda_check(cudaHostGetDevicePointer((void **)&s->async_dev, s->async_host, 0), fn,
+                             "cudaHostGetDevicePointer(async error word)"));
     GLN_CHECK(gln_cublas_check(cublasLtCreate(&s->lt), fn, "cublasLtCreate"));
     GLN_CHECK(gln_cuda_check(cudaMalloc(&s->workspace, GLN_CUDA_WORKSPACE_BYTES), fn, "cudaMalloc(workspace)"));
     /* 256 bytes each: separate, maximally aligned allocations (see scale_a in the header). */
@@ -187,6 +211,57 @@ static gln_status_t cuda_synchronize(gln_context_t *ctx) {
                           "cudaStreamSynchronize");
 }
 
+/* ---- streams and device-side errors ------------------------------------------------------ */
+
+/* Later work on `to` waits for everything enqueued on `from` so far (no host wait). */
+static gln_status_t stream_follow(cudaStream_t to, cudaStream_t from, const char *fn) {
+    cudaEvent_t ev;
+    GLN_TRY(gln_cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), fn, "cudaEventCreate"));
+    gln_status_t st = gln_cuda_check(cudaEventRecord(ev, from), fn, "cudaEventRecord");
+    if (st == GLN_STATUS_SUCCESS) st = gln_cuda_check(cudaStreamWaitEvent(to, ev, 0), fn, "cudaStreamWaitEvent");
+    (void)cudaEventDestroy(ev); /* released once the wait has been satisfied */
+    return st;
+}
+
+static gln_status_t cuda_set_stream(gln_context_t *ctx, void *stream) {
+    static const char *fn = "gln_context_set_stream (cuda)";
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    cudaStream_t next = (cudaStream_t)stream;
+    if (!next) {
+        if (!s->own_stream)
+            GLN_TRY(gln_cuda_check(cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking), fn,
+                                   "cudaStreamCreateWithFlags"));
+        next = s->own_stream;
+    }
+    if (next == s->stream) return GLN_STATUS_SUCCESS;
+    GLN_TRY(stream_follow(next, s->stream, fn));
+    s->stream = next;
+    ctx->stream = stream;
+    return GLN_STATUS_SUCCESS;
+}
+
+static void *cuda_get_stream(const gln_context_t *ctx) {
+    return (void *)((const gln_cuda_state_t *)ctx->backend_state)->stream;
+}
+
+static gln_status_t cuda_async_error(gln_context_t *ctx) {
+    static const char *fn = "gln_context_async_error";
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    GLN_TRY(gln_cuda_check(cudaStreamSynchronize(s->stream), fn, "cudaStreamSynchronize"));
+    const gln_cuda_async_error_t e = *(volatile gln_cuda_async_error_t *)s->async_host;
+    if (e.kind == GLN_CUDA_ASYNC_NONE) return GLN_STATUS_SUCCESS;
+    memset(s->async_host, 0, sizeof *s->async_host);
+    if (e.kind == GLN_CUDA_ASYNC_NEGATIVE_SPLIT)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
+                        "%s: a device-resident split was negative (member %d: %lld; must be >= 0); the "
+                        "kernels treated it as 0",
+                        fn, e.member, e.value);
+    return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
+                    "%s: device-resident splits summed past the packed rows (at member %d: %lld); the "
+                    "kernels clamped them to the rows",
+                    fn, e.member, e.value);
+}
+
 static const gln_backend_ops_t cuda_ops = {
     .name = "cuda",
     .init = cuda_init,
@@ -196,6 +271,9 @@ static const gln_backend_ops_t cuda_ops = {
     .memcpy = cuda_memcpy,
     .memset = cuda_memset,
     .synchronize = cuda_synchronize,
+    .set_stream = cuda_set_stream,
+    .get_stream = cuda_get_stream,
+    .async_error = cuda_async_error,
     .quantize = gln_cuda_quantize,
     .dequantize = gln_cuda_dequantize,
     .grouped_quantize = gln_cuda_grouped_quantize,

@@ -28,8 +28,21 @@ typedef struct gln_cuda_amax_work {
     unsigned int pad_;
 } gln_cuda_amax_work_t;
 
+/* The first error a kernel found in device-resident arguments (kind 0 = none), in mapped host
+ * memory: kernels write it, gln_context_async_error reads it after a synchronize. */
+typedef struct gln_cuda_async_error {
+    int kind;            /* GLN_CUDA_ASYNC_* */
+    int member;          /* the offending member of a grouped tensor */
+    long long value;     /* its split, or the running sum that passed the rows */
+} gln_cuda_async_error_t;
+enum { GLN_CUDA_ASYNC_NONE = 0, GLN_CUDA_ASYNC_NEGATIVE_SPLIT = 1, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS = 2 };
+
 typedef struct gln_cuda_state {
-    cudaStream_t stream;
+    cudaStream_t stream;          /* where every operation of the context is enqueued */
+    cudaStream_t own_stream;      /* the context's own stream (NULL while a caller's is borrowed
+                                   * and none was ever needed) */
+    gln_cuda_async_error_t *async_host;   /* mapped pinned memory ... */
+    gln_cuda_async_error_t *async_dev;    /* ... and its device address */
     cublasLtHandle_t lt;
     void *workspace;              /* cuBLASLt workspace, GLN_CUDA_WORKSPACE_BYTES */
     /* FP8 GEMM decode scales: cuBLASLt on sm_90 refuses a scale pointer into the middle of an
@@ -51,7 +64,8 @@ gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const cha
 /* The launch status of the last kernel (cudaGetLastError). */
 gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
 
-/* Stream-ordered scratch (cudaMallocAsync on the context's stream); 0 bytes gives NULL. */
+/* Stream-ordered scratch on the context's stream: the caller's allocator when the context
+ * options gave one, else cudaMallocAsync; 0 bytes gives NULL. */
 gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr, const char *call);
 void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr);
 
