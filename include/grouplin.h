@@ -453,7 +453,10 @@ const char *gln_recipe_name(gln_recipe_t recipe);
 
 typedef enum gln_fp8_format {
     GLN_FP8_FORMAT_E4M3 = 0,    /* E4M3 everywhere */
-    GLN_FP8_FORMAT_HYBRID = 1   /* E4M3 forward (x, W), E5M2 backward (dy) */
+    GLN_FP8_FORMAT_HYBRID = 1,  /* E4M3 forward (x, W), E5M2 backward (dy) */
+    /* TE's default per recipe, resolved at create: HYBRID for FP8_DELAYED and FP8_CURRENT,
+     * E4M3 for MXFP8 and FP8_BLOCK (and NONE, where it is unused) */
+    GLN_FP8_FORMAT_RECIPE_DEFAULT = 2
 } gln_fp8_format_t;
 
 typedef enum gln_path {
@@ -511,7 +514,7 @@ typedef struct gln_grouped_linear_config {
 } gln_grouped_linear_config_t;
 #define GLN_GROUPED_LINEAR_CONFIG_INIT                                                          \
     {sizeof(gln_grouped_linear_config_t), 1, 0, 0, 1, GLN_DTYPE_BF16, GLN_DTYPE_BF16,           \
-     GLN_RECIPE_NONE, GLN_FP8_FORMAT_HYBRID, GLN_PATH_SPLIT, 0, 0, 0, 0, 0, 1,                  \
+     GLN_RECIPE_NONE, GLN_FP8_FORMAT_RECIPE_DEFAULT, GLN_PATH_SPLIT, 0, 0, 0, 0, 0, 1,                  \
      1024, 0, GLN_AMAX_ALGO_MAX, 0, 0, 0.0f, GLN_E8M0_ROUND_UP, 1234u, 0.023f,                  \
      {0, 0, 0, 0, 0, 0, 0}}
 

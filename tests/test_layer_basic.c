@@ -159,7 +159,9 @@ static gln_quant_config_t role_config(gln_recipe_t recipe, int role /*0 x,1 w,2 
     q.mode = recipe == GLN_RECIPE_MXFP8 ? GLN_SCALING_MXFP8_1D
              : recipe == GLN_RECIPE_FP8_BLOCK ? (role == 1 ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D)
                                               : GLN_SCALING_TENSOR;
-    q.fp8_dtype = role == 2 ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3; /* default HYBRID */
+    /* default RECIPE_DEFAULT: HYBRID (dy E5M2) for per-tensor recipes, E4M3 for block recipes */
+    int hybrid = recipe == GLN_RECIPE_FP8_DELAYED || recipe == GLN_RECIPE_FP8_CURRENT;
+    q.fp8_dtype = role == 2 && hybrid ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
     q.power_2_scale = recipe == GLN_RECIPE_FP8_BLOCK;
     return q;
 }
@@ -583,6 +585,57 @@ static void test_weight_cache_semantics(void) {
     gln_context_destroy(ctx);
 }
 
+/* fp8_format RECIPE_DEFAULT (the config default) is TE's default per recipe: MXFP8 and FP8 block
+ * scaling quantize dy as E4M3, delayed / current scaling use HYBRID (dy E5M2).  Checked through
+ * dx (the dgrad reads the quantized dy): bitwise equal to the explicit format, different from
+ * the other one. */
+static gln_status_t dx_with_format(gln_context_t *ctx, const setup_t *s, data_t *d, gln_fp8_format_t fmt,
+                                   void *dx) {
+    gln_grouped_linear_config_t c = config_of(s, d);
+    c.fp8_format = fmt;
+    gln_grouped_linear_t *L = NULL;
+    gln_status_t st = gln_grouped_linear_create(ctx, &c, &L);
+    if (st != GLN_STATUS_SUCCESS) return st;
+    void *y = gln_test_alloc((size_t)s->rows * s->kout * es(s->act));
+    gln_grouped_linear_saved_t *sv = NULL;
+    fwd_only(L, s, d, y, GLN_MICROBATCH_UNSET, &sv);
+    gln_tensor_t dyt = gln_tensor_make(s->act, s->rows, s->kout, d->dy);
+    gln_tensor_t dxt = gln_tensor_make(s->act, s->rows, s->kin, dx);
+    st = sv ? gln_grouped_linear_backward(sv, &dyt, &dxt) : GLN_STATUS_INTERNAL_ERROR;
+    CHECK_OK(gln_grouped_linear_saved_release(sv));
+    CHECK_OK(gln_grouped_linear_destroy(L));
+    gln_test_free(y);
+    return st;
+}
+
+static void test_recipe_default_fp8_format(void) {
+    gln_context_t *ctx = cpu_ctx();
+    gln_grouped_linear_config_t init = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    CHECK(init.fp8_format == GLN_FP8_FORMAT_RECIPE_DEFAULT);
+    gln_recipe_t recipes[4] = {GLN_RECIPE_MXFP8, GLN_RECIPE_FP8_BLOCK, GLN_RECIPE_FP8_CURRENT,
+                               GLN_RECIPE_FP8_DELAYED};
+    for (int r = 0; r < 4; r++) {
+        setup_t s = base_setup(recipes[r], GLN_PATH_SPLIT);
+        data_t d;
+        data_make(&s, &d, 23);
+        size_t xb = (size_t)s.rows * s.kin * es(s.act);
+        void *dx_def = gln_test_alloc(xb), *dx_e4m3 = gln_test_alloc(xb), *dx_hyb = gln_test_alloc(xb);
+        CHECK_OK(dx_with_format(ctx, &s, &d, GLN_FP8_FORMAT_RECIPE_DEFAULT, dx_def));
+        CHECK_OK(dx_with_format(ctx, &s, &d, GLN_FP8_FORMAT_E4M3, dx_e4m3));
+        CHECK_OK(dx_with_format(ctx, &s, &d, GLN_FP8_FORMAT_HYBRID, dx_hyb));
+        int hybrid = r >= 2;
+        CHECK_MSG(memcmp(dx_def, hybrid ? dx_hyb : dx_e4m3, xb) == 0,
+                  "%s: the default format must be %s", gln_recipe_name(recipes[r]),
+                  hybrid ? "HYBRID" : "E4M3");
+        CHECK_MSG(memcmp(dx_def, hybrid ? dx_e4m3 : dx_hyb, xb) != 0,
+                  "%s: E4M3 and HYBRID gave the same dx (test does not discriminate)",
+                  gln_recipe_name(recipes[r]));
+        gln_test_free(dx_def), gln_test_free(dx_e4m3), gln_test_free(dx_hyb);
+        data_free(&d);
+    }
+    gln_context_destroy(ctx);
+}
+
 /* Owned parameters: N(0, init_std²) per expert, biases zero, distinct experts, inference
  * forward with a library-allocated y owned by the layer. */
 static void test_owned_params_and_inference(void) {
@@ -886,7 +939,7 @@ static void test_all_experts_empty(void) {
     gln_context_destroy(ctx);
 }
 
-GLN_TEST_MAIN(GLN_CASE(test_bf16_none_matches_reference), GLN_CASE(test_fp8_current_matches_reference),
+GLN_TEST_MAIN(GLN_CASE(test_recipe_default_fp8_format), GLN_CASE(test_bf16_none_matches_reference), GLN_CASE(test_fp8_current_matches_reference),
               GLN_CASE(test_mxfp8_matches_reference), GLN_CASE(test_fp8_block_matches_reference),
               GLN_CASE(test_paths_bitwise_equal), GLN_CASE(test_library_allocated_outputs_and_padding),
               GLN_CASE(test_delayed_wgrad_fifo), GLN_CASE(test_weight_cache_semantics),

@@ -110,7 +110,9 @@ static gln_quant_config_t role_cfg(const variant_t *v, int role /* 0 x, 1 W, 2 d
     c.mode = v->recipe == GLN_RECIPE_MXFP8       ? GLN_SCALING_MXFP8_1D
              : v->recipe == GLN_RECIPE_FP8_BLOCK ? (role == 1 ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D)
                                                   : GLN_SCALING_TENSOR;
-    c.fp8_dtype = role == 2 ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3; /* HYBRID */
+    /* the config default (RECIPE_DEFAULT): HYBRID for per-tensor recipes, E4M3 for block ones */
+    int hybrid = v->recipe == GLN_RECIPE_FP8_DELAYED || v->recipe == GLN_RECIPE_FP8_CURRENT;
+    c.fp8_dtype = role == 2 && hybrid ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
     c.rowwise = c.columnwise = 1;
     c.delayed = v->recipe == GLN_RECIPE_FP8_DELAYED;
     c.power_2_scale = v->recipe == GLN_RECIPE_FP8_BLOCK && !v->block_fp32;

@@ -61,7 +61,7 @@ static void test_create_errors(void) {
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "activation_dtype");
     c = base_config(), c.recipe = (gln_recipe_t)9;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "recipe");
-    c = base_config(), c.fp8_format = (gln_fp8_format_t)2;
+    c = base_config(), c.fp8_format = (gln_fp8_format_t)3;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "fp8_format");
     c = base_config(), c.path = (gln_path_t)5;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "path");

@@ -34,7 +34,10 @@ typedef struct gln_layer_recipe {
     gln_quant_config_t grad;       /* dy */
 } gln_layer_recipe_t;
 
+/* cfg->fp8_format must be resolved (not RECIPE_DEFAULT). */
 void gln_layer_recipe_init(const gln_grouped_linear_config_t *cfg, gln_layer_recipe_t *r);
+/* GLN_FP8_FORMAT_RECIPE_DEFAULT → TE's default for the recipe; other formats unchanged. */
+gln_fp8_format_t gln_layer_fp8_format_resolve(gln_recipe_t recipe, gln_fp8_format_t format);
 
 /* ---------------------------------------------------------------- fp8_state.c */
 

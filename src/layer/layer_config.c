@@ -38,8 +38,10 @@ static gln_status_t check_shapes_and_types(const gln_grouped_linear_config_t *c)
     GLN_REQUIRE_ARG(c->recipe >= GLN_RECIPE_NONE && c->recipe <= GLN_RECIPE_FP8_BLOCK,
                     "%s: cfg->recipe %d must be 0..4 (none, fp8_delayed, fp8_current, mxfp8, fp8_block)",
                     FN, (int)c->recipe);
-    GLN_REQUIRE_ARG(c->fp8_format == GLN_FP8_FORMAT_E4M3 || c->fp8_format == GLN_FP8_FORMAT_HYBRID,
-                    "%s: cfg->fp8_format %d must be 0 (E4M3) or 1 (HYBRID); pure E5M2 is not a format",
+    GLN_REQUIRE_ARG(c->fp8_format >= GLN_FP8_FORMAT_E4M3 &&
+                        c->fp8_format <= GLN_FP8_FORMAT_RECIPE_DEFAULT,
+                    "%s: cfg->fp8_format %d must be 0 (E4M3), 1 (HYBRID) or 2 (RECIPE_DEFAULT); "
+                    "pure E5M2 is not a format",
                     FN, (int)c->fp8_format);
     GLN_REQUIRE_ARG(c->path == GLN_PATH_SPLIT || c->path == GLN_PATH_GROUPED,
                     "%s: cfg->path %d must be 0 (split) or 1 (grouped)", FN, (int)c->path);

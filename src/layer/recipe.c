@@ -1,5 +1,8 @@
 /* Quantizer configuration per tensor role for each recipe (te-grouped-linear.md §4.2–4.5, §4.7):
  *   x, W : E4M3 ("forward" tensors);  dy : E5M2 under HYBRID, E4M3 under E4M3
+ *   fp8_format RECIPE_DEFAULT is TE's default: HYBRID for delayed / current scaling (the
+ *   DelayedScaling / Float8CurrentScaling recipes default to Format.HYBRID), E4M3 for MXFP8 and
+ *   FP8 block scaling (MXFP8BlockScaling / Float8BlockScaling default to Format.E4M3)
  *   FP8_DELAYED / FP8_CURRENT : per-tensor scaling (delayed = 1 for delayed)
  *   MXFP8 : 1x32 blocks, E8M0 scales (rounding from the config)
  *   FP8_BLOCK : 1x128 for x and dy, 128x128 for W; power-of-two scales unless block_fp32_scales
@@ -20,6 +23,12 @@ static void recipe_role(const gln_grouped_linear_config_t *cfg, gln_scaling_mode
     if (cfg->recipe == GLN_RECIPE_FP8_CURRENT) q->power_2_scale = cfg->power_2_scales != 0;
     if (cfg->recipe == GLN_RECIPE_FP8_BLOCK) q->power_2_scale = !cfg->block_fp32_scales;
     if (cfg->recipe == GLN_RECIPE_FP8_DELAYED) q->amax_epsilon = 0.0f; /* unused by delayed */
+}
+
+gln_fp8_format_t gln_layer_fp8_format_resolve(gln_recipe_t recipe, gln_fp8_format_t format) {
+    if (format != GLN_FP8_FORMAT_RECIPE_DEFAULT) return format;
+    return recipe == GLN_RECIPE_FP8_DELAYED || recipe == GLN_RECIPE_FP8_CURRENT ? GLN_FP8_FORMAT_HYBRID
+                                                                                : GLN_FP8_FORMAT_E4M3;
 }
 
 void gln_layer_recipe_init(const gln_grouped_linear_config_t *cfg, gln_layer_recipe_t *r) {

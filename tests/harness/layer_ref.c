@@ -11,6 +11,10 @@ void gln_layer_ref_spec_init(gln_layer_ref_spec_t *spec, const gln_grouped_linea
     memset(spec, 0, sizeof *spec);
     spec->recipe = cfg->recipe;
     spec->fp8_format = cfg->fp8_format;
+    if (spec->fp8_format == GLN_FP8_FORMAT_RECIPE_DEFAULT) /* TE's default per recipe */
+        spec->fp8_format = cfg->recipe == GLN_RECIPE_FP8_DELAYED || cfg->recipe == GLN_RECIPE_FP8_CURRENT
+                               ? GLN_FP8_FORMAT_HYBRID
+                               : GLN_FP8_FORMAT_E4M3;
     spec->power_2_scales = cfg->power_2_scales;
     spec->block_fp32_scales = cfg->block_fp32_scales;
     spec->amax_epsilon = cfg->amax_epsilon;
