@@ -186,6 +186,84 @@ static void test_cuda_set_stream(void) {
     CHECK(cudaStreamDestroy(other) == cudaSuccess);
     free(ref), free(got);
 }
+/* Grouped dbias with device splits: captured once into a graph, replayed with different splits
+ * written between replays; each replay equals the CPU backend bit for bit. */
+enum { DB_NUM = 5, DB_ROWS = 300, DB_COLS = 70 };
+
+static void dbias_cpu(const uint16_t *x, const int64_t *splits, float *db) {
+    gln_context_t *cpu = NULL;
+    CHECK_OK(gln_context_create(NULL, &cpu));
+    gln_grouped_tensor_t g = {DB_NUM, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, DB_ROWS, DB_COLS, (void *)x)};
+    gln_tensor_t out[DB_NUM];
+    for (int i = 0; i < DB_NUM; i++) out[i] = gln_tensor_make(GLN_DTYPE_FP32, 1, DB_COLS, db + i * DB_COLS);
+    CHECK_OK(gln_grouped_dbias(cpu, &g, out, 0));
+    gln_context_destroy(cpu);
+}
+
+static void test_cuda_dbias_graph_device_splits(void) {
+    if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
+    cudaStream_t user;
+    CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    o.stream = user;
+    gln_context_t *cu = NULL;
+    CHECK_OK(gln_context_create(&o, &cu));
+    if (!cu) return;
+    const size_t nx = (size_t)DB_ROWS * DB_COLS, ndb = (size_t)DB_NUM * DB_COLS;
+    uint16_t *xh = malloc(nx * 2);
+    float *ref = malloc(ndb * 4), *got = malloc(ndb * 4);
+    gln_rng_t r = gln_rng_seed(5);
+    for (size_t i = 0; i < nx; i++) xh[i] = gln_fp32_to_bf16((float)gln_rng_uniform(&r, -2.0, 2.0));
+    void *xd = NULL, *dbd = NULL, *sd = NULL;
+    CHECK_OK(gln_malloc(cu, nx * 2, &xd));
+    CHECK_OK(gln_malloc(cu, ndb * 4, &dbd));
+    CHECK_OK(gln_malloc(cu, DB_NUM * sizeof(int64_t), &sd));
+    CHECK_OK(gln_memcpy(cu, xd, xh, nx * 2, GLN_COPY_HOST_TO_BACKEND));
+    gln_grouped_tensor_t g = {DB_NUM, sd, 1, gln_tensor_make(GLN_DTYPE_BF16, DB_ROWS, DB_COLS, xd)};
+    gln_tensor_t out[DB_NUM];
+    for (int i = 0; i < DB_NUM; i++) out[i] = gln_tensor_make(GLN_DTYPE_FP32, 1, DB_COLS, (float *)dbd + i * DB_COLS);
+
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CHECK(cudaStreamBeginCapture(user, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    gln_status_t st = gln_grouped_dbias(cu, &g, out, 0);
+    CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
+    CHECK_MSG(st == GLN_STATUS_SUCCESS, "grouped dbias under capture: %s", gln_last_error());
+    CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    static const int64_t cases[3][DB_NUM] = {{60, 0, 17, 129, 94}, {0, 300, 0, 0, 0}, {1, 5, 0, 33, 2}};
+    for (int c = 0; c < 3 && exec; c++) {
+        CHECK_OK(gln_memcpy(cu, sd, cases[c], sizeof cases[c], GLN_COPY_HOST_TO_BACKEND));
+        CHECK(cudaMemsetAsync(dbd, 0xFF, ndb * 4, user) == cudaSuccess); /* NaN poison */
+        CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
+        CHECK_OK(gln_memcpy(cu, got, dbd, ndb * 4, GLN_COPY_BACKEND_TO_HOST));
+        dbias_cpu(xh, cases[c], ref);
+        CHECK_MSG(memcmp(ref, got, ndb * 4) == 0, "replay %d of the captured grouped dbias differs from the CPU", c);
+        CHECK_OK(gln_context_async_error(cu));
+    }
+    /* Bad device splits: clamped on the device, reported by gln_context_async_error. */
+    const int64_t bad[DB_NUM] = {4, -1, 500, 0, 0};
+    CHECK_OK(gln_memcpy(cu, sd, bad, sizeof bad, GLN_COPY_HOST_TO_BACKEND));
+    CHECK_OK(gln_grouped_dbias(cu, &g, out, 0));
+    CHECK_STATUS(gln_context_async_error(cu), GLN_STATUS_INVALID_ARGUMENT, "member 1");
+    CHECK_OK(gln_context_async_error(cu)); /* reading clears it */
+    const int64_t past[DB_NUM] = {4, 1, 500, 0, 0};
+    CHECK_OK(gln_memcpy(cu, sd, past, sizeof past, GLN_COPY_HOST_TO_BACKEND));
+    CHECK_OK(gln_grouped_dbias(cu, &g, out, 0));
+    CHECK_STATUS(gln_context_async_error(cu), GLN_STATUS_INVALID_ARGUMENT, "past the packed rows");
+    const int64_t clamped[DB_NUM] = {4, 1, 295, 0, 0};
+    CHECK_OK(gln_memcpy(cu, got, dbd, ndb * 4, GLN_COPY_BACKEND_TO_HOST));
+    dbias_cpu(xh, clamped, ref);
+    CHECK_MSG(memcmp(ref, got, ndb * 4) == 0, "clamped device splits: dbias differs from the clamped CPU result");
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    CHECK_OK(gln_free(cu, xd));
+    CHECK_OK(gln_free(cu, dbd));
+    CHECK_OK(gln_free(cu, sd));
+    CHECK_OK(gln_context_destroy(cu));
+    CHECK(cudaStreamDestroy(user) == cudaSuccess);
+    free(xh), free(ref), free(got);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -195,6 +273,7 @@ int main(int argc, char **argv) {
 #if defined(GLN_TEST_HAVE_CUDA)
         GLN_CASE(test_cuda_caller_stream_capture),
         GLN_CASE(test_cuda_set_stream),
+        GLN_CASE(test_cuda_dbias_graph_device_splits),
 #endif
     };
     return gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);

@@ -75,6 +75,12 @@ void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr);
 gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
                                   const gln_grouped_tensor_t *g, int64_t **host_splits);
 
+/* cuda_plan.cu: offsets[0..g->num] (device int64, scratch of the caller) = member row offsets of
+ * g computed on the device from its device-resident splits, clamped into [0, packed.rows]; bad
+ * splits are recorded in the async error word.  Enqueued on the stream: no host wait. */
+gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
+                                 const char *call);
+
 /* ---- ops table slots ---------------------------------------------------------------------- */
 
 /* cuda_grouped.c */

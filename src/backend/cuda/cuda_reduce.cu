@@ -1,14 +1,12 @@
-/* CUDA reductions and casts: amax, dtype conversion, per-expert bias gradients.
+/* CUDA reductions and casts: amax and dtype conversion (the grouped bias gradient, which reads
+ * the group plan, is in cuda_plan.cu).
  *
- * All three are bitwise equal to the CPU backend (src/backend/cpu/cpu_reduce.c):
+ * Both are bitwise equal to the CPU backend (src/backend/cpu/cpu_reduce.c):
  *   amax   max |x| is order independent for non-NaN values (compared as FP32 bits, which order
  *          like the values for x >= 0); a NaN anywhere gives |x[i]| of the lowest NaN index i,
  *          which is the value the CPU's first-NaN break returns.
  *   cast   widen exactly to FP32, one RNE rounding through numerics.h.
- *   dbias  one thread per column sums the member's rows in row order in FP32, exactly the CPU's
- *          loop order, so the result is bitwise reproducible and equal to the CPU's.  (This trades
- *          parallelism over rows for determinism; a fixed two-pass tree would be faster but
- *          differ from the CPU in the last bits.) */
+ */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -116,44 +114,4 @@ extern "C" gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in
     gln_cast_kernel<<<gln_dev_blocks(n, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
         in->data, (int)in->dtype, out->data, (int)out->dtype, n);
     return gln_cuda_check_launch(fn, "gln_cast_kernel");
-}
-
-/* ---- grouped dbias ------------------------------------------------------------------------ */
-
-/* db[j] = Σ_{r < rows} x[r, j] in row order (+ db[j] when accumulating), one rounding. */
-__global__ void gln_dbias_kernel(const void *x, int x_dtype, int64_t rows, int64_t cols, void *db, int db_dtype,
-                                 int accumulate) {
-    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= cols) return;
-    float acc = 0.0f;
-    for (int64_t r = 0; r < rows; r++)
-        acc = gln_dev_add(acc, gln_dev_load(x, x_dtype, (size_t)r * (size_t)cols + (size_t)j));
-    if (accumulate) acc = gln_dev_add(acc, gln_dev_load(db, db_dtype, (size_t)j));
-    gln_dev_store(db, db_dtype, (size_t)j, acc);
-}
-
-extern "C" gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
-                                               gln_tensor_t *dbias, int accumulate) {
-    static const char *fn = "gln_grouped_dbias (cuda)";
-    const gln_tensor_t *p = &dy->packed;
-    const int64_t cols = p->cols;
-    const size_t esize = gln_dtype_size(p->dtype);
-    cudaStream_t st = gln_cuda_state(ctx)->stream;
-    int64_t *splits = NULL;
-    gln_status_t status = gln_cuda_host_splits(ctx, fn, "dy", dy, &splits);
-    if (status != GLN_STATUS_SUCCESS) return status;
-    int64_t row0 = 0;
-    for (int32_t i = 0; i < dy->num && cols > 0; i++) {
-        const int64_t m = splits[i];
-        if (m == 0 && accumulate) continue; /* empty member: nothing to add */
-        const void *x = (const char *)p->data + (size_t)row0 * (size_t)cols * esize;
-        const unsigned int blocks = (unsigned int)((cols + GLN_CUDA_THREADS - 1) / GLN_CUDA_THREADS);
-        gln_dbias_kernel<<<blocks, GLN_CUDA_THREADS, 0, st>>>(
-            x, (int)p->dtype, m, cols, dbias[i].data, (int)dbias[i].dtype, accumulate);
-        status = gln_cuda_check_launch(fn, "gln_dbias_kernel");
-        if (status != GLN_STATUS_SUCCESS) break;
-        row0 += m;
-    }
-    free(splits);
-    return status;
 }

@@ -1,0 +1,116 @@
+/* The device half of the group plan: member row offsets of a grouped tensor computed on the
+ * device from device-resident splits, so that no grouped kernel needs the splits on the host.
+ *
+ * Splits read by the device cannot be checked at the public boundary.  The plan kernel checks
+ * them instead: a negative split counts as 0 and a running sum past the packed rows is clamped to
+ * the rows, so every later kernel stays in bounds; the first such error is recorded in the
+ * context's async error word (gln_context_async_error reports it after a synchronize). */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "numerics/numerics.h"
+}
+
+/* offsets[0..num] = clamped prefix sums of splits; one thread (num is the expert count: small). */
+__global__ void gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t *offsets,
+                                      gln_cuda_async_error_t *err) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    int64_t sum = 0;
+    offsets[0] = 0;
+    for (int32_t i = 0; i < num; i++) {
+        int64_t m = splits[i];
+        if (m < 0) {
+            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
+                err->member = i, err->value = (long long)m;
+            m = 0;
+        }
+        if (m > rows - sum) {
+            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
+                err->member = i, err->value = (long long)(sum + m);
+            m = rows - sum;
+        }
+        sum += m;
+        offsets[i + 1] = sum;
+    }
+    __threadfence_system(); /* the error word is mapped host memory */
+}
+
+extern "C" gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
+                                            const char *call) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows, offsets,
+                                                   s->async_dev);
+    return gln_cuda_check_launch(call, "gln_group_plan_kernel");
+}
+
+/* ---- grouped dbias from the plan ------------------------------------------------------------
+ * db_i[j] = Σ_{r in member i} dy[r, j] in row order (+ db_i[j] when accumulating), one rounding:
+ * one thread per (member, column), the CPU's loop order, so bitwise equal to the CPU backend.
+ * The members' output pointers travel by value in the kernel parameters (no host-to-device copy,
+ * so the launch captures in a graph), GLN_DBIAS_CHUNK members per launch. */
+#include "backend/cuda/cuda_device.h"
+
+#define GLN_DBIAS_CHUNK 128
+
+typedef struct dbias_outputs {
+    void *data[GLN_DBIAS_CHUNK];
+    int dtype[GLN_DBIAS_CHUNK];
+} dbias_outputs_t;
+
+__global__ void gln_grouped_dbias_kernel(const void *x, int x_dtype, int64_t cols, const int64_t *offsets,
+                                         int32_t first, dbias_outputs_t out, int accumulate) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t i = (int32_t)blockIdx.y;
+    if (j >= cols) return;
+    const int64_t r0 = offsets[first + i], r1 = offsets[first + i + 1];
+    if (r0 == r1 && accumulate) return; /* empty member: nothing to add */
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; r++)
+        acc = gln_dev_add(acc, gln_dev_load(x, x_dtype, (size_t)r * (size_t)cols + (size_t)j));
+    if (accumulate) acc = gln_dev_add(acc, gln_dev_load(out.data[i], out.dtype[i], (size_t)j));
+    gln_dev_store(out.data[i], out.dtype[i], (size_t)j, acc);
+}
+
+extern "C" gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                               gln_tensor_t *dbias, int accumulate) {
+    static const char *fn = "gln_grouped_dbias (cuda)";
+    const gln_tensor_t *p = &dy->packed;
+    if (p->cols == 0) return GLN_STATUS_SUCCESS;
+    cudaStream_t st = gln_cuda_state(ctx)->stream;
+    int64_t *offsets = NULL;
+    gln_status_t status =
+        gln_cuda_scratch_alloc(ctx, (size_t)(dy->num + 1) * sizeof(int64_t), (void **)&offsets, fn);
+    if (status != GLN_STATUS_SUCCESS) return status;
+    if (dy->splits_on_backend) {
+        status = gln_cuda_group_plan(ctx, dy, offsets, fn);
+    } else { /* host splits, checked at the boundary: their prefix sums travel in stream order */
+        int64_t *h = (int64_t *)malloc((size_t)(dy->num + 1) * sizeof(int64_t));
+        if (!h) status = gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        for (int32_t i = 0; h && i <= dy->num; i++) h[i] = i == 0 ? 0 : h[i - 1] + dy->splits[i - 1];
+        if (h) {
+            status = gln_cuda_check(cudaMemcpyAsync(offsets, h, (size_t)(dy->num + 1) * sizeof(int64_t),
+                                                    cudaMemcpyHostToDevice, st), fn, "cudaMemcpyAsync(offsets)");
+            /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
+            free(h);
+        }
+    }
+    const unsigned int col_blocks = (unsigned int)((p->cols + GLN_CUDA_THREADS - 1) / GLN_CUDA_THREADS);
+    for (int32_t first = 0; status == GLN_STATUS_SUCCESS && first < dy->num; first += GLN_DBIAS_CHUNK) {
+        const int32_t n = dy->num - first < GLN_DBIAS_CHUNK ? dy->num - first : GLN_DBIAS_CHUNK;
+        dbias_outputs_t out;
+        memset(&out, 0, sizeof out);
+        for (int32_t i = 0; i < n; i++) out.data[i] = dbias[first + i].data, out.dtype[i] = (int)dbias[first + i].dtype;
+        gln_grouped_dbias_kernel<<<dim3(col_blocks, (unsigned int)n), GLN_CUDA_THREADS, 0, st>>>(
+            p->data, (int)p->dtype, p->cols, offsets, first, out, accumulate);
+        status = gln_cuda_check_launch(fn, "gln_grouped_dbias_kernel");
+    }
+    gln_cuda_scratch_free(ctx, offsets);
+    return status;
+}
