@@ -464,10 +464,13 @@ typedef enum gln_path {
     GLN_PATH_GROUPED = 1  /* splits may be in backend memory; one grouped launch per stage */
 } gln_path_t;
 
+/* Quantized-weight caching follows TE (is_first_microbatch None / True / False). */
 typedef enum gln_microbatch {
-    GLN_MICROBATCH_UNSET = 0,  /* cache quantized weights by weight version; fused wgrad accumulates */
-    GLN_MICROBATCH_FIRST = 1,  /* re-quantize weights; fused wgrad overwrites main_grad */
-    GLN_MICROBATCH_NEXT = 2    /* reuse cached quantized weights; fused wgrad accumulates */
+    GLN_MICROBATCH_UNSET = 0,  /* no caching: weights quantized on every call; fused wgrad accumulates */
+    GLN_MICROBATCH_FIRST = 1,  /* re-quantize weights into the cache; fused wgrad overwrites main_grad */
+    GLN_MICROBATCH_NEXT = 2    /* reuse the cached quantized weights (re-quantized when the cache
+                                  lacks a needed copy or gln_grouped_linear_weights_updated was
+                                  called since it was filled); fused wgrad accumulates */
 } gln_microbatch_t;
 
 /* Caller-supplied parameters (non-owning).  Leave every pointer NULL for layer-owned
@@ -554,7 +557,9 @@ gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, cons
 gln_status_t gln_grouped_linear_backward_dw(gln_grouped_linear_t *layer);
 gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved);
 
-/* The caller changed the weights (optimizer step): cached quantized weights become stale. */
+/* The caller changed the weights (optimizer step): cached quantized weights become stale, so a
+ * later NEXT re-quantizes (a safety check: NEXT assumes unchanged weights; FIRST and UNSET
+ * always quantize the current weights). */
 gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer);
 /* Parameter and gradient access (backend memory, param dtype; wgrad/bgrad in param dtype). */
 gln_status_t gln_grouped_linear_weight(gln_grouped_linear_t *layer, int32_t expert, void **weight,

@@ -531,8 +531,8 @@ static int same(const setup_t *s, const void *a, const void *b) {
     return memcmp(a, b, (size_t)s->rows * s->kout * es(s->act)) == 0;
 }
 
-/* UNSET reuses the cache until weights_updated; NEXT reuses it even after; FIRST refreshes;
- * an in-flight saved context keeps the weights its forward used. */
+/* UNSET never caches (sees changed weights at once); FIRST fills the cache; NEXT reuses it
+ * until weights_updated; an in-flight saved context keeps the weights its forward used. */
 static void test_weight_cache_semantics(void) {
     gln_context_t *ctx = cpu_ctx();
     setup_t s = base_setup(GLN_RECIPE_FP8_CURRENT, GLN_PATH_SPLIT);
@@ -544,7 +544,7 @@ static void test_weight_cache_semantics(void) {
     CHECK_OK(gln_grouped_linear_create(ctx, &c, &L));
     size_t ybytes = (size_t)s.rows * s.kout * es(s.act), wcnt = (size_t)s.n * s.kout * s.kin;
     void *y_old = gln_test_alloc(ybytes), *y_new = gln_test_alloc(ybytes), *y = gln_test_alloc(ybytes);
-    fwd_only(L, &s, &d, y_old, GLN_MICROBATCH_UNSET, NULL);
+    fwd_only(L, &s, &d, y_old, GLN_MICROBATCH_FIRST, NULL);
     /* change the weights (×3, not a power of two, so quantized values differ) */
     for (size_t i = 0; i < wcnt; i++) gln_store(d.w, s.param, i, 3.0 * gln_load(d.w, s.param, i));
     CHECK_OK(gln_grouped_linear_create(ctx, &c, &fresh));
@@ -552,12 +552,12 @@ static void test_weight_cache_semantics(void) {
     CHECK(!same(&s, y_old, y_new));
 
     fwd_only(L, &s, &d, y, GLN_MICROBATCH_UNSET, NULL);
-    CHECK_MSG(same(&s, y, y_old), "UNSET without weights_updated must reuse the cache");
+    CHECK_MSG(same(&s, y, y_new), "UNSET must quantize the current weights (no caching)");
+    fwd_only(L, &s, &d, y, GLN_MICROBATCH_NEXT, NULL);
+    CHECK_MSG(same(&s, y, y_old), "NEXT must reuse the cache filled by FIRST");
     CHECK_OK(gln_grouped_linear_weights_updated(L));
     fwd_only(L, &s, &d, y, GLN_MICROBATCH_NEXT, NULL);
-    CHECK_MSG(same(&s, y, y_old), "NEXT must reuse the cache even after weights_updated");
-    fwd_only(L, &s, &d, y, GLN_MICROBATCH_UNSET, NULL);
-    CHECK_MSG(same(&s, y, y_new), "UNSET after weights_updated must re-quantize");
+    CHECK_MSG(same(&s, y, y_new), "NEXT after weights_updated must re-quantize");
 
     /* in-flight saved context: forward with the new weights, then change weights and re-quantize
      * (FIRST) before its backward; its dgrad must still use the weights of its forward */

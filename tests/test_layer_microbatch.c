@@ -382,8 +382,10 @@ static void check_y_ref(fix_t *f, const batch_t *b, const void *y, const char *t
     gln_layer_ref_out_free(&r);
 }
 
-/* FP8: NEXT reuses the cached quantized weights even when the caller changed them; FIRST
- * refreshes; UNSET refreshes only after gln_grouped_linear_weights_updated. */
+/* FP8 weight caching (TE's is_first_microbatch): UNSET never caches (a weight changed without
+ * gln_grouped_linear_weights_updated is seen at once); FIRST re-quantizes into the cache; NEXT
+ * reuses it (even when the caller changed the weights without telling the layer) and UNSET does
+ * not disturb it; after weights_updated NEXT re-quantizes. */
 static void test_weight_cache(void) {
     fix_t f;
     if (!fix_init(&f, GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, 0, 0, 1)) {
@@ -402,18 +404,24 @@ static void test_weight_cache(void) {
     fill_weights(&f, 0.08, 300); /* the caller changes W without telling the layer */
     fwd_infer(&f, &b, GLN_MICROBATCH_NEXT, y2);
     gln_check_bitwise("NEXT after a weight change reuses the cache: y", y1, y2, yb);
+    fwd_infer(&f, &b, GLN_MICROBATCH_UNSET, y2);
+    check_y_ref(&f, &b, y2, "UNSET after a weight change without weights_updated sees the new W");
+    CHECK_MSG(memcmp(y1, y2, yb) != 0, "UNSET after a weight change gave the old y");
+    fwd_infer(&f, &b, GLN_MICROBATCH_NEXT, y3);
+    gln_check_bitwise("UNSET leaves the cache alone: NEXT still reuses it: y", y1, y3, yb);
+    CHECK_OK(gln_grouped_linear_weights_updated(f.layer));
+    fwd_infer(&f, &b, GLN_MICROBATCH_NEXT, y3);
+    check_y_ref(&f, &b, y3, "NEXT after weights_updated re-quantizes");
+    gln_check_bitwise("NEXT after weights_updated equals UNSET: y", y2, y3, yb);
+    fill_weights(&f, 0.03, 400);
     fwd_infer(&f, &b, GLN_MICROBATCH_FIRST, y3);
     check_y_ref(&f, &b, y3, "FIRST after a weight change refreshes");
-    CHECK_MSG(memcmp(y1, y3, yb) != 0, "FIRST after a weight change gave the old y");
-    fill_weights(&f, 0.03, 400);
-    fwd_infer(&f, &b, GLN_MICROBATCH_UNSET, y2);
-    gln_check_bitwise("UNSET without weights_updated reuses the cache: y", y3, y2, yb);
-    CHECK_OK(gln_grouped_linear_weights_updated(f.layer));
-    fwd_infer(&f, &b, GLN_MICROBATCH_UNSET, y2);
-    check_y_ref(&f, &b, y2, "UNSET after weights_updated refreshes");
-    CHECK_MSG(memcmp(y2, y3, yb) != 0, "UNSET after weights_updated gave the old y");
+    CHECK_MSG(memcmp(y2, y3, yb) != 0, "FIRST after a weight change gave the old y");
+    fill_weights(&f, 0.06, 500);
     fwd_infer(&f, &b, GLN_MICROBATCH_UNSET, y1);
-    gln_check_bitwise("UNSET twice without a change: y", y2, y1, yb);
+    check_y_ref(&f, &b, y1, "UNSET right after another change");
+    fwd_infer(&f, &b, GLN_MICROBATCH_UNSET, y2);
+    gln_check_bitwise("UNSET twice without a change: y", y1, y2, yb);
     CHECK_MSG(gln_guard_ok(y1) && gln_guard_ok(y2) && gln_guard_ok(y3), "guard after y overwritten");
     gln_test_free(y1);
     gln_test_free(y2);

@@ -1,14 +1,15 @@
 /* The quantized-weight cache for plain weights under an FP8 recipe (te-grouped-linear.md §8,
- * keyed as §13.8 suggests).  One entry: the N quantized weights, the weight version they were
- * made from and the copies (rowwise / columnwise) they hold.
+ * DESIGN.md §6).  One entry: the N quantized weights, the weight version they were made from and
+ * the copies (rowwise / columnwise) they hold.
  *
- *   microbatch FIRST : re-quantize (in place when nobody else holds the entry, so the buffers
- *                      keep their addresses);
- *   microbatch NEXT  : reuse the entry whenever it has the needed copies, even if the weights
- *                      changed since (the reference semantics: weights are assumed unchanged
- *                      within a step); else quantize;
- *   UNSET            : reuse iff the version matches and the needed copies exist; else
- *                      re-quantize (in place when possible).
+ *   microbatch UNSET : never comes here — no caching, the weights are quantized on every call
+ *                      (materialize.c), so a changed weight is never used stale;
+ *   microbatch FIRST : re-quantize into the cache (in place when nobody else holds the entry,
+ *                      so the buffers keep their addresses);
+ *   microbatch NEXT  : reuse the entry when it has the needed copies and was made from the
+ *                      current weight version; after gln_grouped_linear_weights_updated (a
+ *                      safety check, not the only thing keeping results fresh) or without the
+ *                      needed copies, re-quantize.
  * Entries are reference counted: the layer holds one reference, every saved context whose dgrad
  * uses the entry holds another.  When a re-quantization is due while a saved context still
  * holds the entry, a fresh entry replaces it, so an in-flight backward keeps exactly the weights
@@ -60,14 +61,8 @@ gln_status_t gln_wcache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int ne
     gln_wcache_entry_t *e = L->cache;
     int has = e && (!need_row || e->rowwise) && (!need_col || e->columnwise);
     int reuse = 0, in_place = 0;
-    switch (mb) {
-    case GLN_MICROBATCH_NEXT: reuse = has; break;
-    case GLN_MICROBATCH_FIRST: in_place = has && e->refs == 1; break;
-    default:
-        reuse = has && e->version == L->weight_version;
-        in_place = !reuse && has && e->refs == 1;
-        break;
-    }
+    if (mb == GLN_MICROBATCH_NEXT) reuse = has && e->version == L->weight_version;
+    in_place = !reuse && has && e->refs == 1;
     if (reuse) {
         e->refs++;
         *out = e;

@@ -1,7 +1,8 @@
 /* THE weight materialization stage: every GEMM stage of every path gets its weights here and
  * hands them back through gln_materialize_release right after its GEMM (DESIGN.md §5.6).
  *
- *   plain weights, FP8 recipe : the quantized-weight cache (cache.c)
+ *   plain weights, FP8 recipe : microbatch FIRST / NEXT: the quantized-weight cache (cache.c);
+ *                               UNSET: quantized into a temporary on every call (no caching)
  *   plain weights, NONE       : the parameters themselves, or a cast to the activation dtype
  *   distributed weights       : materialize_forward / materialize_backward, then quantize (or
  *                               cast) when the copies are high precision, in the form the stage
@@ -42,6 +43,19 @@ static gln_status_t weights_cast(gln_grouped_linear_t *L, const gln_tensor_t *sr
 
 static gln_status_t materialize_plain(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
                                       int need_col, gln_mweights_t *mw) {
+    if (L->recipe.quantized && mb == GLN_MICROBATCH_UNSET) {
+        gln_wset_t src;
+        gln_quant_config_t cfg = L->recipe.weight;
+        cfg.rowwise = need_row;
+        cfg.columnwise = need_col;
+        GLN_TRY(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
+        GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
+        gln_status_t st = gln_weights_quantize(L, src.t, &cfg, NULL, &mw->temp);
+        gln_wset_free(L->ctx, &src);
+        GLN_TRY(st);
+        mw->w = mw->temp.t;
+        return GLN_STATUS_SUCCESS;
+    }
     if (L->recipe.quantized) {
         GLN_TRY(gln_wcache_get(L, mb, need_row, need_col, &mw->entry));
         mw->w = mw->entry->w.t;
