@@ -539,7 +539,9 @@ typedef struct gln_grouped_linear_forward_args {
 #define GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT                                                    \
     {sizeof(gln_grouped_linear_forward_args_t), 0, 0, 0, 0, GLN_MICROBATCH_UNSET, 1}
 
-/* saved == NULL: inference (nothing kept for backward).  Otherwise *saved receives a backward
+/* saved == NULL: inference (nothing kept for backward; under FP8_DELAYED the amaxes are
+ * recorded into history row 0 but no scale changes and the window does not roll — TE updates
+ * the forward slots only when gradients are enabled).  Otherwise *saved receives a backward
  * context; several may be in flight; each must be released. */
 gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
                                         const gln_grouped_linear_forward_args_t *args,

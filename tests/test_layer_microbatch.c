@@ -567,6 +567,71 @@ out:
     fix_free(&f);
 }
 
+/* An inference forward (saved == NULL) under FP8_DELAYED does not move the scaling state: every
+ * scale and history rows 1.. stay bit for bit, the window does not roll; its amaxes are only
+ * max-recorded into row 0 (TE's casts do the same; TE skips the update without gradients), and
+ * enter the next training forward's update. */
+static void test_delayed_inference_keeps_state(void) {
+    fix_t f;
+    if (!fix_init(&f, GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, 0, 0, 1)) goto out;
+    CHECK_OK(gln_grouped_linear_destroy(f.layer));
+    f.layer = NULL;
+    f.cfg.amax_history_len = 3;
+    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &f.cfg, &f.layer));
+    if (!f.layer) goto out;
+    batch_t b1, b2;
+    batch_make(&b1, f.dt, 1.0, 0.1, 61);
+    batch_make(&b2, f.dt, 5.0, 0.1, 62);
+    void *y = gln_test_alloc(M * KOUT * 2), *dx = gln_test_alloc(M * KIN * 2);
+    step(&f, &b1, GLN_MICROBATCH_UNSET, y, dx); /* a non-trivial state */
+    ds_state_t before, bwd_before;
+    if (ds_snapshot(f.layer, 0, &before)) {
+        if (ds_snapshot(f.layer, 1, &bwd_before)) {
+            float af[3 * N];
+            int64_t r0 = 0;
+            for (int e = 0; e < N; e++) {
+                af[3 * e] = block_amax(b2.x, f.dt, r0, SPLITS[e], KIN);
+                af[3 * e + 1] = block_amax(f.w[e], f.dt, 0, KOUT, KIN);
+                af[3 * e + 2] = -1;
+                r0 += SPLITS[e];
+            }
+            CHECK_OK(fwd(&f, &b2, GLN_MICROBATCH_UNSET, y, NULL));
+            ds_state_t want = before;
+            want.hist = malloc((size_t)before.slots * before.len * sizeof(float));
+            memcpy(want.hist, before.hist, (size_t)before.slots * before.len * sizeof(float));
+            for (int k = 0; k < 3 * N; k++)
+                if (af[k] >= 0 && af[k] > want.hist[k]) want.hist[k] = af[k];
+            ds_compare(f.layer, 0, &want, "after an inference forward: forward state");
+            ds_compare(f.layer, 1, &bwd_before, "after an inference forward: backward state");
+            /* the next training forward's update includes the recorded inference amaxes */
+            gln_grouped_linear_saved_t *sv = NULL;
+            float a1[3 * N];
+            r0 = 0;
+            for (int e = 0; e < N; e++) {
+                a1[3 * e] = block_amax(b1.x, f.dt, r0, SPLITS[e], KIN);
+                a1[3 * e + 1] = block_amax(f.w[e], f.dt, 0, KOUT, KIN);
+                a1[3 * e + 2] = -1;
+                r0 += SPLITS[e];
+            }
+            CHECK_OK(fwd(&f, &b1, GLN_MICROBATCH_UNSET, y, &sv));
+            want.fp8_max = malloc(want.slots * sizeof(float));
+            ds_predict(&want, a1, 3, N, 448.0f, 0, GLN_AMAX_ALGO_MAX);
+            ds_compare(f.layer, 0, &want, "training forward after inference: forward state");
+            if (sv) CHECK_OK(gln_grouped_linear_saved_release(sv));
+            free(want.hist);
+            free(want.fp8_max);
+            ds_free(&bwd_before);
+        }
+        ds_free(&before);
+    }
+    gln_test_free(y);
+    gln_test_free(dx);
+    batch_free(&b1);
+    batch_free(&b2);
+out:
+    fix_free(&f);
+}
+
 /* ---------------------------------------------------------------- pipeline schedule */
 
 /* f1 f2 b2 b1 (two forwards in flight) equals f1 b1 f2 b2: y and dx bit for bit; main_grad
@@ -659,9 +724,11 @@ BOTH_PATHS(test_backward_dw_empty_queue)
 BOTH_PATHS(test_weight_cache)
 BOTH_PATHS(test_delayed_scaling_three_steps)
 BOTH_PATHS(test_pipeline_reverse_backward)
+BOTH_PATHS(test_delayed_inference_keeps_state)
 #define BOTH(fn) GLN_CASE(fn##_split), GLN_CASE(fn##_grouped)
 
 GLN_TEST_MAIN(BOTH(test_fused_first_then_next), BOTH(test_fused_unset_accumulates),
               BOTH(test_nonfused_accumulate_zero_grad), BOTH(test_delayed_wgrad_fifo),
               BOTH(test_backward_dw_empty_queue), BOTH(test_weight_cache),
-              BOTH(test_delayed_scaling_three_steps), BOTH(test_pipeline_reverse_backward))
+              BOTH(test_delayed_scaling_three_steps), BOTH(test_pipeline_reverse_backward),
+              BOTH(test_delayed_inference_keeps_state))

@@ -3,7 +3,11 @@
  * Order: validate everything → allocate the saved context and y (when requested) → weights from
  * the materialization stage → quantize x (rowwise for fprop, plus the columnwise copy only when
  * the wgrad will need it) → fprop → weights released (or kept by the saved context for dgrad)
- * → wgrad operand saved → delayed-scaling update of the forward slots.
+ * → wgrad operand saved → delayed-scaling update of the forward slots (training forwards only:
+ * an inference forward, saved == NULL, records its amaxes into history row 0 like any
+ * quantization but neither rolls the window nor changes a scale — TE updates the forward slots
+ * at autocast exit only when gradients are enabled, so the recorded amaxes enter the next
+ * training forward's update, as in TE).
  *
  * What the saved context owns: the wgrad operand (the quantized columnwise copy of x with its
  * rowwise half freed, or a copy of the high-precision x for recipe NONE / save_original_input;
@@ -167,7 +171,8 @@ gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
         GLN_CHECK(gln_materialize_release(L, &mw));
     }
     if (need_wgrad) GLN_CHECK(save_input(L, s, &xw, &xq));
-    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
+    if (L->recipe.delayed && saved)
+        GLN_CHECK(gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
 
     if (ybuf) {
         if (s) {
