@@ -24,6 +24,16 @@
 extern "C" {
 #endif
 
+/* Exported symbols: the library is built with hidden visibility, and only what this header
+ * declares with GLN_API is part of its ABI. */
+#if defined(_WIN32)
+#define GLN_API
+#elif defined(__GNUC__) || defined(__clang__)
+#define GLN_API __attribute__((visibility("default")))
+#else
+#define GLN_API
+#endif
+
 #define GLN_VERSION_MAJOR 0
 #define GLN_VERSION_MINOR 1
 #define GLN_VERSION_PATCH 0
@@ -43,10 +53,10 @@ typedef enum gln_status {
     GLN_STATUS_INTERNAL_ERROR = 7
 } gln_status_t;
 
-const char *gln_status_string(gln_status_t status);
+GLN_API const char *gln_status_string(gln_status_t status);
 /* Detail of the last failure on this thread ("" when none).  Valid until the next failing call. */
-const char *gln_last_error(void);
-void gln_clear_error(void);
+GLN_API const char *gln_last_error(void);
+GLN_API void gln_clear_error(void);
 
 typedef enum gln_log_level {
     GLN_LOG_ERROR = 0,
@@ -56,9 +66,9 @@ typedef enum gln_log_level {
 } gln_log_level_t;
 typedef void (*gln_log_fn)(gln_log_level_t level, const char *message, void *user);
 /* Process-wide; pass NULL to silence.  Errors are also reported here when a callback is set. */
-void gln_set_log_callback(gln_log_fn fn, void *user);
+GLN_API void gln_set_log_callback(gln_log_fn fn, void *user);
 
-void gln_version(int *major, int *minor, int *patch);
+GLN_API void gln_version(int *major, int *minor, int *patch);
 
 /* ============================================================================================
  * Data types and scalar numerics (round to nearest even, saturate FP8 to ±max, NaN kept)
@@ -76,26 +86,26 @@ typedef enum gln_dtype {
     GLN_DTYPE_COUNT_ = 8
 } gln_dtype_t;
 
-size_t gln_dtype_size(gln_dtype_t dtype);        /* 0 for an invalid dtype */
-const char *gln_dtype_name(gln_dtype_t dtype);   /* "fp32", "bf16", ... ; "invalid" */
-int gln_dtype_is_fp8(gln_dtype_t dtype);
-float gln_fp8_max(gln_dtype_t fp8_dtype);        /* 448, 57344; 0 for non-FP8 */
+GLN_API size_t gln_dtype_size(gln_dtype_t dtype);        /* 0 for an invalid dtype */
+GLN_API const char *gln_dtype_name(gln_dtype_t dtype);   /* "fp32", "bf16", ... ; "invalid" */
+GLN_API int gln_dtype_is_fp8(gln_dtype_t dtype);
+GLN_API float gln_fp8_max(gln_dtype_t fp8_dtype);        /* 448, 57344; 0 for non-FP8 */
 
-uint16_t gln_fp32_to_bf16(float x);
-float gln_bf16_to_fp32(uint16_t bits);
-uint16_t gln_fp32_to_fp16(float x);
-float gln_fp16_to_fp32(uint16_t bits);
-uint8_t gln_fp32_to_fp8(float x, gln_dtype_t fp8_dtype); /* saturating; E4M3 or E5M2 */
-float gln_fp8_to_fp32(uint8_t bits, gln_dtype_t fp8_dtype);
+GLN_API uint16_t gln_fp32_to_bf16(float x);
+GLN_API float gln_bf16_to_fp32(uint16_t bits);
+GLN_API uint16_t gln_fp32_to_fp16(float x);
+GLN_API float gln_fp16_to_fp32(uint16_t bits);
+GLN_API uint8_t gln_fp32_to_fp8(float x, gln_dtype_t fp8_dtype); /* saturating; E4M3 or E5M2 */
+GLN_API float gln_fp8_to_fp32(uint8_t bits, gln_dtype_t fp8_dtype);
 
 typedef enum gln_e8m0_rounding {
     GLN_E8M0_ROUND_UP = 0,    /* TE / cuBLAS: exponent of amax/fp8_max rounded toward +inf */
     GLN_E8M0_ROUND_FLOOR = 1  /* OCP MX spec: floor(log2(amax)) - emax_elem */
 } gln_e8m0_rounding_t;
 /* E8M0 code for a block whose max |x| is `amax`, for data in fp8_dtype. */
-uint8_t gln_e8m0_from_amax(float amax, gln_dtype_t fp8_dtype, gln_e8m0_rounding_t rounding);
-float gln_e8m0_to_fp32(uint8_t code);            /* 2^(code-127); NaN for 255 */
-float gln_e8m0_inverse(uint8_t code);            /* exact 2^(127-code); NaN for 255 */
+GLN_API uint8_t gln_e8m0_from_amax(float amax, gln_dtype_t fp8_dtype, gln_e8m0_rounding_t rounding);
+GLN_API float gln_e8m0_to_fp32(uint8_t code);            /* 2^(code-127); NaN for 255 */
+GLN_API float gln_e8m0_inverse(uint8_t code);            /* exact 2^(127-code); NaN for 255 */
 
 /* ============================================================================================
  * Contexts and backends
@@ -131,37 +141,37 @@ typedef struct gln_context_options {
 #define GLN_CONTEXT_OPTIONS_INIT {sizeof(gln_context_options_t), GLN_BACKEND_CPU, 0, 0, NULL, NULL, NULL, NULL}
 
 /* 1 when the backend was compiled in and (for CUDA) a device is present. */
-int gln_backend_available(gln_backend_kind_t backend);
-const char *gln_backend_name(gln_backend_kind_t backend);
+GLN_API int gln_backend_available(gln_backend_kind_t backend);
+GLN_API const char *gln_backend_name(gln_backend_kind_t backend);
 
-gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx);
-gln_status_t gln_context_destroy(gln_context_t *ctx);
-gln_backend_kind_t gln_context_backend(const gln_context_t *ctx);
+GLN_API gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx);
+GLN_API gln_status_t gln_context_destroy(gln_context_t *ctx);
+GLN_API gln_backend_kind_t gln_context_backend(const gln_context_t *ctx);
 /* Move the context to another stream (a cudaStream_t; NULL = back to the context's own stream),
  * for example to follow torch.cuda.current_stream().  Work already enqueued stays on the old
  * stream; the new stream is made to wait for it (an event), so the context's operations stay
  * ordered.  The CPU backend accepts only NULL. */
-gln_status_t gln_context_set_stream(gln_context_t *ctx, void *stream);
+GLN_API gln_status_t gln_context_set_stream(gln_context_t *ctx, void *stream);
 /* The stream the context enqueues on (a cudaStream_t; NULL on the CPU). */
-void *gln_context_stream(const gln_context_t *ctx);
+GLN_API void *gln_context_stream(const gln_context_t *ctx);
 /* Errors only the device can see (device-resident splits that are negative or sum past the
  * rows: kernels clamp them so nothing is read or written out of bounds).  The device records the
  * first such error in a word of the context; this call reads it after synchronizing the context's
  * stream, returns GLN_STATUS_INVALID_ARGUMENT with a message naming the offending call when one
  * was recorded (and clears it), else GLN_STATUS_SUCCESS.  Like ncclCommGetAsyncError. */
-gln_status_t gln_context_async_error(gln_context_t *ctx);
+GLN_API gln_status_t gln_context_async_error(gln_context_t *ctx);
 
 /* Memory in the backend's space (host for the CPU backend). */
-gln_status_t gln_malloc(gln_context_t *ctx, size_t bytes, void **ptr);
-gln_status_t gln_free(gln_context_t *ctx, void *ptr);
+GLN_API gln_status_t gln_malloc(gln_context_t *ctx, size_t bytes, void **ptr);
+GLN_API gln_status_t gln_free(gln_context_t *ctx, void *ptr);
 typedef enum gln_copy_kind {
     GLN_COPY_HOST_TO_BACKEND = 0,
     GLN_COPY_BACKEND_TO_HOST = 1,
     GLN_COPY_BACKEND_TO_BACKEND = 2
 } gln_copy_kind_t;
-gln_status_t gln_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes,
+GLN_API gln_status_t gln_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes,
                         gln_copy_kind_t kind);
-gln_status_t gln_synchronize(gln_context_t *ctx);
+GLN_API gln_status_t gln_synchronize(gln_context_t *ctx);
 
 /* ============================================================================================
  * Tensors (non-owning descriptors)
@@ -203,7 +213,7 @@ typedef struct gln_tensor {
 } gln_tensor_t;
 
 /* A plain high-precision tensor descriptor. */
-gln_tensor_t gln_tensor_make(gln_dtype_t dtype, int64_t rows, int64_t cols, void *data);
+GLN_API gln_tensor_t gln_tensor_make(gln_dtype_t dtype, int64_t rows, int64_t cols, void *data);
 
 /* Byte sizes of each buffer of a quantized (or plain) tensor of shape [rows, cols]. */
 typedef struct gln_quant_layout {
@@ -214,7 +224,7 @@ typedef struct gln_quant_layout {
     int64_t scale_rows, scale_cols;          /* rowwise scale grid (padded) */
     int64_t col_scale_rows, col_scale_cols;  /* columnwise scale grid (padded) */
 } gln_quant_layout_t;
-gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows, int64_t cols,
+GLN_API gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows, int64_t cols,
                               gln_quant_layout_t *layout);
 
 /*
@@ -234,10 +244,10 @@ typedef struct gln_grouped_tensor {
 
 /* Element offsets of each member's scales in the rowwise / columnwise scale buffers, [N+1]
  * each (host splits).  Total scale buffer sizes are offsets[N] elements. */
-gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, const int64_t *splits,
+GLN_API gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, const int64_t *splits,
                                        int64_t cols, int64_t *row_offsets, int64_t *col_offsets);
 /* Upper bound on scale-buffer elements for any splits summing to <= rows (graph-safe sizing). */
-gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64_t rows,
+GLN_API gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64_t rows,
                                      int64_t cols, int64_t *row_elems, int64_t *col_elems);
 
 /* ============================================================================================
@@ -262,26 +272,26 @@ typedef struct gln_quant_config {
 
 /* Quantize a high-precision tensor `in` into the buffers of `out` (out->dtype = FP8 format,
  * out->scaling = cfg->mode, buffers sized by gln_quant_layout). */
-gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+GLN_API gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                           gln_tensor_t *out);
 /* Dequantize one copy (columnwise = 0: rowwise data; 1: columnwise data) into `out`
  * (high precision, shape [rows, cols] of the logical tensor — transposed copies are
  * transposed back). */
-gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+GLN_API gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
                             gln_tensor_t *out);
 /* Per-member quantization of a grouped tensor (per-member amax / scales; empty members
  * allowed).  For TENSOR mode with delayed = 1, out->packed.scale holds N encode scales and
  * out->packed.amax N accumulating amaxes. */
-gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+GLN_API gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                   const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
 /* Rearrange compact MXFP8 scales into the cuBLAS 128x4-tile order; padding becomes 0.
  * columnwise = 1 swizzles the transposed grid of a columnwise scale buffer. */
-gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+GLN_API gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                       const uint8_t *compact, uint8_t *swizzled);
 
 /* Scale from amax, per-tensor (current / block scaling rule): epsilon floor, 1 on 0/Inf/NaN,
  * value_for_inf when fp8_max/amax overflows, optional power-of-two truncation. */
-float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float epsilon,
+GLN_API float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float epsilon,
                           float value_for_inf);
 
 /* Delayed scaling: the state is caller-owned, amax_history[history_len][num_slots] (row 0 = the
@@ -289,7 +299,7 @@ float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float ep
  * ("max" over the whole window or "most recent"), roll the window and zero row 0, then
  * scale = fp8_max·2^-margin / amax when amax is finite and > 0 (else keep), FLT_MAX on overflow. */
 typedef enum gln_amax_algo { GLN_AMAX_ALGO_MAX = 0, GLN_AMAX_ALGO_MOST_RECENT = 1 } gln_amax_algo_t;
-gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
+GLN_API gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
                                         float *scale, const float *fp8_max, int margin,
                                         gln_amax_algo_t algo);
 
@@ -310,7 +320,7 @@ typedef enum gln_gemm_layout { GLN_LAYOUT_TN = 0, GLN_LAYOUT_NN = 1, GLN_LAYOUT_
 /* D = op(A,B) (+ bias[cols of D], added in FP32 before the single rounding) (+ D if accumulate).
  * D is fp32 / bf16 / fp16.  A and B are high precision or quantized (any scaling mode, each
  * copy the layout needs must be present). */
-gln_status_t gln_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+GLN_API gln_status_t gln_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                       const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
                       int accumulate);
 
@@ -331,17 +341,17 @@ typedef struct gln_grouped_gemm_args {
     int accumulate;
 } gln_grouped_gemm_args_t;
 #define GLN_GROUPED_GEMM_ARGS_INIT {sizeof(gln_grouped_gemm_args_t), GLN_LAYOUT_TN, 0, 0, 0, 0, 0, 0, 0}
-gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+GLN_API gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
 
 /* Per-member column sums of a high-precision grouped tensor into dbias[N] ([1, cols] each),
  * accumulated in FP32 in row order (deterministic), one rounding to dbias dtype.  Empty
  * members give 0 (or leave dbias unchanged when accumulate = 1). */
-gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
+GLN_API gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
                                int accumulate);
 /* max |x| over a high-precision tensor (NaN propagates). */
-gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+GLN_API gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
 /* Element-wise conversion between high-precision dtypes (same shape). */
-gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
 /* ============================================================================================
  * Communicators
@@ -351,23 +361,23 @@ typedef struct gln_comm gln_comm_t;
 typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce_op_t;
 
 /* One rank, no dependencies. */
-gln_status_t gln_comm_create_self(gln_comm_t **comm);
+GLN_API gln_status_t gln_comm_create_self(gln_comm_t **comm);
 /* Over MPI (built with GLN_MPI): `mpi_comm` points to an MPI_Comm, or NULL for MPI_COMM_WORLD.
  * MPI must already be initialized by the caller.  GLN_STATUS_NOT_SUPPORTED without MPI. */
-gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm);
-int gln_mpi_available(void);
-gln_status_t gln_comm_destroy(gln_comm_t *comm);
-int gln_comm_rank(const gln_comm_t *comm);
-int gln_comm_size(const gln_comm_t *comm);
+GLN_API gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm);
+GLN_API int gln_mpi_available(void);
+GLN_API gln_status_t gln_comm_destroy(gln_comm_t *comm);
+GLN_API int gln_comm_rank(const gln_comm_t *comm);
+GLN_API int gln_comm_size(const gln_comm_t *comm);
 /* recv gets size·count elements: rank r's send at r·count. */
-gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
+GLN_API gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
                                 gln_dtype_t dtype);
 /* send has size·count elements; recv gets the sum over ranks of block `rank`. */
-gln_status_t gln_comm_reduce_scatter(gln_comm_t *comm, const void *send, void *recv, size_t count,
+GLN_API gln_status_t gln_comm_reduce_scatter(gln_comm_t *comm, const void *send, void *recv, size_t count,
                                      gln_dtype_t dtype, gln_reduce_op_t op);
-gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, size_t count,
+GLN_API gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, size_t count,
                                 gln_dtype_t dtype, gln_reduce_op_t op);
-gln_status_t gln_comm_barrier(gln_comm_t *comm);
+GLN_API gln_status_t gln_comm_barrier(gln_comm_t *comm);
 
 /* ============================================================================================
  * Distributed weights: the protocol
@@ -410,30 +420,30 @@ typedef struct gln_sharded_weights_config {
 #define GLN_SHARDED_WEIGHTS_CONFIG_INIT                                                         \
     {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0}
 
-gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
+GLN_API gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
                                         gln_sharded_weights_t **sw);
-gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw);
+GLN_API gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw);
 /* Load from a full FP32 [N, K_out, K_in] host array (identical on every rank): each rank keeps
  * its slice as FP32 master and refreshes its working copy. */
-gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full);
+GLN_API gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full);
 /* This rank's FP32 master shard / main_grad shard (shard_len elements each, padding included;
  * elements past the real weights are zero and stay zero) and its offset in the flat buffer. */
-gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
+GLN_API gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
                                        int64_t *shard_len, int64_t *shard_offset);
 /* After the optimizer changed the master shard: refresh the working copy. */
-gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw);
+GLN_API gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw);
 /* Gather the full FP32 masters [N, K_out, K_in] / main_grads into a host array on every rank. */
-gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full);
-gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full);
+GLN_API gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full);
+GLN_API gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full);
 /* Live bytes of materialized (gathered) weights right now, and the peak since creation. */
-gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,
+GLN_API gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,
                                                     size_t *peak);
 /* Complete an asynchronous finalize (async_finalize = 1): main_grad is final after this.  A
  * no-op when nothing is pending; the same as calling the protocol's wait(). */
-gln_status_t gln_sharded_weights_wait(gln_sharded_weights_t *sw);
+GLN_API gln_status_t gln_sharded_weights_wait(gln_sharded_weights_t *sw);
 /* The protocol table for the layer (valid while sw lives). */
-const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
+GLN_API const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
 
 /* ============================================================================================
  * The grouped linear layer
@@ -449,7 +459,7 @@ typedef enum gln_recipe {
     GLN_RECIPE_MXFP8 = 3,       /* 1x32 blocks, E8M0 scales */
     GLN_RECIPE_FP8_BLOCK = 4    /* 1x128 activations / gradients, 128x128 weights */
 } gln_recipe_t;
-const char *gln_recipe_name(gln_recipe_t recipe);
+GLN_API const char *gln_recipe_name(gln_recipe_t recipe);
 
 typedef enum gln_fp8_format {
     GLN_FP8_FORMAT_E4M3 = 0,    /* E4M3 everywhere */
@@ -521,9 +531,9 @@ typedef struct gln_grouped_linear_config {
      1024, 0, GLN_AMAX_ALGO_MAX, 0, 0, 0.0f, GLN_E8M0_ROUND_UP, 1234u, 0.023f,                  \
      {0, 0, 0, 0, 0, 0, 0}}
 
-gln_status_t gln_grouped_linear_create(gln_context_t *ctx, const gln_grouped_linear_config_t *cfg,
+GLN_API gln_status_t gln_grouped_linear_create(gln_context_t *ctx, const gln_grouped_linear_config_t *cfg,
                                        gln_grouped_linear_t **layer);
-gln_status_t gln_grouped_linear_destroy(gln_grouped_linear_t *layer);
+GLN_API gln_status_t gln_grouped_linear_destroy(gln_grouped_linear_t *layer);
 
 typedef struct gln_grouped_linear_forward_args {
     size_t size;
@@ -543,7 +553,7 @@ typedef struct gln_grouped_linear_forward_args {
  * recorded into history row 0 but no scale changes and the window does not roll — TE updates
  * the forward slots only when gradients are enabled).  Otherwise *saved receives a backward
  * context; several may be in flight; each must be released. */
-gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
+GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
                                         const gln_grouped_linear_forward_args_t *args,
                                         gln_grouped_linear_saved_t **saved);
 
@@ -553,30 +563,30 @@ gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * bias gradients are accumulated into the layer's bias-gradient buffers.  With
  * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw.  A second
  * backward on one context returns GLN_STATUS_INVALID_STATE. */
-gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
+GLN_API gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
                                          gln_tensor_t *dx);
 /* Run the oldest queued wgrad (FIFO).  GLN_STATUS_INVALID_STATE when the queue is empty. */
-gln_status_t gln_grouped_linear_backward_dw(gln_grouped_linear_t *layer);
-gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved);
+GLN_API gln_status_t gln_grouped_linear_backward_dw(gln_grouped_linear_t *layer);
+GLN_API gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved);
 
 /* The caller changed the weights (optimizer step): cached quantized weights become stale, so a
  * later NEXT re-quantizes (a safety check: NEXT assumes unchanged weights; FIRST and UNSET
  * always quantize the current weights). */
-gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer);
+GLN_API gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer);
 /* Parameter and gradient access (backend memory, param dtype; wgrad/bgrad in param dtype). */
-gln_status_t gln_grouped_linear_weight(gln_grouped_linear_t *layer, int32_t expert, void **weight,
+GLN_API gln_status_t gln_grouped_linear_weight(gln_grouped_linear_t *layer, int32_t expert, void **weight,
                                        void **bias);
-gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32_t expert, void **wgrad,
+GLN_API gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32_t expert, void **wgrad,
                                       void **bgrad);
-gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer);
+GLN_API gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer);
 /* Delayed scaling state (amax history [L][slots], scales [slots]); slots per expert i:
  * forward input 3i, weight 3i+1, (output 3i+2, unused); backward grad_output 2i. */
-gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backward, float **scale,
+GLN_API gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backward, float **scale,
                                           float **amax_history, int32_t *num_slots,
                                           int32_t *history_len);
 /* Alignment the recipe's GEMMs want per split (the layer pads internally, so any m_i >= 0
  * works; this is the size a caller can pad to for zero padding overhead). */
-int64_t gln_recipe_alignment(gln_recipe_t recipe);
+GLN_API int64_t gln_recipe_alignment(gln_recipe_t recipe);
 
 /* ============================================================================================
  * MoE building blocks: router, token permutation, activations
@@ -586,27 +596,27 @@ int64_t gln_recipe_alignment(gln_recipe_t recipe);
  * (ties → lower expert index) are selected and renormalized to sum to 1 → gates [T, k],
  * experts [T, k] (int32).  Backward maps dgates [T,k] to dlogits [T,E] through the same
  * computation (selection treated as constant). */
-gln_status_t gln_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+GLN_API gln_status_t gln_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
                                     const float *logits, int32_t *experts, float *gates);
-gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+GLN_API gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
                                      const float *logits, const int32_t *experts,
                                      const float *dgates, float *dlogits);
 
 /* Permutation: the T·k (token, slot) pairs are sorted by expert (stable, token order within an
  * expert).  m_splits[E] counts rows per expert; row_of[T·k] gives the permuted row of pair
  * (t, j) at index t·k + j.  permute copies x [T, H] rows into xp [T·k, H]. */
-gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+GLN_API gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
                                   const int32_t *experts, int64_t *m_splits, int64_t *row_of);
-gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+GLN_API gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                              const gln_tensor_t *x, gln_tensor_t *xp);
 /* Backward of permute: dx[t] = Σ_j dxp[row_of[t·k+j]] (FP32 sum, one rounding). */
-gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+GLN_API gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
                                       const int64_t *row_of, const gln_tensor_t *dxp, gln_tensor_t *dx);
 /* y[t] = Σ_j gates[t,j] · yp[row_of[t·k+j]] (FP32, one rounding). */
-gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+GLN_API gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                                const float *gates, const gln_tensor_t *yp, gln_tensor_t *y);
 /* dyp[row_of[t·k+j]] = gates[t,j]·dy[t];  dgates[t,j] = <dy[t], yp[row_of[t·k+j]]>. */
-gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+GLN_API gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
                                         const int64_t *row_of, const float *gates,
                                         const gln_tensor_t *yp, const gln_tensor_t *dy,
                                         gln_tensor_t *dyp, float *dgates);
@@ -614,9 +624,9 @@ gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int3
 typedef enum gln_activation { GLN_ACT_SWIGLU = 0, GLN_ACT_GELU = 1 } gln_activation_t;
 /* SwiGLU: in [R, 2H] = [a | b] → out [R, H] = silu(a)·b.  GELU (tanh form): in [R, H] → [R, H].
  * Computed in FP32, one rounding to out's dtype. */
-gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+GLN_API gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
                                     gln_tensor_t *out);
-gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+GLN_API gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
                                      const gln_tensor_t *dout, gln_tensor_t *din);
 
 #ifdef __cplusplus
