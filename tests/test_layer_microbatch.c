@@ -632,6 +632,48 @@ out:
     fix_free(&f);
 }
 
+/* FP8 recipe with FP32 activations: the bias is added as bf16, as in TE (§2.3 step 4).  A bias
+ * that is not bf16-representable gives y bit for bit equal to the same layer with the bias
+ * rounded to bf16 beforehand, and matches the reference (which rounds it the same way); without
+ * FP8 the FP32 bias is added as is. */
+static void test_fp8_fp32_bias_is_bf16(void) {
+    gln_recipe_t recipes[3] = {GLN_RECIPE_FP8_CURRENT, GLN_RECIPE_MXFP8, GLN_RECIPE_NONE};
+    for (int r = 0; r < 3; r++) {
+        fix_t fa, fb;
+        int ok = fix_init(&fa, recipes[r], GLN_DTYPE_FP32, 0, 0, 1);
+        ok = fix_init(&fb, recipes[r], GLN_DTYPE_FP32, 0, 0, 1) && ok;
+        if (ok) {
+            int exact = 1;
+            for (int e = 0; e < N; e++)
+                for (int j = 0; j < KOUT; j++) {
+                    float v = 0.1f + 0.00123f * (float)(j + 7 * e); /* not bf16-representable */
+                    ((float *)fa.b[e])[j] = v;
+                    ((float *)fb.b[e])[j] = gln_bf16_to_fp32(gln_fp32_to_bf16(v));
+                    if (gln_bf16_to_fp32(gln_fp32_to_bf16(v)) != v) exact = 0;
+                }
+            CHECK_MSG(!exact, "test bias values are all bf16-representable");
+            batch_t b;
+            batch_make(&b, GLN_DTYPE_FP32, 1.0, 0.1, 71);
+            size_t yb = M * KOUT * 4;
+            void *ya = gln_test_alloc(yb), *yr = gln_test_alloc(yb);
+            fwd_infer(&fa, &b, GLN_MICROBATCH_UNSET, ya);
+            fwd_infer(&fb, &b, GLN_MICROBATCH_UNSET, yr);
+            if (recipes[r] != GLN_RECIPE_NONE) {
+                gln_check_bitwise("FP8 + FP32 activations: y with bias b equals y with bf16(b)", ya, yr, yb);
+                check_y_ref(&fa, &b, ya, "FP8 + FP32 activations: y with a bf16 bias");
+            } else {
+                CHECK_MSG(memcmp(ya, yr, yb) != 0, "recipe none: the FP32 bias must not be rounded");
+                check_y_ref(&fa, &b, ya, "recipe none: y with the FP32 bias");
+            }
+            gln_test_free(ya);
+            gln_test_free(yr);
+            batch_free(&b);
+        }
+        fix_free(&fa);
+        fix_free(&fb);
+    }
+}
+
 /* ---------------------------------------------------------------- pipeline schedule */
 
 /* f1 f2 b2 b1 (two forwards in flight) equals f1 b1 f2 b2: y and dx bit for bit; main_grad
@@ -725,10 +767,11 @@ BOTH_PATHS(test_weight_cache)
 BOTH_PATHS(test_delayed_scaling_three_steps)
 BOTH_PATHS(test_pipeline_reverse_backward)
 BOTH_PATHS(test_delayed_inference_keeps_state)
+BOTH_PATHS(test_fp8_fp32_bias_is_bf16)
 #define BOTH(fn) GLN_CASE(fn##_split), GLN_CASE(fn##_grouped)
 
 GLN_TEST_MAIN(BOTH(test_fused_first_then_next), BOTH(test_fused_unset_accumulates),
               BOTH(test_nonfused_accumulate_zero_grad), BOTH(test_delayed_wgrad_fifo),
               BOTH(test_backward_dw_empty_queue), BOTH(test_weight_cache),
               BOTH(test_delayed_scaling_three_steps), BOTH(test_pipeline_reverse_backward),
-              BOTH(test_delayed_inference_keeps_state))
+              BOTH(test_delayed_inference_keeps_state), BOTH(test_fp8_fp32_bias_is_bf16))

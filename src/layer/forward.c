@@ -76,16 +76,29 @@ static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_line
     return GLN_STATUS_SUCCESS;
 }
 
-/* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed). */
+/* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed).
+ * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (te-grouped-linear.md §2.3
+ * step 4: the FP8 GEMM takes a 16-bit bias): the bias is rounded to bf16 (RNE) and widened
+ * back to FP32 exactly, so the FP32 add sees the bf16 value. */
 static gln_status_t bias_list(gln_grouped_linear_t *L, gln_wset_t *b) {
     void *const *src = L->biases;
     gln_dtype_t act = L->cfg.activation_dtype, pd = L->cfg.param_dtype;
+    int via_bf16 = L->recipe.quantized && act == GLN_DTYPE_FP32;
     GLN_TRY(gln_wset_wrap(L->n, pd, 1, L->kout, src, b));
-    if (pd == act) return GLN_STATUS_SUCCESS;
-    gln_wset_t params = *b;
+    if (pd == act && !via_bf16) return GLN_STATUS_SUCCESS;
+    gln_wset_t params = *b, mid = {0};
     gln_status_t st = gln_wset_alloc_hp(L->ctx, act, L->n, 1, L->kout, b);
-    for (int32_t i = 0; st == GLN_STATUS_SUCCESS && i < L->n; i++)
-        st = gln_cast(L->ctx, &params.t[i], &b->t[i]);
+    if (st == GLN_STATUS_SUCCESS && via_bf16 && pd != GLN_DTYPE_BF16)
+        st = gln_wset_alloc_hp(L->ctx, GLN_DTYPE_BF16, L->n, 1, L->kout, &mid);
+    for (int32_t i = 0; st == GLN_STATUS_SUCCESS && i < L->n; i++) {
+        if (mid.t) {
+            st = gln_cast(L->ctx, &params.t[i], &mid.t[i]);
+            if (st == GLN_STATUS_SUCCESS) st = gln_cast(L->ctx, &mid.t[i], &b->t[i]);
+        } else {
+            st = gln_cast(L->ctx, &params.t[i], &b->t[i]);
+        }
+    }
+    gln_wset_free(L->ctx, &mid);
     gln_wset_free(L->ctx, &params);
     if (st != GLN_STATUS_SUCCESS) gln_wset_free(L->ctx, b);
     return st;

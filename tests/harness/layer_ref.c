@@ -218,8 +218,9 @@ static gln_status_t ref_ops_make(gln_context_t *ctx, const gln_layer_ref_spec_t 
     return gln_layer_ref_operand(ctx, spec, GLN_REF_DY, e, dy, a, m, ko, 1, a, o->dyc);
 }
 
+/* bias_bf16: FP8 recipe with FP32 activations — the bias is rounded to bf16 first (TE, §2.3). */
 static void ref_fprop(const gln_layer_ref_inputs_t *in, int32_t e, int64_t r0,
-                      const ref_expert_ops_t *o, gln_layer_ref_out_t *out) {
+                      const ref_expert_ops_t *o, int bias_bf16, gln_layer_ref_out_t *out) {
     int64_t m = in->splits[e], ki = in->k_in, ko = in->k_out;
     for (int64_t r = 0; r < m; r++)
         for (int64_t c = 0; c < ko; c++) {
@@ -231,6 +232,7 @@ static void ref_fprop(const gln_layer_ref_inputs_t *in, int32_t e, int64_t r0,
             }
             if (in->bias) {
                 double b = gln_load(in->bias[e], in->bias_dtype, (size_t)c);
+                if (bias_bf16) b = gln_round_to(b, GLN_DTYPE_BF16);
                 s += b;
                 a += fabs(b);
             }
@@ -311,7 +313,8 @@ gln_status_t gln_layer_ref_run(gln_context_t *ctx, const gln_layer_ref_spec_t *s
                 gln_layer_ref_out_free(out);
                 return st;
             }
-            ref_fprop(in, e, r0, &o, out);
+            ref_fprop(in, e, r0, &o,
+                      spec->recipe != GLN_RECIPE_NONE && in->act_dtype == GLN_DTYPE_FP32, out);
             if (in->dy) {
                 ref_dgrad(in, m, r0, &o, out);
                 ref_wgrad_dbias(in, e, r0, &o, out);
