@@ -7,14 +7,6 @@ find_package(BLAS REQUIRED)
 
 find_package(Threads REQUIRED)
 
-# OpenMP (optional): the CPU backend splits its conversion / quantization passes over the BLAS
-# thread count (src/backend/cpu/cpu_threads.h); without it they run on one thread.  The flag
-# goes on every C target of the tree because the library is built as an object library in
-# src/ (the tools and tests compile no OpenMP pragmas, so it changes nothing there).
-find_package(OpenMP COMPONENTS C)
-if(OpenMP_C_FOUND)
-  add_compile_options($<$<COMPILE_LANGUAGE:C>:${OpenMP_C_FLAGS}>)
-endif()
 find_library(GLN_LIBM m)
 
 # MPI
@@ -51,9 +43,6 @@ endif()
 
 # Everything the library links against (used by the library, the tests and the tools).
 set(GLN_LINK_LIBS ${BLAS_LIBRARIES} Threads::Threads)
-if(OpenMP_C_FOUND)
-  list(APPEND GLN_LINK_LIBS OpenMP::OpenMP_C)
-endif()
 if(GLN_LIBM)
   list(APPEND GLN_LINK_LIBS ${GLN_LIBM})
 endif()

@@ -1,13 +1,12 @@
+/* Argument checks shared by the public GEMM and reduction entry points (gemm_api.c,
+ * reduce_api.c): dtype and layout names, operand shapes, backend residency. */
 #include "backend/api_check.h"
 
 #include <stdint.h>
 
 #include "common/context.h"
 #include "common/error.h"
-
-int gln_arg_is_hp_dtype(gln_dtype_t dtype) {
-    return dtype == GLN_DTYPE_FP32 || dtype == GLN_DTYPE_BF16 || dtype == GLN_DTYPE_FP16;
-}
+#include "tensor/tensor.h"
 
 const char *gln_arg_layout_name(gln_gemm_layout_t layout) {
     switch (layout) {
@@ -29,7 +28,7 @@ static gln_status_t check_shape(const char *fn, const char *name, const gln_tens
 
 gln_status_t gln_arg_hp_tensor(const char *fn, const char *name, const gln_tensor_t *t) {
     GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);
-    GLN_REQUIRE_ARG(gln_arg_is_hp_dtype(t->dtype),
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(t->dtype),
                     "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name, gln_dtype_name(t->dtype));
     GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
                     "%s: %s->scaling %d must be GLN_SCALING_NONE for a high-precision tensor", fn, name,

@@ -6,8 +6,6 @@
 
 #include "grouplin.h"
 
-/* fp32 / bf16 / fp16 */
-int gln_arg_is_hp_dtype(gln_dtype_t dtype);
 /* Letters of a layout ("TN", "NN", "NT"; "invalid"). */
 const char *gln_arg_layout_name(gln_gemm_layout_t layout);
 

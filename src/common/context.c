@@ -1,3 +1,5 @@
+/* Contexts: creation from versioned options, the backend table behind them, streams, the async
+ * error word, and the memory entry points every other module allocates through. */
 #include "common/context.h"
 
 #include <stddef.h>

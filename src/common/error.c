@@ -1,3 +1,4 @@
+/* The per-thread last-error message, status strings and the optional log callback. */
 #include "common/error.h"
 
 #include <stdarg.h>

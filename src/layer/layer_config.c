@@ -5,12 +5,9 @@
 #include <string.h>
 
 #include "layer/layer.h"
+#include "tensor/tensor.h"
 
 static const char *FN = "gln_grouped_linear_create";
-
-static int is_hp(gln_dtype_t d) {
-    return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
-}
 
 gln_status_t gln_layer_config_load(const gln_grouped_linear_config_t *in, gln_grouped_linear_config_t *out) {
     gln_grouped_linear_config_t def = GLN_GROUPED_LINEAR_CONFIG_INIT;
@@ -30,9 +27,9 @@ static gln_status_t check_shapes_and_types(const gln_grouped_linear_config_t *c)
                     (long long)c->in_features);
     GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
                     (long long)c->out_features);
-    GLN_REQUIRE_ARG(is_hp(c->param_dtype), "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN,
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->param_dtype), "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN,
                     gln_dtype_name(c->param_dtype));
-    GLN_REQUIRE_ARG(is_hp(c->activation_dtype),
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->activation_dtype),
                     "%s: cfg->activation_dtype %s must be fp32, bf16 or fp16", FN,
                     gln_dtype_name(c->activation_dtype));
     GLN_REQUIRE_ARG(c->recipe >= GLN_RECIPE_NONE && c->recipe <= GLN_RECIPE_FP8_BLOCK,

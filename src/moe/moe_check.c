@@ -1,3 +1,4 @@
+/* Argument checks shared by the MoE ops (router, permutation, activations). */
 #include "moe/moe_check.h"
 
 #include "common/context.h"

@@ -40,16 +40,12 @@ static gln_status_t gln_quant_config_read(const char *fn, const gln_quant_config
     return GLN_STATUS_SUCCESS;
 }
 
-static int gln_dtype_is_hp(gln_dtype_t d) {
-    return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
-}
-
 static gln_status_t gln_check_hp(const char *fn, const char *name, const gln_tensor_t *t) {
     GLN_TRY(gln_tensor_validate(fn, name, t));
     GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
                     "%s: %s->scaling %d must be NONE (0): a high-precision tensor", fn, name,
                     (int)t->scaling);
-    GLN_REQUIRE_ARG(gln_dtype_is_hp(t->dtype), "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name,
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(t->dtype), "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name,
                     gln_dtype_name(t->dtype));
     return GLN_STATUS_SUCCESS;
 }

@@ -10,6 +10,11 @@
 static inline int64_t gln_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 static inline int64_t gln_ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
 
+/* 1 for the high-precision dtypes (fp32, bf16, fp16): the one definition of the idea. */
+static inline int gln_dtype_is_high_precision(gln_dtype_t d) {
+    return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
+}
+
 /* Elements along one block edge per mode: 32 (MXFP8), 128 (block), 0 otherwise. */
 int64_t gln_scaling_block(gln_scaling_mode_t mode);
 /* Bytes of one scale element: 4 (TENSOR, BLOCK_*), 1 (MXFP8), 0 (NONE). */
