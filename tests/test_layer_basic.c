@@ -914,6 +914,161 @@ static void test_distributed_protocol(void) {
     gln_context_destroy(ctx);
 }
 
+/* ---------------------------------------------------------------- async finalize, late failures */
+
+#define AF_N 2
+#define AF_KIN 16
+#define AF_KOUT 8
+#define AF_ROWS 12
+static const int64_t AF_SPLITS[AF_N] = {5, 7};
+
+/* A protocol table wrapping a sharded group whose grad_buffer can be made to fail. */
+static gln_dist_weights_t af_proto;
+static const gln_dist_weights_t *af_inner;
+static int af_fail_grad_buffer;
+static gln_status_t af_grad_buffer(void *impl, int32_t e, float **buf) {
+    if (af_fail_grad_buffer) return GLN_STATUS_COMM_ERROR;
+    return af_inner->grad_buffer(impl, e, buf);
+}
+
+typedef struct af_layer {
+    gln_sharded_weights_t *sw;
+    gln_grouped_linear_t *L;
+} af_layer_t;
+
+static int af_make(gln_context_t *ctx, gln_comm_t *comm, int async, int wrap, const float *w,
+                   af_layer_t *a) {
+    memset(a, 0, sizeof *a);
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = AF_N, sc.out_features = AF_KOUT, sc.in_features = AF_KIN;
+    sc.async_finalize = async;
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &sc, &a->sw));
+    if (!a->sw) return 0;
+    CHECK_OK(gln_sharded_weights_load_full(a->sw, w));
+    gln_grouped_linear_config_t c = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    c.num_experts = AF_N, c.in_features = AF_KIN, c.out_features = AF_KOUT;
+    c.params.distributed = gln_sharded_weights_protocol(a->sw);
+    if (wrap) {
+        af_inner = c.params.distributed;
+        af_proto = *af_inner;
+        af_proto.grad_buffer = af_grad_buffer;
+        c.params.distributed = &af_proto;
+    }
+    CHECK_OK(gln_grouped_linear_create(ctx, &c, &a->L));
+    return a->L != NULL;
+}
+
+static void af_free(af_layer_t *a) {
+    if (a->L) CHECK_OK(gln_grouped_linear_destroy(a->L));
+    if (a->sw) CHECK_OK(gln_sharded_weights_destroy(a->sw));
+}
+
+static gln_grouped_linear_saved_t *af_fwd(af_layer_t *a, void *x, void *y) {
+    gln_tensor_t xt = gln_tensor_make(GLN_DTYPE_BF16, AF_ROWS, AF_KIN, x);
+    gln_tensor_t yt = gln_tensor_make(GLN_DTYPE_BF16, AF_ROWS, AF_KOUT, y);
+    gln_grouped_linear_forward_args_t fa = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
+    fa.x = &xt, fa.m_splits = AF_SPLITS, fa.y = &yt;
+    gln_grouped_linear_saved_t *sv = NULL;
+    CHECK_OK(gln_grouped_linear_forward(a->L, &fa, &sv));
+    return sv;
+}
+
+static gln_status_t af_bwd(gln_grouped_linear_saved_t *sv, void *dy, void *dx) {
+    gln_tensor_t dyt = gln_tensor_make(GLN_DTYPE_BF16, AF_ROWS, AF_KOUT, dy);
+    gln_tensor_t dxt = gln_tensor_make(GLN_DTYPE_BF16, AF_ROWS, AF_KIN, dx);
+    return gln_grouped_linear_backward(sv, &dyt, &dxt);
+}
+
+/* With async_finalize, two backwards in a row (no wait by the caller in between) both succeed:
+ * the layer completes its pending finalize itself before the second backward uses the group;
+ * dx, dbias and main_grad equal a synchronous group's bit for bit.  A backward that fails on a
+ * late check (grad_buffer) writes neither dx nor dbias nor main_grad and keeps its saved context:
+ * the retry succeeds and gives the same results. */
+static void test_async_finalize_and_late_failure(void) {
+    gln_context_t *ctx = cpu_ctx();
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_comm_create_self(&comm));
+    float w[AF_N * AF_KOUT * AF_KIN];
+    gln_rng_t r = gln_rng_seed(77);
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = (float)(0.1 * gln_rng_normal(&r));
+    size_t xb = AF_ROWS * AF_KIN * 2, yb = AF_ROWS * AF_KOUT * 2;
+    void *x[2], *dy[2], *y = gln_test_alloc(yb), *dx[3][2];
+    for (int i = 0; i < 2; i++) {
+        x[i] = gln_test_alloc(xb), dy[i] = gln_test_alloc(yb);
+        for (int64_t j = 0; j < AF_ROWS * AF_KIN; j++) gln_store(x[i], GLN_DTYPE_BF16, (size_t)j, gln_rng_normal(&r));
+        for (int64_t j = 0; j < AF_ROWS * AF_KOUT; j++)
+            gln_store(dy[i], GLN_DTYPE_BF16, (size_t)j, 0.1 * gln_rng_normal(&r));
+        for (int k = 0; k < 3; k++) dx[k][i] = gln_test_alloc(xb);
+    }
+    float mg[3][AF_N * AF_KOUT * AF_KIN];
+    uint16_t db[3][AF_N * AF_KOUT];
+    for (int k = 0; k < 3; k++) { /* 0: sync, 1: async, 2: async with a failing first attempt */
+        af_layer_t a;
+        af_fail_grad_buffer = 0;
+        if (!af_make(ctx, comm, k > 0, k == 2, w, &a)) {
+            af_free(&a);
+            continue;
+        }
+        gln_grouped_linear_saved_t *s1 = af_fwd(&a, x[0], y), *s2 = af_fwd(&a, x[1], y);
+        if (s1 && s2) {
+            CHECK_OK(af_bwd(s1, dy[0], dx[k][0]));
+            if (k == 2) {
+                void *bg = NULL;
+                CHECK_OK(gln_grouped_linear_grads(a.L, 1, NULL, &bg));
+                uint16_t db_before[AF_KOUT];
+                if (bg) memcpy(db_before, bg, sizeof db_before);
+                float mg_before[AF_N * AF_KOUT * AF_KIN];
+                CHECK_OK(gln_sharded_weights_wait(a.sw));
+                CHECK_OK(gln_sharded_weights_gather_main_grad(a.sw, mg_before));
+                gln_poison(dx[k][1], GLN_DTYPE_BF16, AF_ROWS * AF_KIN);
+                af_fail_grad_buffer = 1;
+                CHECK_STATUS(af_bwd(s2, dy[1], dx[k][1]), GLN_STATUS_COMM_ERROR, NULL);
+                af_fail_grad_buffer = 0;
+                int written = 0;
+                for (int64_t i = 0; i < AF_ROWS * AF_KIN; i++)
+                    written += !isnan(gln_load(dx[k][1], GLN_DTYPE_BF16, (size_t)i));
+                CHECK_MSG(written == 0, "a failed backward wrote %d dx elements", written);
+                CHECK_MSG(bg && memcmp(bg, db_before, sizeof db_before) == 0,
+                          "a failed backward accumulated dbias");
+                CHECK_OK(gln_sharded_weights_gather_main_grad(a.sw, mg[k]));
+                CHECK_MSG(memcmp(mg[k], mg_before, sizeof mg_before) == 0,
+                          "a failed backward changed main_grad");
+            }
+            /* no wait by the caller: the layer completes the pending finalize itself */
+            CHECK_OK(af_bwd(s2, dy[1], dx[k][1]));
+            CHECK_STATUS(af_bwd(s2, dy[1], dx[k][1]), GLN_STATUS_INVALID_STATE, "already");
+        }
+        if (s1) CHECK_OK(gln_grouped_linear_saved_release(s1));
+        if (s2) CHECK_OK(gln_grouped_linear_saved_release(s2));
+        CHECK_OK(gln_sharded_weights_wait(a.sw));
+        CHECK_OK(gln_sharded_weights_gather_main_grad(a.sw, mg[k]));
+        for (int e = 0; e < AF_N; e++) {
+            void *bg = NULL;
+            CHECK_OK(gln_grouped_linear_grads(a.L, e, NULL, &bg));
+            if (bg) memcpy(db[k] + e * AF_KOUT, bg, AF_KOUT * 2);
+        }
+        af_free(&a);
+    }
+    for (int k = 1; k < 3; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "variant %d main_grad vs sync", k);
+        gln_check_bitwise(what, mg[k], mg[0], sizeof mg[0]);
+        snprintf(what, sizeof what, "variant %d dbias vs sync", k);
+        gln_check_bitwise(what, db[k], db[0], sizeof db[0]);
+        for (int i = 0; i < 2; i++) {
+            snprintf(what, sizeof what, "variant %d dx%d vs sync", k, i);
+            gln_check_bitwise(what, dx[k][i], dx[0][i], xb);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        gln_test_free(x[i]), gln_test_free(dy[i]);
+        for (int k = 0; k < 3; k++) gln_test_free(dx[k][i]);
+    }
+    gln_test_free(y);
+    CHECK_OK(gln_comm_destroy(comm));
+    gln_context_destroy(ctx);
+}
+
 /* Every expert empty: zero rows on the split path, only padding rows on the grouped path; all
  * recipes run, wgrad / dbias stay zero, nothing is written to y / dx. */
 static void test_all_experts_empty(void) {
@@ -939,7 +1094,7 @@ static void test_all_experts_empty(void) {
     gln_context_destroy(ctx);
 }
 
-GLN_TEST_MAIN(GLN_CASE(test_recipe_default_fp8_format), GLN_CASE(test_bf16_none_matches_reference), GLN_CASE(test_fp8_current_matches_reference),
+GLN_TEST_MAIN(GLN_CASE(test_recipe_default_fp8_format), GLN_CASE(test_async_finalize_and_late_failure), GLN_CASE(test_bf16_none_matches_reference), GLN_CASE(test_fp8_current_matches_reference),
               GLN_CASE(test_mxfp8_matches_reference), GLN_CASE(test_fp8_block_matches_reference),
               GLN_CASE(test_paths_bitwise_equal), GLN_CASE(test_library_allocated_outputs_and_padding),
               GLN_CASE(test_delayed_wgrad_fifo), GLN_CASE(test_weight_cache_semantics),

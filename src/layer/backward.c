@@ -1,7 +1,11 @@
 /* gln_grouped_linear_backward and gln_grouped_linear_saved_release.
  *
- * Order: validate (a rejected call writes nothing and leaves the context usable) → mark the
- * context done → quantize dy (rowwise iff dgrad, columnwise iff wgrad) → dbias from the
+ * Order: validate → complete a finalize of this layer still in flight (distributed weights:
+ * the layer keeps the pending flag finalize_grads reported and calls the group's wait() itself
+ * before the next backward touches the group) → look up every wgrad output (grad_buffer()) →
+ * only then mark the context done and write anything.  Every check that can fail runs before
+ * the first write, so a rejected call writes neither dx nor dbias nor any gradient and leaves
+ * the saved context usable for another attempt.  Then: quantize dy (rowwise iff dgrad, columnwise iff wgrad) → dbias from the
  * high-precision dy, accumulated into the layer's bias gradients (always here, also when the
  * wgrad is delayed) → dgrad (plain weights: the set kept by forward; distributed: materialize
  * again, re-quantize columnwise when the copies are high precision, release right after) →
@@ -10,7 +14,7 @@
  *
  * wgrad outputs: distributed → grad_buffer(i) (FP32, overwrite) then finalize_grads once with
  * accumulate = !(microbatch == FIRST) (when it reports pending, the caller must call the
- * group's wait() before reading main_grad); fused → main_grad (FP32) with accumulate =
+ * group's wait() before reading main_grad; the layer's next backward does it itself); fused → main_grad (FP32) with accumulate =
  * !(microbatch == FIRST); otherwise accumulated (+=) into the layer's param-dtype buffers. */
 #include <stdlib.h>
 #include <string.h>
@@ -103,14 +107,11 @@ fail:
 }
 
 static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                              const gln_lbuf_t *dyw, gln_lbuf_t *dyq) {
+                              const gln_lbuf_t *dyw, gln_lbuf_t *dyq, gln_tensor_t *d,
+                              int accumulate) {
     gln_status_t st;
     gln_context_t *ctx = L->ctx;
     gln_lbuf_t xq = {0};
-    gln_tensor_t *d = calloc((size_t)L->n, sizeof *d);
-    int accumulate = 0;
-    GLN_REQUIRE(d != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
-    GLN_CHECK(wgrad_outputs(L, s, d, &accumulate));
     /* save_original_input: quantize the saved input columnwise now (deterministic recipes only,
      * so this reproduces the forward's quantization exactly). */
     if (s->x_is_hp && L->recipe.quantized)
@@ -125,24 +126,24 @@ static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_
             int pending = 0;
             GLN_CHECK(L->dist->finalize_grads(L->dist->impl, s->microbatch != GLN_MICROBATCH_FIRST,
                                               &pending));
+            L->dist_pending = pending != 0;
         }
     }
     st = GLN_STATUS_SUCCESS;
 fail:
     gln_lbuf_free(ctx, &xq);
-    free(d);
     return st;
 }
 
-static gln_status_t dgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                              const gln_lbuf_t *dy, gln_lbuf_t *dx) {
-    if (!L->dist) return gln_stage_dgrad(L, s->mw.w, dy, dx);
-    gln_mweights_t mw;
-    GLN_TRY(gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &mw));
-    gln_status_t st = gln_stage_dgrad(L, mw.w, dy, dx);
-    gln_status_t rs = gln_materialize_release(L, &mw);
-    return st != GLN_STATUS_SUCCESS ? st : rs;
+/* Distributed weights: a finalize this layer started asynchronously is completed before the
+ * next backward uses the group (its grad buffers are still being reduced until then).  The
+ * pending flag is consumed even when wait() fails, like the group's own request. */
+static gln_status_t complete_pending_finalize(gln_grouped_linear_t *L) {
+    if (!L->dist || !L->dist_pending) return GLN_STATUS_SUCCESS;
+    L->dist_pending = 0;
+    return L->dist->wait(L->dist->impl);
 }
+
 
 gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
                                          gln_tensor_t *dx) {
@@ -156,6 +157,20 @@ gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, cons
     void *dxbuf = NULL;
     int quant = L->recipe.quantized, do_dgrad = dx != NULL, do_wgrad = s->need_wgrad;
     const int64_t *splits = gln_saved_splits(s);
+    gln_tensor_t *wd = NULL;
+    gln_mweights_t dmw = {0}; /* distributed: the weights re-materialized for dgrad */
+    int accumulate = 0;
+
+    /* Everything that can refuse the call, before the first write (a failure here leaves dx,
+     * the gradients and the saved context untouched). */
+    GLN_TRY(complete_pending_finalize(L));
+    if (do_wgrad) {
+        wd = calloc((size_t)L->n, sizeof *wd);
+        GLN_REQUIRE(wd != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+        GLN_CHECK(wgrad_outputs(L, s, wd, &accumulate));
+    }
+    if (do_dgrad && L->dist)
+        GLN_CHECK(gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
     s->done = 1; /* from here on gradients may be partly written: no second attempt */
 
     GLN_CHECK(gln_lbuf_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
@@ -171,13 +186,14 @@ gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, cons
             dxd.data = dxbuf;
         }
         GLN_CHECK(gln_lbuf_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
-        GLN_CHECK(dgrad_run(L, s, quant ? &dyq : &dyw, &dxw));
+        GLN_CHECK(gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
+        if (L->dist) GLN_CHECK(gln_materialize_release(L, &dmw));
     }
     if (s->have_mw) {
         s->have_mw = 0;
         GLN_CHECK(gln_materialize_release(L, &s->mw));
     }
-    if (do_wgrad) GLN_CHECK(wgrad_run(L, s, &dyw, &dyq));
+    if (do_wgrad) GLN_CHECK(wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
     if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_update(&L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
     if (dxbuf) {
         s->owned_dx = dxbuf;
@@ -185,6 +201,11 @@ gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, cons
         dxbuf = NULL;
     }
 fail:
+    if (dmw.w) {
+        gln_status_t rs = gln_materialize_release(L, &dmw);
+        if (st == GLN_STATUS_SUCCESS) st = rs;
+    }
+    free(wd);
     gln_ctx_free(ctx, dxbuf);
     gln_lbuf_free(ctx, &dyw);
     gln_lbuf_free(ctx, &dyq);

@@ -137,6 +137,8 @@ struct gln_grouped_linear {
     int32_t n;
     int64_t kin, kout;
     const gln_dist_weights_t *dist;   /* NULL: plain weights */
+    int dist_pending;                 /* the last finalize_grads reported pending: the next
+                                         backward calls dist->wait() before touching the group */
 
     /* parameters (plain weights): N pointers each */
     void **weights;                   /* param dtype [K_out, K_in] */

@@ -89,9 +89,10 @@ static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
                     FN, (int)d->num_experts, (long long)d->out_features, (long long)d->in_features,
                     (int)c->num_experts, (long long)c->out_features, (long long)c->in_features);
     GLN_REQUIRE_ARG(d->requires_grad && d->materialize_forward && d->materialize_backward &&
-                        d->release && d->grad_buffer && d->finalize_grads,
+                        d->release && d->grad_buffer && d->finalize_grads && d->wait,
                     "%s: cfg->params.distributed must provide requires_grad, materialize_forward, "
-                    "materialize_backward, release, grad_buffer and finalize_grads", FN);
+                    "materialize_backward, release, grad_buffer, finalize_grads and wait (the "
+                    "layer completes a pending finalize with it before its next backward)", FN);
     return GLN_STATUS_SUCCESS;
 }
 
