@@ -295,13 +295,30 @@ GLN_API float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, 
                           float value_for_inf);
 
 /* Delayed scaling: the state is caller-owned, amax_history[history_len][num_slots] (row 0 = the
- * newest) and scale[num_slots]; fp8_max[num_slots] per slot.  One update step: take the amax
- * ("max" over the whole window or "most recent"), roll the window and zero row 0, then
- * scale = fp8_max·2^-margin / amax when amax is finite and > 0 (else keep), FLT_MAX on overflow. */
+ * newest) and scale[num_slots]; fp8_max[num_slots] per slot.  One update step per slot, as TE's
+ * bulk update (the one its modules run): a slot whose newest amax (row 0) is exactly 0 (e.g. an
+ * expert that got no tokens) is left untouched — no roll, scale kept.  Otherwise take the amax
+ * ("max" over the whole window, NaN entries ignored, or "most recent"), roll the window and zero
+ * row 0, then scale = fp8_max·2^-margin / amax when amax is finite and > 0 (else keep), FLT_MAX
+ * on overflow. */
 typedef enum gln_amax_algo { GLN_AMAX_ALGO_MAX = 0, GLN_AMAX_ALGO_MOST_RECENT = 1 } gln_amax_algo_t;
 GLN_API gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
                                         float *scale, const float *fp8_max, int margin,
                                         gln_amax_algo_t algo);
+/* Variants of the update step (versioned: start from GLN_DELAYED_UPDATE_OPTIONS_INIT). */
+typedef struct gln_delayed_update_options {
+    size_t size;
+    int always_roll;         /* 1 = roll every slot even when its newest amax is 0 (TE's non-bulk
+                                kernel); 0 (default) = TE's bulk update */
+    int amax_nan_propagate;  /* 1 = a NaN in the window makes the "max" amax NaN (scale kept);
+                                0 (default) = NaN entries are ignored, as fmaxf does in TE */
+} gln_delayed_update_options_t;
+#define GLN_DELAYED_UPDATE_OPTIONS_INIT {sizeof(gln_delayed_update_options_t), 0, 0}
+/* gln_delayed_scaling_update with options (opts = NULL: the defaults). */
+GLN_API gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_len, float *amax_history,
+                                           float *scale, const float *fp8_max, int margin,
+                                           gln_amax_algo_t algo,
+                                           const gln_delayed_update_options_t *opts);
 
 /* ============================================================================================
  * GEMMs, dbias, amax (FP32 accumulation, one rounding of the output; quantized operands as

@@ -244,20 +244,60 @@ static void test_delayed_update_max(void) {
     h[0][0] = 4.0f;
     h[0][1] = NAN;
     CHECK_OK(gln_delayed_scaling_update(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX));
-    CHECK(scale[0] == 112.0f && scale[1] == 1.0f); /* NaN keeps the old scale */
+    CHECK(scale[0] == 112.0f && scale[1] == 1.0f); /* NaN ignored: window max 0 keeps the scale */
     CHECK(h[0][0] == 0 && h[1][0] == 2.0f && h[2][0] == 4.0f && isnan(h[2][1]));
     h[0][0] = 1.0f;
     h[0][1] = 1e-45f;
     CHECK_OK(gln_delayed_scaling_update(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX));
-    CHECK(scale[0] == 112.0f && scale[1] == 1.0f); /* window max 4; NaN still in window */
+    CHECK(scale[0] == 112.0f);  /* window max 4 */
+    CHECK(scale[1] == FLT_MAX); /* NaN in the window ignored; 57344 / 1e-45 overflows */
     CHECK(h[0][0] == 0 && h[1][0] == 4.0f && h[2][0] == 1.0f);
+    /* No new amax: TE's bulk update neither rolls nor rescales. */
     CHECK_OK(gln_delayed_scaling_update(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX));
-    CHECK(scale[0] == 112.0f && scale[1] == 1.0f);
+    CHECK(scale[0] == 112.0f && scale[1] == FLT_MAX);
+    CHECK(h[0][0] == 0 && h[1][0] == 4.0f && h[2][0] == 1.0f);
+    CHECK(h[0][1] == 0 && isnan(h[1][1]) && h[2][1] == 1e-45f);
+    /* always_roll (TE's non-bulk kernel) empties the window in two steps. */
+    gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    o.always_roll = 1;
+    CHECK_OK(gln_delayed_scaling_update_ex(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX, &o));
+    CHECK(scale[0] == 112.0f && scale[1] == FLT_MAX);
     CHECK(h[1][0] == 1.0f && h[2][0] == 0.0f && h[1][1] == 1e-45f && h[0][1] == 0.0f);
-    CHECK_OK(gln_delayed_scaling_update(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX));
+    CHECK_OK(gln_delayed_scaling_update_ex(2, 3, &h[0][0], scale, fmax, 0, GLN_AMAX_ALGO_MAX, &o));
     CHECK(scale[0] == 448.0f);  /* window max now 1 */
-    CHECK(scale[1] == FLT_MAX); /* 57344 / 1e-45 overflows */
+    CHECK(scale[1] == FLT_MAX);
     for (int i = 0; i < 3; i++) CHECK(h[i][0] == 0.0f && h[i][1] == 0.0f);
+}
+
+/* Issue 14 reproducer: newest amax 0 (no tokens) under "max" leaves history [0, 2] and scale 1
+ * alone; always_roll consumes the 2; amax_nan_propagate lets a NaN in the window keep the scale. */
+static void test_delayed_update_zero_newest(void) {
+    const float fmax[1] = {448.0f};
+    float h[2] = {0.0f, 2.0f}, scale[1] = {1.0f};
+    CHECK_OK(gln_delayed_scaling_update(1, 2, h, scale, fmax, 0, GLN_AMAX_ALGO_MAX));
+    CHECK(scale[0] == 1.0f && h[0] == 0.0f && h[1] == 2.0f);
+    gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    CHECK_OK(gln_delayed_scaling_update_ex(1, 2, h, scale, fmax, 0, GLN_AMAX_ALGO_MAX, NULL));
+    CHECK(scale[0] == 1.0f && h[0] == 0.0f && h[1] == 2.0f);
+    o.always_roll = 1;
+    CHECK_OK(gln_delayed_scaling_update_ex(1, 2, h, scale, fmax, 0, GLN_AMAX_ALGO_MAX, &o));
+    CHECK(scale[0] == 224.0f && h[0] == 0.0f && h[1] == 0.0f);
+    /* NaN newest under "max": ignored by default (amax 4), propagated with the option (kept) */
+    float hn[2] = {NAN, 4.0f}, sn[1] = {1.0f};
+    CHECK_OK(gln_delayed_scaling_update(1, 2, hn, sn, fmax, 0, GLN_AMAX_ALGO_MAX));
+    CHECK(sn[0] == 112.0f && hn[0] == 0.0f && isnan(hn[1]));
+    float hp[2] = {NAN, 4.0f}, sp[1] = {1.0f};
+    gln_delayed_update_options_t op = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    op.amax_nan_propagate = 1;
+    CHECK_OK(gln_delayed_scaling_update_ex(1, 2, hp, sp, fmax, 0, GLN_AMAX_ALGO_MAX, &op));
+    CHECK(sp[0] == 1.0f && hp[0] == 0.0f && isnan(hp[1]));
+    /* NaN newest under most_recent: rolled, scale kept */
+    float hm[2] = {NAN, 4.0f}, sm[1] = {1.0f};
+    CHECK_OK(gln_delayed_scaling_update(1, 2, hm, sm, fmax, 0, GLN_AMAX_ALGO_MOST_RECENT));
+    CHECK(sm[0] == 1.0f && hm[0] == 0.0f && isnan(hm[1]));
+    op.size = 1; /* not a known version */
+    CHECK_STATUS(gln_delayed_scaling_update_ex(1, 2, h, scale, fmax, 0, GLN_AMAX_ALGO_MAX, &op),
+                 GLN_STATUS_INVALID_ARGUMENT, "opts->size");
 }
 
 static void test_delayed_update_most_recent_margin(void) {
@@ -267,7 +307,7 @@ static void test_delayed_update_most_recent_margin(void) {
     CHECK_OK(gln_delayed_scaling_update(1, 2, h, scale, fmax, 1, GLN_AMAX_ALGO_MOST_RECENT));
     CHECK(scale[0] == 28.0f && h[0] == 0.0f && h[1] == 8.0f); /* 448·2^-1 / 8 */
     CHECK_OK(gln_delayed_scaling_update(1, 2, h, scale, fmax, 1, GLN_AMAX_ALGO_MOST_RECENT));
-    CHECK(scale[0] == 28.0f); /* most recent is 0 (the 8 is older): keep */
+    CHECK(scale[0] == 28.0f && h[0] == 0.0f && h[1] == 8.0f); /* newest 0: untouched */
     h[0] = INFINITY;
     CHECK_OK(gln_delayed_scaling_update(1, 2, h, scale, fmax, 1, GLN_AMAX_ALGO_MOST_RECENT));
     CHECK(scale[0] == 28.0f); /* Inf: keep */
@@ -761,7 +801,8 @@ static void test_invalid_other_calls(void) {
 
 GLN_TEST_MAIN(GLN_CASE(test_layouts), GLN_CASE(test_grouped_offsets_and_bound),
               GLN_CASE(test_current_scaling), GLN_CASE(test_delayed_quantize),
-              GLN_CASE(test_delayed_update_max), GLN_CASE(test_delayed_update_most_recent_margin),
+              GLN_CASE(test_delayed_update_max), GLN_CASE(test_delayed_update_zero_newest),
+              GLN_CASE(test_delayed_update_most_recent_margin),
               GLN_CASE(test_mxfp8_edges), GLN_CASE(test_block_edges_and_value_for_inf),
               GLN_CASE(test_grouped_matches_members), GLN_CASE(test_dequantize_round_trip),
               GLN_CASE(test_swizzle_formula), GLN_CASE(test_invalid_quantize),

@@ -51,6 +51,20 @@ GLN_HD static inline float gln_f32_max_nan(float a, float b) {
     return a > b ? a : b;
 }
 
+/* max(a, b) for amax reductions, TE's default (fmaxf): a NaN operand is ignored, so a NaN element
+ * does not poison an amax; NaN only when both are NaN.  Written out rather than fmaxf so host and
+ * device agree bit for bit (no -0/+0 or NaN-payload differences between libm and CUDA). */
+GLN_HD static inline float gln_f32_max_fin(float a, float b) {
+    if (gln_f32_isnan(a)) return b;
+    if (gln_f32_isnan(b)) return a;
+    return a > b ? a : b;
+}
+
+/* The amax max selected by the `amax_nan_propagate` option (0 = ignore NaN, 1 = propagate). */
+GLN_HD static inline float gln_f32_max_amax(float a, float b, int nan_propagate) {
+    return nan_propagate ? gln_f32_max_nan(a, b) : gln_f32_max_fin(a, b);
+}
+
 /* Shift `m` right by `s` bits rounding to nearest even (s >= 0; s >= 32 gives 0 for m < 2^31). */
 GLN_HD static inline uint32_t gln_rne_shift(uint32_t m, int s) {
     if (s <= 0) return m;

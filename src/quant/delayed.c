@@ -1,5 +1,7 @@
 /* Host-side scale rules: the current / block scale from an amax, and one step of the delayed
  * scaling state machine (amax history window + scales, caller-owned). */
+#include <string.h>
+
 #include "common/error.h"
 #include "numerics/numerics.h"
 
@@ -25,12 +27,13 @@ static gln_status_t gln_delayed_check(int32_t num_slots, int32_t history_len, co
     return GLN_STATUS_SUCCESS;
 }
 
-/* Amax of one slot's window (NaN-propagating, like every amax in the library). */
+/* Amax of one slot's window; "max" ignores NaN entries unless nan_propagate (TE's fmaxf). */
 static float gln_window_amax(int32_t num_slots, int32_t history_len, const float *h, int32_t k,
-                             gln_amax_algo_t algo) {
+                             gln_amax_algo_t algo, int nan_propagate) {
     if (algo == GLN_AMAX_ALGO_MOST_RECENT) return h[k];
     float amax = h[k];
-    for (int32_t i = 1; i < history_len; i++) amax = gln_f32_max_nan(amax, h[(int64_t)i * num_slots + k]);
+    for (int32_t i = 1; i < history_len; i++)
+        amax = gln_f32_max_amax(amax, h[(int64_t)i * num_slots + k], nan_propagate);
     return amax;
 }
 
@@ -44,17 +47,36 @@ static void gln_window_roll(int32_t num_slots, int32_t history_len, float *h, in
     h[k] = 0.0f;
 }
 
-gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
-                                        float *scale, const float *fp8_max, int margin,
-                                        gln_amax_algo_t algo) {
+gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_len, float *amax_history,
+                                           float *scale, const float *fp8_max, int margin,
+                                           gln_amax_algo_t algo,
+                                           const gln_delayed_update_options_t *opts) {
     GLN_TRY(gln_delayed_check(num_slots, history_len, amax_history, scale, fp8_max, margin, algo));
+    gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    if (opts) {
+        GLN_REQUIRE_ARG(opts->size >= sizeof(size_t) && opts->size <= sizeof o,
+                        "gln_delayed_scaling_update_ex: opts->size %zu is not a known version "
+                        "(expected %zu; start from GLN_DELAYED_UPDATE_OPTIONS_INIT)",
+                        opts->size, sizeof o);
+        memcpy(&o, opts, opts->size);
+    }
     const float pow2_neg_margin = gln_f32_from_bits((uint32_t)(127 - margin) << 23); /* exact 2^-margin */
     for (int32_t k = 0; k < num_slots; k++) {
-        float amax = gln_window_amax(num_slots, history_len, amax_history, k, algo);
+        /* TE's bulk update skips a slot that saw nothing this step (e.g. an expert without
+         * tokens): rolling would push its history out for no new information. */
+        if (!o.always_roll && amax_history[k] == 0.0f) continue;
+        float amax = gln_window_amax(num_slots, history_len, amax_history, k, algo, o.amax_nan_propagate);
         gln_window_roll(num_slots, history_len, amax_history, k);
         if (!gln_f32_isfinite(amax) || !(amax > 0.0f)) continue; /* keep the old scale */
         float s = fp8_max[k] * pow2_neg_margin / amax;
         scale[k] = gln_f32_isinf(s) ? GLN_FP32_MAX : s;
     }
     return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
+                                        float *scale, const float *fp8_max, int margin,
+                                        gln_amax_algo_t algo) {
+    return gln_delayed_scaling_update_ex(num_slots, history_len, amax_history, scale, fp8_max, margin,
+                                         algo, NULL);
 }

@@ -29,6 +29,10 @@ class QuantConfig(C.Structure):
                 ("power_2_scale", C.c_int), ("e8m0_rounding", C.c_int)]
 
 
+class DelayedUpdateOptions(C.Structure):
+    _fields_ = [("size", C.c_size_t), ("always_roll", C.c_int), ("amax_nan_propagate", C.c_int)]
+
+
 class GroupedTensor(C.Structure):
     _fields_ = [("num", C.c_int32), ("splits", C.c_void_p), ("splits_on_backend", C.c_int),
                 ("packed", Tensor)]
@@ -66,6 +70,9 @@ class Lib:
                                                    C.c_void_p]),
             ("gln_delayed_scaling_update", C.c_int, [C.c_int32, C.c_int32, C.c_void_p, C.c_void_p, C.c_void_p,
                                                      C.c_int, C.c_int]),
+            ("gln_delayed_scaling_update_ex", C.c_int, [C.c_int32, C.c_int32, C.c_void_p, C.c_void_p,
+                                                        C.c_void_p, C.c_int, C.c_int,
+                                                        C.POINTER(DelayedUpdateOptions)]),
         ]:
             f = getattr(L, name)
             f.restype = res

@@ -51,6 +51,26 @@ def amax_nan(a, axis=None):
     return np.max(a, axis=axis).astype(np.float32)
 
 
+def amax_fmax(a, axis=None):
+    """max |a| as TE's fmaxf reductions: NaN elements ignored (NaN only if all are NaN); 0 for empty."""
+    a = np.abs(f32(a))
+    if a.size == 0:
+        return np.float32(0.0)
+    return np.fmax.reduce(a, axis=axis).astype(np.float32)
+
+
+def amax(a, nan_propagate, axis=None):
+    """The amax under the amax_nan_propagate option (default 0: TE's NaN-ignoring rule)."""
+    return amax_nan(a, axis) if nan_propagate else amax_fmax(a, axis)
+
+
+def window_amax(h, algo, nan_propagate):
+    """Delayed scaling amax per slot of a [len, slots] history: "max" (algo 0) or most recent."""
+    if algo == 1:
+        return f32(h[0]).copy()
+    return (np.max(h, axis=0) if nan_propagate else np.fmax.reduce(h, axis=0)).astype(np.float32)
+
+
 def e8m0_round_up(amax, fmt):
     """Smallest code c in [0, 254] with 2^(c-127) >= amax * (1/fp8_max as FP32); NaN 255, Inf 254."""
     amax = f32(amax)

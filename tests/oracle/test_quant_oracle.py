@@ -5,6 +5,7 @@ Every comparison is exact (uint8 codes, FP32 bit patterns); NaN results must be 
 input's sign.  Exits non-zero on any mismatch and prints how many values each part checked.
 """
 import ctypes as C
+import itertools
 import os
 import sys
 import warnings
@@ -535,33 +536,46 @@ def check_grouped(L):
 # Delayed scaling update
 
 
+def delayed_update_ref(h_ref, s_ref, fmax, margin, algo, always_roll, nan_prop):
+    """One update step of TE's bulk rule (always_roll: its non-bulk rule); returns new (h, s)."""
+    amax = R.window_amax(h_ref, algo, nan_prop)
+    h_new = np.roll(h_ref, -1, axis=0)
+    h_new[0] = 0
+    scaled_max = (fmax * np.float32(2.0 ** -margin)).astype(np.float32)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        cand = (scaled_max / amax).astype(np.float32)
+    cand[np.isinf(cand)] = R.FLT_MAX
+    upd = np.isfinite(amax) & (amax > 0)
+    active = np.ones(h_ref.shape[1], bool) if always_roll else h_ref[0] != 0
+    h_out = np.where(active[None, :], h_new, h_ref).astype(np.float32)
+    s_out = np.where(active & upd, cand, s_ref).astype(np.float32)
+    return h_out, s_out
+
+
 def check_delayed_update(L):
-    for algo in (0, 1):
-        for margin in (0, 1, 3):
-            slots, hl = 5, 4
-            hist = np.zeros((hl, slots), np.float32)
-            scale = np.ones(slots, np.float32)
-            fmax = np.float32([448, 57344, 448, 448, 57344])
-            h_ref, s_ref = hist.copy(), scale.copy()
-            for step in range(9):
-                new = RNG.uniform(0.1, 10, slots).astype(np.float32)
-                new[step % slots] = [0.0, np.nan, np.inf, 1e-45, 3.0][step % 5]
-                hist[0] = np.maximum(hist[0], new)  # what quantize's amax accumulation does
-                h_ref[0] = np.maximum(h_ref[0], new)
-                L.ok(L.L.gln_delayed_scaling_update(slots, hl, Q.ptr(hist), Q.ptr(scale), Q.ptr(fmax), margin,
-                                                     algo), "gln_delayed_scaling_update")
-                amax = np.max(h_ref, axis=0) if algo == 0 else h_ref[0].copy()  # np.max propagates NaN
-                h_ref = np.roll(h_ref, -1, axis=0)
-                h_ref[0] = 0
-                scaled_max = (fmax * np.float32(2.0 ** -margin)).astype(np.float32)
-                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                    cand = (scaled_max / amax).astype(np.float32)
-                cand[np.isinf(cand)] = R.FLT_MAX
-                upd = np.isfinite(amax) & (amax > 0)
-                s_ref = np.where(upd, cand, s_ref).astype(np.float32)
-                what = "algo %d margin %d step %d" % (algo, margin, step)
-                expect_f32("delayed history", hist, h_ref, what)
-                expect_f32("delayed scale", scale, s_ref, what)
+    for algo, margin, always_roll, nan_prop in itertools.product((0, 1), (0, 1, 3), (0, 1), (0, 1)):
+        slots, hl = 5, 4
+        hist = np.zeros((hl, slots), np.float32)
+        scale = np.ones(slots, np.float32)
+        fmax = np.float32([448, 57344, 448, 448, 57344])
+        h_ref, s_ref = hist.copy(), scale.copy()
+        opts = Q.DelayedUpdateOptions(C.sizeof(Q.DelayedUpdateOptions), always_roll, nan_prop)
+        for step in range(9):
+            new = RNG.uniform(0.1, 10, slots).astype(np.float32)
+            new[step % slots] = [0.0, np.nan, np.inf, 1e-45, 3.0][step % 5]
+            hist[0] = np.maximum(hist[0], new)  # a NaN-propagating accumulation, to put NaN in the window
+            h_ref[0] = np.maximum(h_ref[0], new)
+            if always_roll == 0 and nan_prop == 0 and step % 2:
+                L.ok(L.L.gln_delayed_scaling_update(slots, hl, Q.ptr(hist), Q.ptr(scale), Q.ptr(fmax),
+                                                     margin, algo), "gln_delayed_scaling_update")
+            else:
+                L.ok(L.L.gln_delayed_scaling_update_ex(slots, hl, Q.ptr(hist), Q.ptr(scale), Q.ptr(fmax),
+                                                        margin, algo, C.byref(opts)),
+                     "gln_delayed_scaling_update_ex")
+            h_ref, s_ref = delayed_update_ref(h_ref, s_ref, fmax, margin, algo, always_roll, nan_prop)
+            what = "algo %d margin %d roll %d nanprop %d step %d" % (algo, margin, always_roll, nan_prop, step)
+            expect_f32("delayed history", hist, h_ref, what)
+            expect_f32("delayed scale", scale, s_ref, what)
 
 
 def main():
