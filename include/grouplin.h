@@ -418,7 +418,8 @@ typedef struct gln_dist_weights {
     gln_status_t (*grad_buffer)(void *impl, int32_t expert, float **buffer);
     /* Reduce the N full wgrads (which are the grad_buffer()s) into the shards' main_grad:
      * accumulate = 0 overwrites.  May start asynchronously: then *pending is set to 1 and
-     * wait() must be called before main_grad is read. */
+     * wait() must be called before main_grad is read; the layer itself calls wait() before
+     * its next backward uses the group (wait() must be a no-op when nothing is pending). */
     gln_status_t (*finalize_grads)(void *impl, int accumulate, int *pending);
     gln_status_t (*wait)(void *impl);
 } gln_dist_weights_t;
@@ -524,8 +525,10 @@ typedef struct gln_grouped_linear_config {
     gln_path_t path;
     int fuse_wgrad_accumulation;
     int delay_wgrad_compute;
-    int single_grouped_weight;
-    int single_grouped_bias;
+    int single_grouped_weight;      /* 1: params.weight_packed is required (params.weights NULL,
+                                       no distributed group); 0: params.weight_packed is refused */
+    int single_grouped_bias;        /* 1: params.bias_packed is required (params.biases NULL);
+                                       0: params.bias_packed is refused */
     int save_original_input;
     int weights_require_grad;
     /* delayed scaling */
@@ -579,7 +582,10 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads);
  * bias gradients are accumulated into the layer's bias-gradient buffers.  With
  * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw.  A second
- * backward on one context returns GLN_STATUS_INVALID_STATE. */
+ * backward on one context returns GLN_STATUS_INVALID_STATE.  Every check that can refuse the
+ * call (including completing a distributed finalize still in flight and the group's
+ * grad_buffer lookups) runs before anything is written: a refused call leaves dx, all
+ * gradients and the saved context untouched, so it can be retried. */
 GLN_API gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
                                          gln_tensor_t *dx);
 /* Run the oldest queued wgrad (FIFO).  GLN_STATUS_INVALID_STATE when the queue is empty. */

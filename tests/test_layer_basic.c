@@ -107,8 +107,9 @@ static gln_grouped_linear_config_t config_of(const setup_t *s, data_t *d) {
         c.weights_require_grad = 0; /* must be ignored: the group decides */
     } else {
         c.params.weight_packed = d->w;
+        c.single_grouped_weight = 1;
     }
-    if (s->bias) c.params.bias_packed = d->b;
+    if (s->bias) c.params.bias_packed = d->b, c.single_grouped_bias = 1;
     return c;
 }
 

@@ -84,10 +84,11 @@ static void test_create_errors(void) {
     float wbuf[N * KOUT * KIN], bbuf[N * KOUT], mg[N * KOUT * KIN];
     void *wl[N] = {wbuf, wbuf + KOUT * KIN, wbuf + 2 * KOUT * KIN};
     void *wl_null[N] = {wbuf, NULL, wbuf};
+    void *bl[N] = {bbuf, bbuf + KOUT, bbuf + 2 * KOUT};
     c = base_config(), c.param_dtype = GLN_DTYPE_FP32;
     c.params.weights = wl, c.params.weight_packed = wbuf, c.params.bias_packed = bbuf;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "weight_packed");
-    c = base_config(), c.params.weights = wl_null, c.params.bias_packed = bbuf;
+    c = base_config(), c.params.weights = wl_null, c.params.biases = bl;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "params.weights[1]");
     c = base_config(), c.params.weight_packed = wbuf; /* bias = 1 but no biases */
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "biases");
@@ -100,10 +101,28 @@ static void test_create_errors(void) {
     c = base_config(), c.params.main_grad_packed = mg; /* main_grad without fusion */
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "fuse_wgrad_accumulation");
 
+    /* single_grouped_weight / single_grouped_bias: set, the packed pointer is required; unset,
+     * it is refused */
+    c = base_config(), c.single_grouped_weight = 1; /* layer-owned weights */
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "single_grouped_weight = 1 requires cfg->params.weight_packed");
+    c = base_config(), c.single_grouped_weight = 1, c.params.weights = wl, c.params.biases = bl;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "single_grouped_weight = 1 requires cfg->params.weight_packed");
+    c = base_config(), c.params.weight_packed = wbuf, c.params.biases = bl;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "weight_packed requires cfg->single_grouped_weight = 1");
+    c = base_config(), c.single_grouped_weight = 1, c.params.weight_packed = wbuf;
+    c.single_grouped_bias = 1, c.params.biases = bl;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "single_grouped_bias = 1 requires cfg->params.bias_packed");
+    c = base_config(), c.single_grouped_weight = 1, c.params.weight_packed = wbuf, c.params.bias_packed = bbuf;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "bias_packed requires cfg->single_grouped_bias = 1");
+    c = base_config(), c.params.weights = wl, c.params.bias_packed = bbuf;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "bias_packed requires cfg->single_grouped_bias = 1");
+
     /* distributed weights */
     gln_dist_weights_t d = fake_dist();
     c = base_config(), c.params.distributed = &d, c.delay_wgrad_compute = 1;
     expect_create(&c, GLN_STATUS_NOT_SUPPORTED, "delay_wgrad_compute cannot be combined with distributed");
+    c = base_config(), c.params.distributed = &d, c.single_grouped_weight = 1;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "single_grouped_weight = 1 cannot be combined");
     c = base_config(), c.params.distributed = &d, c.params.weight_packed = wbuf;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "distributed");
     c = base_config(), c.params.distributed = &d, c.fuse_wgrad_accumulation = 1, c.params.main_grad_packed = mg;

@@ -102,6 +102,39 @@ static gln_status_t check_pointer_list(const char *name, void *const *list, int3
     return GLN_STATUS_SUCCESS;
 }
 
+/* single_grouped_weight / single_grouped_bias (TE's one packed parameter instead of N): set, the
+ * packed pointer is the only accepted form; unset, the packed pointer is refused. */
+static gln_status_t check_single_grouped(const gln_grouped_linear_config_t *c) {
+    const gln_grouped_linear_params_t *p = &c->params;
+    if (c->single_grouped_weight) {
+        GLN_REQUIRE_ARG(!p->distributed,
+                        "%s: cfg->single_grouped_weight = 1 cannot be combined with "
+                        "cfg->params.distributed (a distributed group materializes per-expert "
+                        "weights); set single_grouped_weight = 0", FN);
+        GLN_REQUIRE_ARG(p->weight_packed && !p->weights,
+                        "%s: cfg->single_grouped_weight = 1 requires cfg->params.weight_packed (one "
+                        "[N, K_out, K_in] buffer) and cfg->params.weights = NULL; for per-expert or "
+                        "layer-owned weights set single_grouped_weight = 0", FN);
+    } else {
+        GLN_REQUIRE_ARG(!p->weight_packed,
+                        "%s: cfg->params.weight_packed requires cfg->single_grouped_weight = 1 (0 "
+                        "given); with single_grouped_weight = 0 pass per-expert cfg->params.weights "
+                        "or no weights (layer-owned)", FN);
+    }
+    if (c->single_grouped_bias) {
+        GLN_REQUIRE_ARG(p->bias_packed && !p->biases,
+                        "%s: cfg->single_grouped_bias = 1 requires cfg->params.bias_packed (one "
+                        "[N, K_out] buffer) and cfg->params.biases = NULL; for per-expert or "
+                        "layer-owned biases set single_grouped_bias = 0", FN);
+    } else {
+        GLN_REQUIRE_ARG(!p->bias_packed,
+                        "%s: cfg->params.bias_packed requires cfg->single_grouped_bias = 1 (0 "
+                        "given); with single_grouped_bias = 0 pass per-expert cfg->params.biases "
+                        "or no biases (layer-owned)", FN);
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
 static gln_status_t check_params(const gln_grouped_linear_config_t *c) {
     const gln_grouped_linear_params_t *p = &c->params;
     int caller_w = p->weights || p->weight_packed;
@@ -128,6 +161,7 @@ static gln_status_t check_params(const gln_grouped_linear_config_t *c) {
     GLN_REQUIRE_ARG(!(c->fuse_wgrad_accumulation && caller_w && !caller_mg),
                     "%s: cfg->fuse_wgrad_accumulation with caller-supplied weights needs "
                     "cfg->params.main_grads or cfg->params.main_grad_packed (FP32)", FN);
+    GLN_TRY(check_single_grouped(c));
     if (p->weights) GLN_TRY(check_pointer_list("weights", p->weights, c->num_experts));
     if (p->biases) GLN_TRY(check_pointer_list("biases", p->biases, c->num_experts));
     if (p->main_grads)
