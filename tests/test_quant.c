@@ -184,14 +184,15 @@ static void test_current_scaling(void) {
     c.amax_epsilon = 2.0f;
     CHECK_OK(gln_quantize(ctx, &c, &zin, &q.t));
     CHECK(q.scale == 224.0f && q.amax == 0.0f); /* the written amax is the data's, not the floor */
-    /* Inf in the input: amax Inf → scale 1; NaN: amax NaN → scale 1 */
+    /* Inf in the input: amax Inf → scale 1; NaN is ignored by the amax (TE's fmaxf) but still
+     * encodes as FP8 NaN */
     c.amax_epsilon = 0.0f;
     x[2] = INFINITY;
     CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
     CHECK(isinf(q.amax) && q.scale == 1.0f && d[2] == 0x7E);
     x[2] = NAN;
     CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
-    CHECK(isnan(q.amax) && q.scale == 1.0f && d[2] == 0x7F);
+    CHECK(q.amax == 3.0f && q.scale == s && d[2] == 0x7F);
     /* tiny amax: 448 / 1e-45 overflows → FLT_MAX */
     float tiny[1] = {1e-45f};
     gln_tensor_t tin = gln_tensor_make(GLN_DTYPE_FP32, 1, 1, tiny);
@@ -228,7 +229,7 @@ static void test_delayed_quantize(void) {
     CHECK(q.amax == 9.0f);
     x[0] = NAN;
     CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
-    CHECK(isnan(q.amax)); /* NaN propagates into the history entry */
+    CHECK(q.amax == 9.0f); /* NaN is ignored by the amax (TE's fmaxf) */
     qbuf_free(&q);
     gln_context_destroy(ctx);
 }
@@ -298,6 +299,30 @@ static void test_delayed_update_zero_newest(void) {
     op.size = 1; /* not a known version */
     CHECK_STATUS(gln_delayed_scaling_update_ex(1, 2, h, scale, fmax, 0, GLN_AMAX_ALGO_MAX, &op),
                  GLN_STATUS_INVALID_ARGUMENT, "opts->size");
+}
+
+/* Issue 14 reproducers: NaN elements are ignored by every amax (TE's fmaxf) and still encode
+ * as FP8 NaN (0x7F). */
+static void test_nan_ignored_by_amax(void) {
+    gln_context_t *ctx = ctx_cpu();
+    float x[32] = {NAN, 1.0f, 2.0f};
+    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, 32, x);
+    qbuf_t q;
+    qbuf_init(&q, GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, 1, 32);
+    gln_quant_config_t c = qcfg(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, 1, 0);
+    CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
+    const uint8_t *s = q.t.scale_inv, *d = q.t.data;
+    CHECK(s[0] == 120); /* amax 2: 2/448 ∈ (2^-8, 2^-7] → 127 - 7 */
+    CHECK(d[0] == 0x7F && d[1] == 0x70 && d[2] == 0x78 && d[3] == 0x00);
+    qbuf_free(&q);
+    gln_tensor_t in3 = gln_tensor_make(GLN_DTYPE_FP32, 1, 3, x);
+    qbuf_init(&q, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 3);
+    c = qcfg(GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0);
+    CHECK_OK(gln_quantize(ctx, &c, &in3, &q.t));
+    d = q.t.data;
+    CHECK(q.scale == 224.0f && q.amax == 2.0f);
+    CHECK(d[0] == 0x7F && d[1] == 0x76 && d[2] == 0x7E);
+    qbuf_free(&q);
 }
 
 static void test_delayed_update_most_recent_margin(void) {
@@ -802,6 +827,7 @@ static void test_invalid_other_calls(void) {
 GLN_TEST_MAIN(GLN_CASE(test_layouts), GLN_CASE(test_grouped_offsets_and_bound),
               GLN_CASE(test_current_scaling), GLN_CASE(test_delayed_quantize),
               GLN_CASE(test_delayed_update_max), GLN_CASE(test_delayed_update_zero_newest),
+              GLN_CASE(test_nan_ignored_by_amax),
               GLN_CASE(test_delayed_update_most_recent_margin),
               GLN_CASE(test_mxfp8_edges), GLN_CASE(test_block_edges_and_value_for_inf),
               GLN_CASE(test_grouped_matches_members), GLN_CASE(test_dequantize_round_trip),

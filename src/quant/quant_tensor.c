@@ -7,14 +7,14 @@ float gln_amax_ref(const gln_tensor_t *in) {
     float amax = 0.0f;
     int64_t n = in->rows * in->cols;
     for (int64_t i = 0; i < n; i++)
-        amax = gln_f32_max_nan(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, i)));
+        amax = gln_f32_max_fin(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, i)));
     return amax;
 }
 
 float gln_tensor_scale_step(const gln_quant_config_t *cfg, float amax, gln_tensor_t *out) {
     if (cfg->delayed) {
         /* data uses the previous steps' scale; this tensor's amax feeds future scales */
-        out->amax[0] = gln_f32_max_nan(out->amax[0], amax);
+        out->amax[0] = gln_f32_max_fin(out->amax[0], amax);
         return out->scale[0];
     }
     float scale = gln_scale_from_amax_impl(amax, gln_fp8_max(cfg->fp8_dtype), cfg->power_2_scale,

@@ -52,11 +52,11 @@ def amax_nan(a, axis=None):
 
 
 def amax_fmax(a, axis=None):
-    """max |a| as TE's fmaxf reductions: NaN elements ignored (NaN only if all are NaN); 0 for empty."""
+    """max |a| as TE's fmaxf reductions from 0: NaN elements ignored (all NaN gives 0); 0 for empty."""
     a = np.abs(f32(a))
     if a.size == 0:
         return np.float32(0.0)
-    return np.fmax.reduce(a, axis=axis).astype(np.float32)
+    return np.fmax.reduce(a, axis=axis, initial=np.float32(0.0)).astype(np.float32)
 
 
 def amax(a, nan_propagate, axis=None):

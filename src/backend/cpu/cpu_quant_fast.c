@@ -81,10 +81,10 @@ static float amax_span(const float *x, size_t n, int *nan) {
     return from_bits((uint32_t)m);
 }
 
-/* The reference's NaN-propagating amax over the same values, in the same order. */
+/* The reference's amax over the same values, in the same order (NaN ignored, as TE's fmaxf). */
 static float amax_span_ref(const float *x, size_t n) {
     float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = gln_f32_max_nan(m, gln_f32_abs(x[i]));
+    for (size_t i = 0; i < n; i++) m = gln_f32_max_fin(m, gln_f32_abs(x[i]));
     return m;
 }
 
@@ -244,11 +244,11 @@ static void mx_col_block(const gln_quant_config_t *cfg, const gln_tensor_t *in, 
             any_nan |= b > 0x7F800000u;
         }
     }
-    if (any_nan) { /* the reference's NaN-propagating max, rows in order */
+    if (any_nan) { /* the reference's max, rows in order */
         for (int64_t c = 0; c < C; c++) w.colmax[c] = 0.0f;
         for (int64_t r = r0; r < r0 + n; r++) {
             gln_cpu_widen(hp_at(in, r * C), in->dtype, (size_t)C, w.x);
-            for (int64_t c = 0; c < C; c++) w.colmax[c] = gln_f32_max_nan(w.colmax[c], gln_f32_abs(w.x[c]));
+            for (int64_t c = 0; c < C; c++) w.colmax[c] = gln_f32_max_fin(w.colmax[c], gln_f32_abs(w.x[c]));
         }
     }
     for (int64_t c = 0; c < C; c++) {

@@ -50,9 +50,9 @@ __global__ void gln_block1d_rowwise_kernel(const void *x, int dtype, int64_t R, 
         for (int j = 0; j < 4; j++) {
             const int64_t c = cb * GLN_BLK + j * 32 + lane;
             v[j] = c < C ? gln_dev_load(x, dtype, (size_t)r * (size_t)C + (size_t)c) : 0.0f;
-            amax = gln_f32_max_nan(amax, gln_f32_abs(v[j]));
+            amax = gln_f32_max_fin(amax, gln_f32_abs(v[j]));
         }
-        const float scale = blk_scale(gln_dev_warp_max_nan(amax), k);
+        const float scale = blk_scale(gln_dev_warp_max_fin(amax), k);
         for (int j = 0; j < 4; j++) {
             const int64_t c = cb * GLN_BLK + j * 32 + lane;
             if (c < C) q[(size_t)r * (size_t)C + (size_t)c] = gln_dev_to_fp8(gln_dev_mul(v[j], scale), k.fp8);
@@ -70,7 +70,7 @@ __global__ void gln_block1d_colwise_kernel(const void *x, int dtype, int64_t R, 
         const int64_t n = R - r0 < GLN_BLK ? R - r0 : GLN_BLK;
         float amax = 0.0f;
         for (int64_t i = 0; i < n; i++)
-            amax = gln_f32_max_nan(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c)));
+            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c)));
         const float scale = blk_scale(amax, k);
         for (int64_t i = 0; i < n; i++) {
             const float v = gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c);
@@ -92,13 +92,13 @@ __global__ void gln_block2d_kernel(const void *x, int dtype, int64_t R, int64_t 
         float amax = 0.0f;
         for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
             const size_t i = (size_t)(r0 + e / cols) * (size_t)C + (size_t)(c0 + e % cols);
-            amax = gln_f32_max_nan(amax, gln_f32_abs(gln_dev_load(x, dtype, i)));
+            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, i)));
         }
-        amax = gln_dev_warp_max_nan(amax);
+        amax = gln_dev_warp_max_fin(amax);
         if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
         __syncthreads();
         amax = 0.0f;
-        for (int w = 0; w < GLN_BLK2D_THREADS / 32; w++) amax = gln_f32_max_nan(amax, warp_amax[w]);
+        for (int w = 0; w < GLN_BLK2D_THREADS / 32; w++) amax = gln_f32_max_fin(amax, warp_amax[w]);
         const float scale = blk_scale(amax, k);
         for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
             const int64_t r = r0 + e / cols, c = c0 + e % cols;

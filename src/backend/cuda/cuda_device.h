@@ -40,8 +40,14 @@ __device__ __forceinline__ float gln_dev_from_fp8(uint8_t b, int fp8_dtype) {
     return fp8_dtype == GLN_DTYPE_FP8_E4M3 ? gln_e4m3_bits_to_f32(b) : gln_e5m2_bits_to_f32(b);
 }
 
-/* max over a warp of non-negative FP32 values compared as bits, NaN-propagating like
- * gln_f32_max_nan (any NaN lane makes the result NaN; which NaN is unspecified). */
+/* max over a warp of non-negative FP32 values, NaN-ignoring like gln_f32_max_fin (TE's fmaxf:
+ * NaN only if every lane is NaN), the default amax rule. */
+__device__ __forceinline__ float gln_dev_warp_max_fin(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = gln_f32_max_fin(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+    return v;
+}
+
+/* max over a warp, NaN-propagating like gln_f32_max_nan (which NaN is unspecified). */
 __device__ __forceinline__ float gln_dev_warp_max_nan(float v) {
     for (int off = 16; off > 0; off >>= 1) v = gln_f32_max_nan(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
     return v;

@@ -127,7 +127,7 @@ __global__ void gln_mx_rowwise_kernel(const void *x, int dtype, int64_t R, int64
         const int64_t r = w / nblk, blk = w % nblk, c = blk * 32 + lane;
         const size_t i = (size_t)r * (size_t)C + (size_t)c;
         const float v = c < C ? gln_dev_load(x, dtype, i) : 0.0f;
-        const float amax = gln_dev_warp_max_nan(gln_f32_abs(v));
+        const float amax = gln_dev_warp_max_fin(gln_f32_abs(v));
         const uint8_t code = gln_mx_code(amax, fp8_max, emax, floor_rule);
         if (c < C) q[i] = gln_dev_to_fp8(gln_dev_mul(v, gln_e8m0_inverse_bits(code)), fp8);
         if (lane == 0) scales[r * scale_cols + blk] = code;
@@ -144,7 +144,7 @@ __global__ void gln_mx_colwise_kernel(const void *x, int dtype, int64_t R, int64
         const int64_t n = R - r0 < 32 ? R - r0 : 32;
         float amax = 0.0f;
         for (int64_t k = 0; k < n; k++)
-            amax = gln_f32_max_nan(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + k) * (size_t)C + (size_t)c)));
+            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + k) * (size_t)C + (size_t)c)));
         const uint8_t code = gln_mx_code(amax, fp8_max, emax, floor_rule);
         const float mult = gln_e8m0_inverse_bits(code);
         for (int64_t k = 0; k < n; k++) {

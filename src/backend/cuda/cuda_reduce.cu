@@ -58,9 +58,11 @@ __global__ void gln_amax_partial_kernel(const void *x, int dtype, size_t n, gln_
 
 __global__ void gln_amax_final_kernel(const void *x, int dtype, const gln_cuda_amax_work_t *work, float *amax,
                                       int accumulate) {
-    float a = work->nan_index != GLN_NO_NAN_INDEX ? gln_f32_abs(gln_dev_load(x, dtype, work->nan_index))
-                                                  : gln_f32_from_bits(work->max_bits);
-    if (accumulate) a = gln_f32_max_nan(*amax, a);
+    /* NaN elements are ignored (TE's fmaxf rule): the partial kernel keeps them out of max_bits;
+     * nan_index is still recorded for a NaN-propagating variant. */
+    (void)x, (void)dtype;
+    float a = gln_f32_from_bits(work->max_bits);
+    if (accumulate) a = gln_f32_max_fin(*amax, a);
     *amax = a;
 }
 
