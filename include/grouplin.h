@@ -365,7 +365,7 @@ GLN_API gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm
  * members give 0 (or leave dbias unchanged when accumulate = 1). */
 GLN_API gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
                                int accumulate);
-/* max |x| over a high-precision tensor (NaN propagates). */
+/* max |x| over a high-precision tensor; NaN elements are ignored (TE's fmaxf rule; all NaN gives 0). */
 GLN_API gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
 /* Element-wise conversion between high-precision dtypes (same shape). */
 GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "layer/layer.h"
+#include "numerics/numerics.h"
 
 gln_status_t gln_fp8_state_init(gln_fp8_state_t *st, int32_t slots, int32_t history_len,
                                 float fp8_max) {
@@ -62,8 +63,8 @@ gln_status_t gln_fp8_state_record(gln_context_t *ctx, gln_fp8_state_t *st, int32
     if (s == GLN_STATUS_SUCCESS) {
         for (int32_t i = 0; i < n; i++) {
             float *h = &st->amax_history[first + i * stride]; /* row 0 */
-            /* NaN propagates (an atomic max on the GPU keeps NaN once seen as well). */
-            if (isnan(tmp[i]) || tmp[i] > *h) *h = tmp[i];
+            /* NaN is ignored, as in every amax (TE's fmaxf rule). */
+            *h = gln_f32_max_fin(*h, tmp[i]);
         }
     }
     free(tmp);

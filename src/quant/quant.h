@@ -6,8 +6,8 @@
  * Conventions shared by every mode:
  *   - inputs are widened to FP32, data = sat_rn_fp8(x · encode_scale) with one FP32 multiply;
  *   - partial blocks at the edges use the amax of their valid elements;
- *   - amax is NaN-propagating (a NaN input makes the amax NaN: per-tensor scale 1, MXFP8 code
- *     255, block scale 1);
+ *   - amax ignores NaN elements (TE's fmaxf rule: a NaN still encodes as FP8 NaN, but does not
+ *     poison the scale; an all-NaN block has amax 0);
  *   - padding entries of every scale buffer are written as 0. */
 #ifndef GLN_QUANT_QUANT_H
 #define GLN_QUANT_QUANT_H
@@ -47,7 +47,7 @@ gln_status_t gln_quantize_block_ref(const gln_quant_config_t *cfg, const gln_ten
  * (epsilon, power-of-two, FLT_MAX on overflow), written to out->scale / out->amax when given. */
 float gln_tensor_scale_step(const gln_quant_config_t *cfg, float amax, gln_tensor_t *out);
 
-/* max |x| over a high-precision tensor, NaN-propagating. */
+/* max |x| over a high-precision tensor, NaN elements ignored. */
 float gln_amax_ref(const gln_tensor_t *in);
 
 /* Element access for high-precision dtypes (fp32 / bf16 / fp16). */

@@ -5,7 +5,7 @@
  * cpu_fp8.h), scales from the same numerics functions.  What differs is only the loop shape:
  *   - dtype and FP8 format switches hoisted out of the element loops (they vectorize);
  *   - amax as a plain float max with a NaN flag; a NaN anywhere falls back to the reference's
- *     NaN-propagating loop, so the NaN that wins (and its payload) is the reference's;
+ *     loop (which ignores NaN, TE's rule), so every amax is exactly the reference's;
  *   - the transposed FP8 copy written through 64-row tiles instead of one byte per row stride;
  *   - MXFP8 columnwise blocks reduced row by row across all columns at once;
  *   - rows (tiles, 32-row blocks) split over the BLAS thread count (cpu_threads.h).

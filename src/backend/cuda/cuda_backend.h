@@ -128,8 +128,7 @@ gln_status_t gln_cuda_gemm_block_scale(gln_context_t *ctx, float *acc, const flo
                                        const char *call);
 
 /* cuda_reduce.cu: max |x| of `count` elements into the device float *amax; with accumulate,
- * *amax = max(*amax, max|x|) (NaN wins).  NaN propagates exactly like the CPU: the result is
- * |x[i]| of the lowest NaN index i. */
+ * *amax = max(*amax, max|x|).  NaN elements are ignored, exactly like the CPU (TE's fmaxf rule). */
 gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, gln_dtype_t dtype, size_t count,
                                   float *amax, int accumulate, const char *call);
 

@@ -1,7 +1,7 @@
 /* CUDA FP8 block-scaling quantization (BLOCK_1D: 1x128 rowwise / 128x1 columnwise blocks;
  * BLOCK_2D: 128x128 tiles shared by both copies), bitwise equal to gln_quantize_block_ref
- * (src/quant/quant_block.c): per block, amax = NaN-propagating max of |x| over its valid
- * elements, scale = gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, max finite
+ * (src/quant/quant_block.c): per block, amax = NaN-ignoring max of |x| over its valid
+ * elements (TE's fmaxf rule), scale = gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, max finite
  * of the input dtype), stored decode scale = 1 / scale (IEEE division), data = one saturating RNE
  * encode of x·scale.  Which NaN a NaN block's amax holds does not matter: any NaN gives scale 1.
  * Scale buffers are zeroed first, padding included, as in the reference.

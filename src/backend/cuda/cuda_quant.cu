@@ -1,7 +1,7 @@
 /* CUDA quantization and dequantization, bitwise equal to the host reference quantizers
  * (src/quant): every element goes through the same numerics.h functions with the same FP32
  * operations in the same order (x·scale then one saturating RNE encode; block amax with
- * NaN-propagating max; E8M0 code and its exact inverse).
+ * the NaN-ignoring max of TE; E8M0 code and its exact inverse).
  *
  *   TENSOR    current scaling: amax kernel → one-thread scale kernel (gln_scale_from_amax_impl,
  *             IEEE division) → cast kernel reading the scale from device memory, so the whole

@@ -2,9 +2,8 @@
  * the group plan, is in cuda_plan.cu).
  *
  * Both are bitwise equal to the CPU backend (src/backend/cpu/cpu_reduce.c):
- *   amax   max |x| is order independent for non-NaN values (compared as FP32 bits, which order
- *          like the values for x >= 0); a NaN anywhere gives |x[i]| of the lowest NaN index i,
- *          which is the value the CPU's first-NaN break returns.
+ *   amax   max |x| is order independent (compared as FP32 bits, which order like the values for
+ *          x >= 0); NaN elements are ignored, as on the CPU (TE's fmaxf rule).
  *   cast   widen exactly to FP32, one RNE rounding through numerics.h.
  */
 #include <cublasLt.h>
