@@ -13,15 +13,14 @@
 #include "common/context.h"
 #include "common/error.h"
 
-/* OpenBLAS's own thread control (declared here so no particular cblas header is needed). */
-extern void openblas_set_num_threads(int num_threads);
+#include "backend/cpu/cpu_threads.h"
 
 #define GLN_CPU_ALIGNMENT 64
 
 static gln_status_t cpu_init(gln_context_t *ctx) {
-    /* OpenBLAS keeps one process-wide thread count: the last context created with an explicit
-     * num_threads wins.  0 leaves OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores). */
-    if (ctx->num_threads > 0) openblas_set_num_threads(ctx->num_threads);
+    /* OpenBLAS stays at 1 thread; this context's num_threads is applied by the wrappers
+     * below to its own calls only (0: OPENBLAS_NUM_THREADS or all cores). */
+    gln_cpu_threads_init();
     ctx->backend_state = gln_cpu_block_cache_create(); /* NULL: no reuse, still correct */
     return GLN_STATUS_SUCCESS;
 }
@@ -70,6 +69,46 @@ static gln_status_t cpu_synchronize(gln_context_t *ctx) {
     return GLN_STATUS_SUCCESS;
 }
 
+/* Each compute op runs with its context's thread count (thread-local for the call). */
+#define GLN_CPU_WITH_THREADS(ctx, call)                                    \
+    do {                                                                   \
+        const int old_ = gln_cpu_call_threads_set((ctx)->num_threads);     \
+        const gln_status_t st_ = (call);                                   \
+        gln_cpu_call_threads_set(old_);                                    \
+        return st_;                                                        \
+    } while (0)
+
+static gln_status_t cpu_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                 const gln_tensor_t *in, gln_tensor_t *out) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_quantize(ctx, cfg, in, out));
+}
+static gln_status_t cpu_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                                   gln_tensor_t *out) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_dequantize(ctx, in, columnwise, out));
+}
+static gln_status_t cpu_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                         const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_grouped_quantize(ctx, cfg, in, out));
+}
+static gln_status_t cpu_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                             const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,
+                             int accumulate) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_gemm(ctx, layout, A, B, D, bias, accumulate));
+}
+static gln_status_t cpu_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_grouped_gemm(ctx, args));
+}
+static gln_status_t cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
+                                      gln_tensor_t *dbias, int accumulate) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_grouped_dbias(ctx, dy, dbias, accumulate));
+}
+static gln_status_t cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_amax(ctx, x, amax));
+}
+static gln_status_t cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_cast(ctx, in, out));
+}
+
 static const gln_backend_ops_t cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
@@ -79,15 +118,15 @@ static const gln_backend_ops_t cpu_ops = {
     .memcpy = cpu_memcpy,
     .memset = cpu_memset,
     .synchronize = cpu_synchronize,
-    .quantize = gln_cpu_quantize,
-    .dequantize = gln_cpu_dequantize,
-    .grouped_quantize = gln_cpu_grouped_quantize,
+    .quantize = cpu_quantize,
+    .dequantize = cpu_dequantize,
+    .grouped_quantize = cpu_grouped_quantize,
     .mxfp8_swizzle = gln_cpu_mxfp8_swizzle,
-    .gemm = gln_cpu_gemm,
-    .grouped_gemm = gln_cpu_grouped_gemm,
-    .grouped_dbias = gln_cpu_grouped_dbias,
-    .amax = gln_cpu_amax,
-    .cast = gln_cpu_cast,
+    .gemm = cpu_gemm,
+    .grouped_gemm = cpu_grouped_gemm,
+    .grouped_dbias = cpu_grouped_dbias,
+    .amax = cpu_amax,
+    .cast = cpu_cast,
 };
 
 const gln_backend_ops_t *gln_backend_cpu_ops(void) { return &cpu_ops; }

@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_convert.h"
 #include "backend/cpu/cpu_gemm_internal.h"
+#include "backend/cpu/cpu_threads.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -34,22 +35,90 @@ static void gemm_flags(gln_gemm_layout_t layout, char *fa, char *fb) {
 
 static char flip(char f) { return f == 'N' ? 'T' : 'N'; }
 
-/* C[m, n] (row-major, ld n) = alpha · (B·A over reduction indices [k0, k0+kw)) + beta · C. */
-static void sgemm_block(gln_gemm_layout_t layout, const gln_cpu_operand_t *A,
-                        const gln_cpu_operand_t *B, gln_cpu_gemm_dims_t d, int64_t k0, int64_t kw,
-                        float alpha, float beta, float *C) {
+/* Tile [i0, i0+mi) x [j0, j0+nj) of C[m, n] (row-major, ld n) = alpha · (B·A over reduction
+ * indices [k0, k0+kw)) + beta · C.  One single-threaded sgemm on the tile. */
+static void sgemm_tile(gln_gemm_layout_t layout, const gln_cpu_operand_t *A,
+                       const gln_cpu_operand_t *B, gln_cpu_gemm_dims_t d, int64_t k0, int64_t kw,
+                       int64_t i0, int64_t mi, int64_t j0, int64_t nj, float alpha, float beta,
+                       float *C) {
     char fa, fb;
     gemm_flags(layout, &fa, &fb);
     if (A->transposed) fa = flip(fa);
     if (B->transposed) fb = flip(fb);
-    /* op(A) is M×K: with 'N' the K index is the column (stride ld), with 'T' the row. */
-    const float *pa = A->values + (fa == 'N' ? k0 * A->ld : k0);
-    /* op(B) is K×N: with 'N' the K index is the row, with 'T' the column. */
-    const float *pb = B->values + (fb == 'N' ? k0 : k0 * B->ld);
-    const int M = (int)d.n, N = (int)d.m, K = (int)kw;
+    /* op(A) is M×K (M indexes D's columns j): with 'N' the K index is the column (stride ld)
+     * and j the row; with 'T' the other way round. */
+    const float *pa = A->values + (fa == 'N' ? k0 * A->ld + j0 : k0 + j0 * A->ld);
+    /* op(B) is K×N (N indexes D's rows i): with 'N' K is the row and i the column. */
+    const float *pb = B->values + (fb == 'N' ? k0 + i0 * B->ld : k0 * B->ld + i0);
+    const int M = (int)nj, N = (int)mi, K = (int)kw;
     const int lda = A->ld > 0 ? (int)A->ld : 1, ldb = B->ld > 0 ? (int)B->ld : 1;
-    const int ldc = M > 0 ? M : 1;
-    sgemm_(&fa, &fb, &M, &N, &K, &alpha, pa, &lda, pb, &ldb, &beta, C, &ldc);
+    const int ldc = d.n > 0 ? (int)d.n : 1;
+    sgemm_(&fa, &fb, &M, &N, &K, &alpha, pa, &lda, pb, &ldb, &beta, C + i0 * d.n + j0, &ldc);
+}
+
+/* The fixed tiling of D: GLN_CPU_GEMM_TILE x GLN_CPU_GEMM_TILE tiles, a function of the shape
+ * only.  Threads take contiguous runs of tiles; every tile is one sgemm (OpenBLAS at 1 thread)
+ * over the whole reduction dimension (never split), so each element of D is computed by the
+ * same call on the same operands whatever the thread count: bitwise independent of it. */
+#define GLN_CPU_GEMM_TILE 256
+/* Multiply-adds a thread should have at least before a GEMM is split. */
+#define GLN_CPU_GEMM_MIN ((size_t)1 << 22)
+
+typedef struct tile_job {
+    gln_gemm_layout_t layout;
+    const gln_cpu_operand_t *a, *b;
+    gln_cpu_gemm_dims_t d;
+    int64_t tiles_n; /* tiles across D's columns */
+    float alpha, beta;
+    float *acc;
+    const gln_cpu_gemm_ws_t *ws;
+    int block;
+} tile_job_t;
+
+static void tile_range(void *arg, int thread, int64_t t0, int64_t t1) {
+    (void)thread;
+    const tile_job_t *j = arg;
+    const gln_cpu_gemm_dims_t d = j->d;
+    const size_t n = (size_t)d.n;
+    float sa[GLN_CPU_GEMM_TILE], sbv[GLN_CPU_GEMM_TILE];
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t i0 = t / j->tiles_n * GLN_CPU_GEMM_TILE, j0 = t % j->tiles_n * GLN_CPU_GEMM_TILE;
+        const int64_t mi = d.m - i0 < GLN_CPU_GEMM_TILE ? d.m - i0 : GLN_CPU_GEMM_TILE;
+        const int64_t nj = d.n - j0 < GLN_CPU_GEMM_TILE ? d.n - j0 : GLN_CPU_GEMM_TILE;
+        if (!j->block) {
+            sgemm_tile(j->layout, j->a, j->b, d, 0, d.k, i0, mi, j0, nj, j->alpha, j->beta, j->acc);
+            continue;
+        }
+        /* BLOCK: per 128-wide block of the reduction dimension, the raw partial product scaled
+         * per element by scale_a(column of D) · scale_b(row of D), added to acc in FP32. */
+        const gln_cpu_operand_t *A = j->a, *B = j->b;
+        for (int64_t k0 = 0; k0 < d.k; k0 += GLN_CPU_BLOCK_K) {
+            const int64_t kw = d.k - k0 < GLN_CPU_BLOCK_K ? d.k - k0 : GLN_CPU_BLOCK_K;
+            sgemm_tile(j->layout, A, B, d, k0, kw, i0, mi, j0, nj, 1.0f, 0.0f, j->ws->partial);
+            for (int64_t c = 0; c < nj; c++)
+                sa[c] = j->layout == GLN_LAYOUT_TN ? gln_cpu_block_scale(A->t, A->columnwise, j0 + c, k0)
+                                                   : gln_cpu_block_scale(A->t, A->columnwise, k0, j0 + c);
+            for (int64_t r = 0; r < mi; r++)
+                sbv[r] = j->layout == GLN_LAYOUT_NT ? gln_cpu_block_scale(B->t, B->columnwise, k0, i0 + r)
+                                                    : gln_cpu_block_scale(B->t, B->columnwise, i0 + r, k0);
+            for (int64_t r = 0; r < mi; r++) {
+                const float sb = sbv[r];
+                const float *p = j->ws->partial + (size_t)(i0 + r) * n + (size_t)j0;
+                float *row = j->acc + (size_t)(i0 + r) * n + (size_t)j0;
+                for (int64_t c = 0; c < nj; c++) row[c] += p[c] * (sa[c] * sb);
+            }
+        }
+    }
+}
+
+static void gemm_tiled(gln_gemm_layout_t layout, const gln_cpu_operand_t *A, const gln_cpu_operand_t *B,
+                       gln_cpu_gemm_dims_t d, float alpha, float beta, float *acc,
+                       const gln_cpu_gemm_ws_t *ws, int block) {
+    const int64_t tm = (d.m + GLN_CPU_GEMM_TILE - 1) / GLN_CPU_GEMM_TILE;
+    const int64_t tn = (d.n + GLN_CPU_GEMM_TILE - 1) / GLN_CPU_GEMM_TILE;
+    tile_job_t j = {layout, A, B, d, tn, alpha, beta, acc, ws, block};
+    const int nt = gln_cpu_threads((size_t)d.m * (size_t)d.n * (size_t)d.k, GLN_CPU_GEMM_MIN);
+    gln_cpu_parallel_for(nt, tm * tn, tile_range, &j);
 }
 
 static void grow(size_t *size, size_t need) {
@@ -117,31 +186,6 @@ static int output_prefill(float *acc, const gln_tensor_t *D, const float *bias, 
     return accumulate || bias != NULL;
 }
 
-/* BLOCK kind: per 128-wide block of the reduction dimension, raw partial product scaled per
- * element by scale_a(column of D) · scale_b(row of D), added to acc in FP32. */
-static void gemm_blockwise(gln_gemm_layout_t layout, const gln_cpu_operand_t *A,
-                           const gln_cpu_operand_t *B, gln_cpu_gemm_dims_t d, float *acc,
-                           const gln_cpu_gemm_ws_t *ws) {
-    const size_t n = (size_t)d.n;
-    for (int64_t k0 = 0; k0 < d.k; k0 += GLN_CPU_BLOCK_K) {
-        const int64_t kw = d.k - k0 < GLN_CPU_BLOCK_K ? d.k - k0 : GLN_CPU_BLOCK_K;
-        sgemm_block(layout, A, B, d, k0, kw, 1.0f, 0.0f, ws->partial);
-        /* Logical coordinates of the reduction index k0 and the output index in each operand. */
-        for (int64_t j = 0; j < d.n; j++)
-            ws->scale_a[j] = layout == GLN_LAYOUT_TN ? gln_cpu_block_scale(A->t, A->columnwise, j, k0)
-                                                     : gln_cpu_block_scale(A->t, A->columnwise, k0, j);
-        for (int64_t i = 0; i < d.m; i++)
-            ws->scale_b[i] = layout == GLN_LAYOUT_NT ? gln_cpu_block_scale(B->t, B->columnwise, k0, i)
-                                                     : gln_cpu_block_scale(B->t, B->columnwise, i, k0);
-        for (int64_t i = 0; i < d.m; i++) {
-            const float sb = ws->scale_b[i];
-            const float *p = ws->partial + (size_t)i * n;
-            float *row = acc + (size_t)i * n;
-            for (size_t j = 0; j < n; j++) row[j] += p[j] * (ws->scale_a[j] * sb);
-        }
-    }
-}
-
 gln_status_t gln_cpu_gemm_run(gln_gemm_layout_t layout, const gln_tensor_t *A, const gln_tensor_t *B,
                               gln_tensor_t *D, const gln_tensor_t *bias, int accumulate,
                               const gln_cpu_gemm_ws_t *ws) {
@@ -169,11 +213,11 @@ gln_status_t gln_cpu_gemm_run(gln_gemm_layout_t layout, const gln_tensor_t *A, c
         GLN_TRY(gln_cpu_operand_prepare(B, gln_cpu_layout_b_columnwise(layout), kind, ws->b, &ob));
         if (kind == GLN_CPU_GEMM_BLOCK) {
             if (!filled) memset(acc, 0, mn * sizeof(float));
-            gemm_blockwise(layout, &oa, &ob, d, acc, ws);
+            gemm_tiled(layout, &oa, &ob, d, 1.0f, 1.0f, acc, ws, 1);
         } else {
             /* TENSOR: the decode scales go into alpha (product of two FP32 scales, in FP32). */
             const float alpha = oa.decode_scale * ob.decode_scale;
-            sgemm_block(layout, &oa, &ob, d, 0, d.k, alpha, filled ? 1.0f : 0.0f, acc);
+            gemm_tiled(layout, &oa, &ob, d, alpha, filled ? 1.0f : 0.0f, acc, ws, 0);
         }
     } else if (!filled) {
         memset(acc, 0, mn * sizeof(float)); /* empty reduction: the product is 0 */

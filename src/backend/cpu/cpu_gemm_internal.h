@@ -1,7 +1,7 @@
 /* Internals of the CPU GEMMs, shared by cpu_operand.c (turning an operand into an FP32 matrix
  * for sgemm) and cpu_gemm.c (the per-problem kernel, gln_cpu_gemm, gln_cpu_grouped_gemm).
  *
- * How a GEMM on quantized operands is computed (DESIGN.md §7):
+ * How a GEMM on quantized operands is computed (docs/numerics.md):
  *   PLAIN    high precision: fp32 used in place, bf16/fp16 widened exactly;
  *   TENSOR   per-tensor FP8: raw FP8 values (exact in FP32), sgemm alpha = scale_inv_a·scale_inv_b;
  *   DEQUANT  MXFP8, or block scaling whose scales are all powers of two: exact dequantization;

@@ -5,9 +5,39 @@
 
 /* OpenBLAS's own thread control (no particular cblas header assumed). */
 extern int openblas_get_num_threads(void);
+extern void openblas_set_num_threads(int num_threads);
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static int default_threads = 1;
+
+/* Once per process: remember OpenBLAS's default thread count (OPENBLAS_NUM_THREADS or all
+ * cores) as our default, then keep OpenBLAS itself at 1 thread.  Every sgemm then runs on the
+ * thread that calls it; the parallelism is ours (fixed tiles, see cpu_gemm.c). */
+static void blas_setup(void) {
+    int n = openblas_get_num_threads();
+    default_threads = n > 0 ? n : 1;
+    openblas_set_num_threads(1);
+}
+
+void gln_cpu_threads_init(void) { pthread_once(&blas_once, blas_setup); }
+
+int gln_cpu_ctx_threads(int requested) {
+    gln_cpu_threads_init();
+    int n = requested > 0 ? requested : default_threads;
+    return n > GLN_CPU_MAX_THREADS ? GLN_CPU_MAX_THREADS : n;
+}
+
+/* Thread count of the CPU operation running on this thread (0: none, use the default). */
+static _Thread_local int call_threads;
+
+int gln_cpu_call_threads_set(int threads) {
+    int old = call_threads;
+    call_threads = threads;
+    return old;
+}
 
 int gln_cpu_threads(size_t elems, size_t min_elems) {
-    int n = openblas_get_num_threads();
+    int n = gln_cpu_ctx_threads(call_threads);
     if (n > GLN_CPU_MAX_THREADS) n = GLN_CPU_MAX_THREADS;
     if (min_elems > 0 && (size_t)n > elems / min_elems) n = (int)(elems / min_elems);
     return n > 1 ? n : 1;
@@ -22,6 +52,7 @@ typedef struct range_job {
 
 static void *range_main(void *p) {
     range_job_t *j = p;
+    if (j->thread > 0) call_threads = 1; /* workers never fan out again */
     j->fn(j->arg, j->thread, j->begin, j->end);
     return NULL;
 }

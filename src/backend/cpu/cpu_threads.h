@@ -1,6 +1,7 @@
-/* Splitting the CPU backend's element-wise passes (conversions, quantization, dequantization)
- * over as many threads as OpenBLAS uses for the GEMMs: the context's num_threads when set, else
- * OPENBLAS_NUM_THREADS or all cores.
+/* Splitting the CPU backend's passes (conversions, quantization, dequantization, GEMM tiles)
+ * over the calling context's threads: its num_threads when set, else OpenBLAS's default
+ * (OPENBLAS_NUM_THREADS or all cores), read once.  OpenBLAS itself is kept at 1 thread for the
+ * whole process, so one context's setting never changes another's (docs/numerics.md).
  *
  * Plain pthreads, created per pass and joined at its end, rather than OpenMP: an OpenMP worker
  * keeps spinning after its loop and then competes with OpenBLAS's threads for the same cores
@@ -16,6 +17,14 @@
 
 /* At most this many threads per pass (and per-thread scratch slots). */
 #define GLN_CPU_MAX_THREADS 64
+
+/* Keep OpenBLAS at 1 thread (once per process; idempotent). */
+void gln_cpu_threads_init(void);
+/* Threads of a context asking for `requested` (0: the process default). */
+int gln_cpu_ctx_threads(int requested);
+/* Make `threads` (a context's num_threads, 0 = default) the count of the CPU operation running
+ * on this thread; returns the previous value, to be restored when the operation returns. */
+int gln_cpu_call_threads_set(int threads);
 
 /* Threads for a pass over `elems` elements that each thread should have at least `min_elems`
  * of (>= 1; 1 below that). */
