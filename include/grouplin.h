@@ -322,7 +322,7 @@ GLN_API gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t hi
 
 /* ============================================================================================
  * GEMMs, dbias, amax (FP32 accumulation, one rounding of the output; quantized operands as
- * DESIGN.md §7: per-tensor FP8 multiplies raw FP8 values and folds both scale_inv into alpha,
+ * docs/numerics.md: per-tensor FP8 multiplies raw FP8 values and folds both scale_inv into alpha,
  * MXFP8 and power-of-two block scales are dequantized exactly, FP32 block scales are applied
  * per 128-wide block of the reduction dimension)
  * ========================================================================================== */
