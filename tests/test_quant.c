@@ -323,6 +323,7 @@ static void test_nan_ignored_by_amax(void) {
     CHECK(q.scale == 224.0f && q.amax == 2.0f);
     CHECK(d[0] == 0x7F && d[1] == 0x76 && d[2] == 0x7E);
     qbuf_free(&q);
+    gln_context_destroy(ctx);
 }
 
 static void test_delayed_update_most_recent_margin(void) {
