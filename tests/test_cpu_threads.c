@@ -46,6 +46,7 @@ static size_t run_set(gln_context_t *ctx, unsigned char *out) {
             gln_tensor_t D16 = gln_tensor_make(GLN_DTYPE_BF16, dm, n, out + off);
             CHECK_OK(gln_gemm(ctx, layouts[l], &A, &B, &D16, layouts[l] == GLN_LAYOUT_NT ? NULL : &bt, 0));
             off += 2 * (size_t)(dm * n);
+            off = (off + 15) & ~(size_t)15; /* the next fp32 D starts aligned */
             free(a), free(b), free(bias);
         }
     return off;
