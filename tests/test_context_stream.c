@@ -109,6 +109,13 @@ static void qbufs_read(gln_context_t *cu, const qbufs_t *b, uint8_t *dst) {
     CHECK_OK(gln_memcpy(cu, dst + 2 * n + 4, b->amax, 4, GLN_COPY_BACKEND_TO_HOST));
 }
 
+/* The eager result into `ref`, then q overwritten so that a later run must rewrite it. */
+static void quantize_reference_then_clobber(gln_context_t *cu, const qbufs_t *b, uint8_t *ref) {
+    CHECK_OK(quantize(cu, b));
+    qbufs_read(cu, b, ref);
+    CHECK_OK(gln_memcpy(cu, b->q, b->x, (size_t)ROWS * COLS / 2, GLN_COPY_BACKEND_TO_BACKEND));
+}
+
 /* A context on the caller's stream: capture one quantize into a graph, replay it, compare. */
 static void test_cuda_caller_stream_capture(void) {
     if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
@@ -129,9 +136,7 @@ static void test_cuda_caller_stream_capture(void) {
     qbufs_new(cu, &b, 11);
     const size_t bytes = 2 * (size_t)ROWS * COLS + 8;
     uint8_t *eager = malloc(bytes), *replay = malloc(bytes);
-    CHECK_OK(quantize(cu, &b));
-    qbufs_read(cu, &b, eager);
-    CHECK_OK(gln_memcpy(cu, b.q, b.x, (size_t)ROWS * COLS / 2, GLN_COPY_BACKEND_TO_BACKEND)); /* clobber */
+    quantize_reference_then_clobber(cu, &b, eager);
 
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -171,9 +176,7 @@ static void test_cuda_set_stream(void) {
     qbufs_new(cu, &b, 12);
     const size_t bytes = 2 * (size_t)ROWS * COLS + 8;
     uint8_t *ref = malloc(bytes), *got = malloc(bytes);
-    CHECK_OK(quantize(cu, &b));
-    qbufs_read(cu, &b, ref);
-    CHECK_OK(gln_memcpy(cu, b.q, b.x, (size_t)ROWS * COLS / 2, GLN_COPY_BACKEND_TO_BACKEND));
+    quantize_reference_then_clobber(cu, &b, ref);
     CHECK_OK(gln_context_set_stream(cu, other)); /* the clobber above is ordered before this */
     CHECK(gln_context_stream(cu) == (void *)other);
     CHECK_OK(quantize(cu, &b));
