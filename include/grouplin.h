@@ -374,6 +374,16 @@ GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_te
  * Communicators
  * ========================================================================================== */
 
+/* Multi-rank calls fail together (docs/distributed.md).  Every collective entry point — the
+ * gln_comm_* collectives, gln_sharded_weights_gather_*, and gln_grouped_linear_forward /
+ * backward over a sharded group — first agrees with one small allreduce on every rank's local
+ * verdict and on the call's shape (which call; count, dtype, op; for a layer the recipe, fp8
+ * format and whether dx / wgrad are wanted), then runs the collective.  A bad argument on one
+ * rank fails the call on every rank with the same status (the others' message: "rank R
+ * failed"); a shape that differs between ranks fails it everywhere with COMM_ERROR ("ranks
+ * disagree on <field>").  Still the caller's duty: live handles (comm, group, layer) and
+ * buffers of the agreed size on every rank, the same sequence of calls, and caller-written
+ * gln_dist_weights_t hooks that fail together themselves. */
 typedef struct gln_comm gln_comm_t;
 typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce_op_t;
 

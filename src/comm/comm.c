@@ -1,11 +1,16 @@
-/* Public communicator calls: argument validation, then dispatch through the ops table.
+/* Public communicator calls: argument validation, the agreement step, then dispatch through
+ * the ops table.
  *
  * Every check lives here so the self and MPI communicators reject the same inputs with the
- * same messages (a test on one rank predicts the behaviour on many). */
+ * same messages (a test on one rank predicts the behaviour on many).  A collective never
+ * returns early on one rank only: the local checks' verdict and the call's shape go through
+ * gln_comm_agree first, so a bad argument on any rank fails the call on every rank. */
 #include "comm/comm.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -31,6 +36,89 @@ gln_status_t gln_comm_destroy(gln_comm_t *comm) {
 /* -1 / 0 flag a NULL communicator (no valid rank or size is negative or zero). */
 int gln_comm_rank(const gln_comm_t *comm) { return comm ? comm->rank : -1; }
 int gln_comm_size(const gln_comm_t *comm) { return comm ? comm->size : 0; }
+
+static const char *const call_names[GLN_CALL_COUNT_] = {
+    "(no call)",
+    "gln_comm_allgather",
+    "gln_comm_reduce_scatter",
+    "gln_comm_reduce_scatter_start",
+    "gln_comm_allreduce",
+    "gln_sharded_weights_gather_master",
+    "gln_sharded_weights_gather_main_grad",
+    "materialize_forward",
+    "materialize_backward",
+    "finalize_grads",
+    "gln_grouped_linear_forward",
+    "gln_grouped_linear_backward",
+};
+
+const char *gln_call_name(int64_t call) {
+    return call > 0 && call < GLN_CALL_COUNT_ ? call_names[call] : "an unknown call";
+}
+
+/* Failure code: (size - rank) << 8 | status, so the MAX over ranks names the lowest failing
+ * rank and carries its status (statuses fit in 8 bits). */
+static int64_t failure_code(const gln_comm_t *comm, gln_status_t st) {
+    return ((int64_t)(comm->size - comm->rank) << 8) | (int64_t)(st & 0xff);
+}
+
+gln_status_t gln_comm_agree(gln_comm_t *comm, const char *fn, gln_status_t local,
+                            const gln_agree_t *shape) {
+    if (!comm || comm->size == 1) return local; /* nobody to agree with */
+    enum { F = GLN_AGREE_FIELDS };
+    int64_t v[1 + 2 * F] = {0};
+    char local_msg[512] = "";
+    if (local != GLN_STATUS_SUCCESS) {
+        snprintf(local_msg, sizeof local_msg, "%s", gln_last_error());
+        v[0] = failure_code(comm, local);
+    } else {
+        for (int i = 0; i < F; i++) {
+            int64_t x = shape->v[i] == INT64_MIN ? INT64_MIN + 1 : shape->v[i];
+            v[1 + i] = x;
+            v[1 + F + i] = -x;
+        }
+    }
+    gln_status_t st = comm->ops->allreduce(comm, v, v, 1 + 2 * F, GLN_DTYPE_INT64, GLN_REDUCE_MAX);
+    if (local != GLN_STATUS_SUCCESS) return gln_fail(local, "%s", local_msg);
+    if (st != GLN_STATUS_SUCCESS) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", gln_last_error());
+        return gln_fail(st, "%s: the agreement step before the collective failed: %s", fn, detail);
+    }
+    if (v[0] != 0) {
+        int rank = comm->size - (int)(v[0] >> 8);
+        gln_status_t other = (gln_status_t)(v[0] & 0xff);
+        return gln_fail(other,
+                        "%s: rank %d failed (%s; its own error says why), so no rank ran the "
+                        "collective",
+                        fn, rank, gln_status_string(other));
+    }
+    for (int i = 0; i < F; i++) {
+        int64_t hi = v[1 + i], lo = -v[1 + F + i];
+        if (hi == lo) continue;
+        if (i == 0)
+            return gln_fail(GLN_STATUS_COMM_ERROR,
+                            "%s: ranks are in different calls (%s on one rank, %s on another); "
+                            "every rank must make the same collective calls in the same order",
+                            fn, gln_call_name(lo), gln_call_name(hi));
+        return gln_fail(GLN_STATUS_COMM_ERROR,
+                        "%s: ranks disagree on %s (min %lld, max %lld); every rank must pass the "
+                        "same %s",
+                        fn, shape->name[i], (long long)lo, (long long)hi, shape->name[i]);
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+static int64_t count_field(size_t count) {
+    return count > (size_t)INT64_MAX ? INT64_MAX : (int64_t)count;
+}
+
+/* The shape every rank of a collective must share. */
+static gln_agree_t collective_shape(gln_call_t call, size_t count, gln_dtype_t dtype, int op) {
+    gln_agree_t a = {{call, count_field(count), (int64_t)dtype, op, 0, 0},
+                     {"call", "count", "dtype", "op", "", ""}};
+    return a;
+}
 
 gln_status_t gln_comm_check_reducible(const char *fn, gln_dtype_t dtype) {
     switch (dtype) {
@@ -91,9 +179,8 @@ static gln_status_t check_buffers(const char *fn, const gln_comm_t *comm, const 
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
-                                gln_dtype_t dtype) {
-    static const char *fn = "gln_comm_allgather";
+static gln_status_t check_allgather(const char *fn, gln_comm_t *comm, const void *send,
+                                    void *recv, size_t count, gln_dtype_t dtype) {
     GLN_TRY(check_buffers(fn, comm, send, recv, count));
     size_t bytes, total;
     GLN_TRY(message_bytes(fn, count, dtype, 1, &bytes));
@@ -102,7 +189,29 @@ gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, 
     const char *own = (const char *)recv + (size_t)comm->rank * bytes;
     GLN_REQUIRE_ARG(send == own || !overlap(send, bytes, recv, total),
                     "%s: send overlaps recv other than in place (send == recv + rank*count)", fn);
-    return comm->ops->allgather(comm, send, recv, bytes, gln_dtype_size(dtype));
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t run_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                  gln_dtype_t dtype) {
+    if (count == 0) return GLN_STATUS_SUCCESS;
+    size_t es = gln_dtype_size(dtype);
+    return comm->ops->allgather(comm, send, recv, count * es, es);
+}
+
+gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                gln_dtype_t dtype) {
+    static const char *fn = "gln_comm_allgather";
+    GLN_REQUIRE_NOT_NULL(fn, comm);
+    gln_agree_t shape = collective_shape(GLN_CALL_ALLGATHER, count, dtype, 0);
+    GLN_TRY(gln_comm_agree(comm, fn, check_allgather(fn, comm, send, recv, count, dtype), &shape));
+    return run_allgather(comm, send, recv, count, dtype);
+}
+
+gln_status_t gln_comm_allgather_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                       size_t count, gln_dtype_t dtype) {
+    GLN_TRY(check_allgather("gln_comm_allgather", comm, send, recv, count, dtype));
+    return run_allgather(comm, send, recv, count, dtype);
 }
 
 static gln_status_t check_reduce_scatter(const char *fn, gln_comm_t *comm, const void *send,
@@ -121,22 +230,55 @@ static gln_status_t check_reduce_scatter(const char *fn, gln_comm_t *comm, const
 
 gln_status_t gln_comm_reduce_scatter(gln_comm_t *comm, const void *send, void *recv, size_t count,
                                      gln_dtype_t dtype, gln_reduce_op_t op) {
+    static const char *fn = "gln_comm_reduce_scatter";
+    GLN_REQUIRE_NOT_NULL(fn, comm);
+    gln_agree_t shape = collective_shape(GLN_CALL_REDUCE_SCATTER, count, dtype, (int)op);
+    GLN_TRY(gln_comm_agree(comm, fn, check_reduce_scatter(fn, comm, send, recv, count, dtype, op),
+                           &shape));
+    if (count == 0) return GLN_STATUS_SUCCESS;
+    return comm->ops->reduce_scatter(comm, send, recv, count, dtype, op);
+}
+
+gln_status_t gln_comm_reduce_scatter_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                            size_t count, gln_dtype_t dtype, gln_reduce_op_t op) {
     GLN_TRY(check_reduce_scatter("gln_comm_reduce_scatter", comm, send, recv, count, dtype, op));
     if (count == 0) return GLN_STATUS_SUCCESS;
     return comm->ops->reduce_scatter(comm, send, recv, count, dtype, op);
+}
+
+static gln_status_t run_reduce_scatter_start(gln_comm_t *comm, const void *send, void *recv,
+                                             size_t count, gln_dtype_t dtype, gln_reduce_op_t op,
+                                             void **request) {
+    if (count == 0) return GLN_STATUS_SUCCESS;
+    if (!comm->ops->reduce_scatter_start)
+        return comm->ops->reduce_scatter(comm, send, recv, count, dtype, op);
+    return comm->ops->reduce_scatter_start(comm, send, recv, count, dtype, op, request);
 }
 
 gln_status_t gln_comm_reduce_scatter_start(gln_comm_t *comm, const void *send, void *recv,
                                            size_t count, gln_dtype_t dtype, gln_reduce_op_t op,
                                            void **request) {
     static const char *fn = "gln_comm_reduce_scatter_start";
+    GLN_REQUIRE_NOT_NULL(fn, comm);
+    gln_status_t local = request ? GLN_STATUS_SUCCESS
+                                 : gln_fail(GLN_STATUS_INVALID_ARGUMENT,
+                                            "%s: request must not be NULL", fn);
+    if (request) *request = NULL;
+    if (local == GLN_STATUS_SUCCESS)
+        local = check_reduce_scatter(fn, comm, send, recv, count, dtype, op);
+    gln_agree_t shape = collective_shape(GLN_CALL_REDUCE_SCATTER_START, count, dtype, (int)op);
+    GLN_TRY(gln_comm_agree(comm, fn, local, &shape));
+    return run_reduce_scatter_start(comm, send, recv, count, dtype, op, request);
+}
+
+gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                                  size_t count, gln_dtype_t dtype,
+                                                  gln_reduce_op_t op, void **request) {
+    static const char *fn = "gln_comm_reduce_scatter_start";
     GLN_REQUIRE_NOT_NULL(fn, request);
     *request = NULL;
     GLN_TRY(check_reduce_scatter(fn, comm, send, recv, count, dtype, op));
-    if (count == 0) return GLN_STATUS_SUCCESS;
-    if (!comm->ops->reduce_scatter_start)
-        return comm->ops->reduce_scatter(comm, send, recv, count, dtype, op);
-    return comm->ops->reduce_scatter_start(comm, send, recv, count, dtype, op, request);
+    return run_reduce_scatter_start(comm, send, recv, count, dtype, op, request);
 }
 
 gln_status_t gln_comm_wait(gln_comm_t *comm, void *request) {
@@ -145,17 +287,27 @@ gln_status_t gln_comm_wait(gln_comm_t *comm, void *request) {
     return comm->ops->wait(comm, request);
 }
 
-gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, size_t count,
-                                gln_dtype_t dtype, gln_reduce_op_t op) {
-    static const char *fn = "gln_comm_allreduce";
+static gln_status_t check_allreduce(const char *fn, gln_comm_t *comm, const void *send,
+                                    void *recv, size_t count, gln_dtype_t dtype,
+                                    gln_reduce_op_t op) {
     GLN_TRY(check_buffers(fn, comm, send, recv, count));
     GLN_TRY(check_op(fn, op));
     GLN_TRY(gln_comm_check_reducible(fn, dtype));
     size_t bytes;
     GLN_TRY(message_bytes(fn, count, dtype, 1, &bytes));
-    if (count == 0) return GLN_STATUS_SUCCESS;
-    GLN_REQUIRE_ARG(send == recv || !overlap(send, bytes, recv, bytes),
+    GLN_REQUIRE_ARG(count == 0 || send == recv || !overlap(send, bytes, recv, bytes),
                     "%s: send and recv overlap other than in place (send == recv)", fn);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                gln_dtype_t dtype, gln_reduce_op_t op) {
+    static const char *fn = "gln_comm_allreduce";
+    GLN_REQUIRE_NOT_NULL(fn, comm);
+    gln_agree_t shape = collective_shape(GLN_CALL_ALLREDUCE, count, dtype, (int)op);
+    GLN_TRY(gln_comm_agree(comm, fn, check_allreduce(fn, comm, send, recv, count, dtype, op),
+                           &shape));
+    if (count == 0) return GLN_STATUS_SUCCESS;
     return comm->ops->allreduce(comm, send, recv, count, dtype, op);
 }
 

@@ -53,6 +53,49 @@ gln_status_t gln_comm_new(const gln_comm_ops_t *ops, int rank, int size, void *i
 /* Element types a reduction accepts (fp32, int32, int64); NOT_SUPPORTED names the call. */
 gln_status_t gln_comm_check_reducible(const char *fn, gln_dtype_t dtype);
 
+/* The agreement step every collective entry point runs before its collective (docs/distributed.md).
+ *
+ * One MAX-allreduce of a small int64 vector over the transport itself: a failure code (the
+ * lowest failing rank and its status) plus max and -min of GLN_AGREE_FIELDS shape fields, the
+ * first of which is the call (gln_call_t).  `local` is this rank's status so far (its message
+ * is gln_last_error()).  Returns on every rank: `local` with its own message on a rank that
+ * failed; the lowest failing rank's status with "<fn>: rank R failed ..." on the others; else
+ * GLN_STATUS_COMM_ERROR naming the first field that differs between ranks; else SUCCESS, and
+ * then every rank runs the collective with the same shape. */
+typedef enum gln_call {
+    GLN_CALL_ALLGATHER = 1,
+    GLN_CALL_REDUCE_SCATTER,
+    GLN_CALL_REDUCE_SCATTER_START,
+    GLN_CALL_ALLREDUCE,
+    GLN_CALL_GATHER_MASTER,
+    GLN_CALL_GATHER_MAIN_GRAD,
+    GLN_CALL_MATERIALIZE_FORWARD,
+    GLN_CALL_MATERIALIZE_BACKWARD,
+    GLN_CALL_FINALIZE_GRADS,
+    GLN_CALL_LAYER_FORWARD,
+    GLN_CALL_LAYER_BACKWARD,
+    GLN_CALL_COUNT_
+} gln_call_t;
+enum { GLN_AGREE_FIELDS = 6 };
+typedef struct gln_agree {
+    int64_t v[GLN_AGREE_FIELDS];            /* v[0] = the gln_call_t; unused fields 0 */
+    const char *name[GLN_AGREE_FIELDS];     /* for mismatch messages; name[0] unused */
+} gln_agree_t;
+gln_status_t gln_comm_agree(gln_comm_t *comm, const char *fn, gln_status_t local,
+                            const gln_agree_t *shape);
+/* The name of a call id ("gln_comm_allreduce", ...). */
+const char *gln_call_name(int64_t call);
+
+/* The collectives without their agreement step, for entry points that ran gln_comm_agree over
+ * the same shape themselves (the sharded group): same local checks, then the transport. */
+gln_status_t gln_comm_allgather_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                       size_t count, gln_dtype_t dtype);
+gln_status_t gln_comm_reduce_scatter_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                            size_t count, gln_dtype_t dtype, gln_reduce_op_t op);
+gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                                  size_t count, gln_dtype_t dtype,
+                                                  gln_reduce_op_t op, void **request);
+
 /* Non-blocking reduce-scatter (same contract as gln_comm_reduce_scatter): *request receives a
  * handle for gln_comm_wait(), or NULL when the transport completed the operation already. */
 gln_status_t gln_comm_reduce_scatter_start(gln_comm_t *comm, const void *send, void *recv,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "layer/layer.h"
+#include "weights/sharded.h"
 
 static const char *FN = "gln_grouped_linear_backward";
 
@@ -145,8 +146,8 @@ static gln_status_t complete_pending_finalize(gln_grouped_linear_t *L) {
 }
 
 
-gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
-                                         gln_tensor_t *dx) {
+static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
+                                  gln_tensor_t *dx) {
     GLN_REQUIRE_NOT_NULL(FN, saved);
     GLN_TRY(gln_validate_backward(saved, dy, dx));
     gln_grouped_linear_saved_t *s = saved;
@@ -163,6 +164,8 @@ gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, cons
 
     /* Everything that can refuse the call, before the first write (a failure here leaves dx,
      * the gradients and the saved context untouched). */
+    GLN_TRY(gln_dist_agree_call(L, FN, GLN_CALL_LAYER_BACKWARD, do_dgrad, do_wgrad,
+                                do_dgrad + do_wgrad));
     GLN_TRY(complete_pending_finalize(L));
     if (do_wgrad) {
         wd = calloc((size_t)L->n, sizeof *wd);
@@ -211,6 +214,14 @@ fail:
     gln_lbuf_free(ctx, &dyq);
     gln_lbuf_free(ctx, &dxw);
     return st;
+}
+
+/* Over a sharded group the call fails on every rank when it fails on one (docs/distributed.md). */
+gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
+                                         gln_tensor_t *dx) {
+    gln_sharded_weights_t *sw = saved ? gln_sharded_of(saved->layer->dist) : NULL;
+    gln_sharded_call_begin(sw, FN);
+    return gln_sharded_call_end(sw, backward_impl(saved, dy, dx));
 }
 
 gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t *saved) {

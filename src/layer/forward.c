@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "layer/layer.h"
+#include "weights/sharded.h"
 
 static const char *FN = "gln_grouped_linear_forward";
 
@@ -132,9 +133,9 @@ static gln_status_t output_alloc(gln_grouped_linear_t *L, const gln_tensor_t *y,
     return gln_ctx_zero(L->ctx, *buf, bytes);
 }
 
-gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
-                                        const gln_grouped_linear_forward_args_t *args,
-                                        gln_grouped_linear_saved_t **saved) {
+static gln_status_t forward_impl(gln_grouped_linear_t *layer,
+                                 const gln_grouped_linear_forward_args_t *args,
+                                 gln_grouped_linear_saved_t **saved) {
     GLN_REQUIRE_NOT_NULL(FN, layer);
     GLN_REQUIRE_NOT_NULL(FN, args);
     GLN_REQUIRE_ARG(args->size >= sizeof(size_t) && args->size <= sizeof *args,
@@ -145,6 +146,7 @@ gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
     memcpy(&a, args, args->size);
     GLN_TRY(gln_validate_forward(layer, &a));
     if (saved) *saved = NULL;
+    GLN_TRY(gln_dist_agree_call(layer, FN, GLN_CALL_LAYER_FORWARD, 0, 0, 1));
 
     gln_grouped_linear_t *L = layer;
     gln_context_t *ctx = L->ctx;
@@ -212,4 +214,13 @@ fail:
     gln_ctx_free(ctx, ybuf);
     gln_saved_free(s);
     return st;
+}
+
+/* Over a sharded group the call fails on every rank when it fails on one (docs/distributed.md). */
+gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
+                                        const gln_grouped_linear_forward_args_t *args,
+                                        gln_grouped_linear_saved_t **saved) {
+    gln_sharded_weights_t *sw = layer ? gln_sharded_of(layer->dist) : NULL;
+    gln_sharded_call_begin(sw, FN);
+    return gln_sharded_call_end(sw, forward_impl(layer, args, saved));
 }

@@ -195,6 +195,12 @@ gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *s
                                   gln_wset_t *dst);
 /* Hand distributed copies back, free temporaries, drop cache references. */
 gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw);
+/* Distributed weights on a sharded group: the agreement every forward / backward runs once its
+ * arguments are validated (call, recipe, fp8 format, dgrad, wgrad), planning `hooks` more
+ * collective hooks in this call (docs/distributed.md).  A no-op for plain weights and for
+ * caller-written groups. */
+gln_status_t gln_dist_agree_call(gln_grouped_linear_t *L, const char *fn, int call, int dgrad,
+                                 int wgrad, int hooks);
 
 /* ---------------------------------------------------------------- act_quant.c */
 

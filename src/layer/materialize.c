@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "layer/layer.h"
+#include "weights/sharded.h"
 
 gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
                                   const gln_quant_config_t *cfg, const float *replay_scales,
@@ -154,4 +155,16 @@ gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw
     gln_wcache_unref(L->ctx, mw->entry);
     memset(mw, 0, sizeof *mw);
     return st;
+}
+
+gln_status_t gln_dist_agree_call(gln_grouped_linear_t *L, const char *fn, int call, int dgrad,
+                                 int wgrad, int hooks) {
+    gln_sharded_weights_t *sw = gln_sharded_of(L->dist);
+    if (!sw) return GLN_STATUS_SUCCESS;
+    gln_agree_t shape = {{call, L->cfg.recipe, L->cfg.fp8_format, dgrad, wgrad, 0},
+                         {"call", "recipe", "fp8_format", "dgrad (dx != NULL)",
+                          "wgrad (weights need gradients)", ""}};
+    GLN_TRY(gln_sharded_agree(sw, fn, GLN_STATUS_SUCCESS, &shape));
+    gln_sharded_call_plan(sw, hooks);
+    return GLN_STATUS_SUCCESS;
 }

@@ -15,6 +15,7 @@
 #ifndef GLN_WEIGHTS_SHARDED_H
 #define GLN_WEIGHTS_SHARDED_H
 
+#include "comm/comm.h"
 #include "grouplin.h"
 
 /* One live materialization: the gathered buffer the layer has not released yet. */
@@ -49,6 +50,13 @@ struct gln_sharded_weights {
     size_t live_bytes, peak_bytes;
 
     gln_dist_weights_t protocol;
+
+    /* Fail-together bookkeeping (docs/distributed.md): agreements run so far, and for the
+     * layer call in progress its name, the count at its start and how many it plans. */
+    uint64_t agreements;
+    uint64_t call_start;
+    int call_planned;
+    const char *call_fn;
 };
 
 /* Bytes of one working-dtype materialization (all ranks' padded shards). */
@@ -59,5 +67,19 @@ void gln_sharded_protocol_init(gln_sharded_weights_t *sw);
 gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw);
 /* Release every materialization still live (destroy: the caller forgot a release). */
 void gln_sharded_release_all(gln_sharded_weights_t *sw);
+
+/* The group behind a protocol table when it is one of ours, else NULL (caller-written hooks
+ * must make their collectives fail together themselves). */
+gln_sharded_weights_t *gln_sharded_of(const gln_dist_weights_t *d);
+/* gln_comm_agree over the group's communicator, counted. */
+gln_status_t gln_sharded_agree(gln_sharded_weights_t *sw, const char *fn, gln_status_t local,
+                               const gln_agree_t *shape);
+/* A layer call over the group: begin (plans one agreement: the call's own), plan `more` (the
+ * hooks with a collective the call will run), end: a call that failed before joining every
+ * agreement it planned joins the next one with its failure, so the other ranks, waiting
+ * there, fail too instead of entering a collective alone.  All NULL-safe (sw == NULL: no-op). */
+void gln_sharded_call_begin(gln_sharded_weights_t *sw, const char *fn);
+void gln_sharded_call_plan(gln_sharded_weights_t *sw, int more);
+gln_status_t gln_sharded_call_end(gln_sharded_weights_t *sw, gln_status_t st);
 
 #endif

@@ -58,14 +58,19 @@ gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master
     return GLN_STATUS_SUCCESS;
 }
 
-/* All-gather FP32 shards into a padded scratch buffer, then copy the real part to `full`. */
-static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const float *shard, float *full) {
+/* All-gather FP32 shards into a padded scratch buffer, then copy the real part to `full`.
+ * `local` is the caller's verdict on its arguments; it and the scratch allocation are agreed
+ * on before the gather, so a failure on one rank fails the call on every rank. */
+static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const char *fn, gln_call_t call,
+                                gln_status_t local, const float *shard, float *full) {
     gln_context_t *ctx = sw->ctx;
     size_t padded = (size_t)sw->ranks * (size_t)sw->shard_len;
     float *tmp = NULL;
-    gln_status_t st = GLN_STATUS_SUCCESS;
-    GLN_CHECK(gln_ctx_alloc(ctx, padded * sizeof(float), (void **)&tmp));
-    GLN_CHECK(gln_comm_allgather(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
+    gln_status_t st = local;
+    if (st == GLN_STATUS_SUCCESS) st = gln_ctx_alloc(ctx, padded * sizeof(float), (void **)&tmp);
+    gln_agree_t shape = {{call, sw->shard_len, 0, 0, 0, 0}, {"call", "shard_len", "", "", "", ""}};
+    GLN_CHECK(gln_sharded_agree(sw, fn, st, &shape));
+    GLN_CHECK(gln_comm_allgather_agreed(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
     GLN_CHECK(ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
                                GLN_COPY_BACKEND_TO_HOST));
 fail:
@@ -76,17 +81,24 @@ fail:
 gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full) {
     static const char *fn = "gln_sharded_weights_gather_master";
     GLN_REQUIRE_NOT_NULL(fn, sw);
+    gln_status_t local = full ? GLN_STATUS_SUCCESS
+                              : gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: full must not be NULL", fn);
+    return gather_fp32(sw, fn, GLN_CALL_GATHER_MASTER, local, sw->master, full);
+}
+
+static gln_status_t main_grad_local(const char *fn, const gln_sharded_weights_t *sw,
+                                    const float *full) {
     GLN_REQUIRE_NOT_NULL(fn, full);
-    return gather_fp32(sw, sw->master, full);
+    GLN_REQUIRE(!sw->pending, GLN_STATUS_INVALID_STATE,
+                "%s: a finalize is still in flight; call wait() first", fn);
+    return GLN_STATUS_SUCCESS;
 }
 
 gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full) {
     static const char *fn = "gln_sharded_weights_gather_main_grad";
     GLN_REQUIRE_NOT_NULL(fn, sw);
-    GLN_REQUIRE_NOT_NULL(fn, full);
-    GLN_REQUIRE(!sw->pending, GLN_STATUS_INVALID_STATE,
-                "%s: a finalize is still in flight; call wait() first", fn);
-    return gather_fp32(sw, sw->main_grad, full);
+    return gather_fp32(sw, fn, GLN_CALL_GATHER_MAIN_GRAD, main_grad_local(fn, sw, full),
+                       sw->main_grad, full);
 }
 
 gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_weights_t *sw, size_t *live,

@@ -7,7 +7,11 @@
  *              across steps; the layer's wgrad GEMMs overwrite it.
  * finalize:    one FP32 sum reduce-scatter of that buffer into main_grad (overwrite) or into a
  *              scratch shard that is then added to main_grad (accumulate).  With async_finalize
- *              the reduce-scatter is started and wait() completes it. */
+ *              the reduce-scatter is started and wait() completes it.
+ *
+ * materialize and finalize are collective: each first agrees (gln_sharded_agree) on its local
+ * verdict (arguments, state, allocations) and on the call, then runs the collective without a
+ * second agreement. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,16 +41,25 @@ static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t byt
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t materialize(const char *fn, void *impl, gln_tensor_t *weights) {
-    REQUIRE_IMPL(fn, impl);
+/* The local part of materialize: arguments and the gathered buffer. */
+static gln_status_t materialize_local(const char *fn, gln_sharded_weights_t *sw,
+                                      gln_tensor_t *weights, char **full) {
     GLN_REQUIRE_NOT_NULL(fn, weights);
+    return gln_ctx_alloc(sw->ctx, gln_sharded_full_bytes(sw), (void **)full);
+}
+
+static gln_status_t materialize(const char *fn, gln_call_t call, void *impl,
+                                gln_tensor_t *weights) {
+    REQUIRE_IMPL(fn, impl);
     gln_sharded_weights_t *sw = impl;
     gln_dtype_t dt = sw->cfg.working_dtype;
     size_t bytes = gln_sharded_full_bytes(sw);
     char *full = NULL;
-    gln_status_t st = GLN_STATUS_SUCCESS;
-    GLN_CHECK(gln_ctx_alloc(sw->ctx, bytes, (void **)&full));
-    GLN_CHECK(gln_comm_allgather(sw->comm, sw->working, full, (size_t)sw->shard_len, dt));
+    gln_status_t st = materialize_local(fn, sw, weights, &full);
+    gln_agree_t shape = {{call, sw->shard_len, dt, 0, 0, 0},
+                         {"call", "shard_len", "working_dtype", "", "", ""}};
+    GLN_CHECK(gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn, st, &shape));
+    GLN_CHECK(gln_comm_allgather_agreed(sw->comm, sw->working, full, (size_t)sw->shard_len, dt));
     GLN_CHECK(track_live(sw, full, bytes));
     size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
     for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
@@ -66,11 +79,13 @@ fail:
 }
 
 static gln_status_t hook_materialize_forward(void *impl, gln_tensor_t *weights) {
-    return materialize("gln_sharded_weights: materialize_forward", impl, weights);
+    return materialize("gln_sharded_weights: materialize_forward", GLN_CALL_MATERIALIZE_FORWARD,
+                       impl, weights);
 }
 
 static gln_status_t hook_materialize_backward(void *impl, gln_tensor_t *weights) {
-    return materialize("gln_sharded_weights: materialize_backward", impl, weights);
+    return materialize("gln_sharded_weights: materialize_backward", GLN_CALL_MATERIALIZE_BACKWARD,
+                       impl, weights);
 }
 
 static gln_status_t hook_release(void *impl, gln_tensor_t *weights) {
@@ -143,10 +158,9 @@ gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw) {
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t hook_finalize_grads(void *impl, int accumulate, int *pending) {
-    static const char *fn = "gln_sharded_weights: finalize_grads";
-    REQUIRE_IMPL(fn, impl);
-    gln_sharded_weights_t *sw = impl;
+/* The local part of finalize: arguments, state and the buffers the reduce-scatter uses. */
+static gln_status_t finalize_local(const char *fn, gln_sharded_weights_t *sw, int accumulate,
+                                   int *pending) {
     GLN_REQUIRE_ARG(pending != NULL || !sw->cfg.async_finalize,
                     "%s: pending must not be NULL for a group with async_finalize", fn);
     if (pending) *pending = 0;
@@ -155,18 +169,30 @@ static gln_status_t hook_finalize_grads(void *impl, int accumulate, int *pending
     GLN_TRY(ensure_grad_full(sw));
     if (accumulate && !sw->rs_buf)
         GLN_TRY(gln_ctx_alloc(sw->ctx, (size_t)sw->shard_len * sizeof(float), (void **)&sw->rs_buf));
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t hook_finalize_grads(void *impl, int accumulate, int *pending) {
+    static const char *fn = "gln_sharded_weights: finalize_grads";
+    REQUIRE_IMPL(fn, impl);
+    gln_sharded_weights_t *sw = impl;
+    gln_agree_t shape = {{GLN_CALL_FINALIZE_GRADS, sw->shard_len, sw->cfg.async_finalize != 0, 0,
+                          0, 0},
+                         {"call", "shard_len", "async_finalize", "", "", ""}};
+    GLN_TRY(gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn,
+                              finalize_local(fn, sw, accumulate, pending), &shape));
     float *target = accumulate ? sw->rs_buf : sw->main_grad;
     size_t n = (size_t)sw->shard_len;
     if (!sw->cfg.async_finalize) {
-        GLN_TRY(gln_comm_reduce_scatter(sw->comm, sw->grad_full, target, n, GLN_DTYPE_FP32,
-                                        GLN_REDUCE_SUM));
+        GLN_TRY(gln_comm_reduce_scatter_agreed(sw->comm, sw->grad_full, target, n, GLN_DTYPE_FP32,
+                                               GLN_REDUCE_SUM));
         if (accumulate) add_into_main_grad(sw);
         return GLN_STATUS_SUCCESS;
     }
     /* Async: pending even when the transport finished at once (self), so callers see one
      * behaviour; the accumulation happens in wait(). */
-    GLN_TRY(gln_comm_reduce_scatter_start(sw->comm, sw->grad_full, target, n, GLN_DTYPE_FP32,
-                                          GLN_REDUCE_SUM, &sw->request));
+    GLN_TRY(gln_comm_reduce_scatter_start_agreed(sw->comm, sw->grad_full, target, n,
+                                                 GLN_DTYPE_FP32, GLN_REDUCE_SUM, &sw->request));
     sw->pending = 1;
     sw->pending_accumulate = accumulate != 0;
     *pending = 1;
@@ -193,4 +219,35 @@ void gln_sharded_protocol_init(gln_sharded_weights_t *sw) {
     p->grad_buffer = hook_grad_buffer;
     p->finalize_grads = hook_finalize_grads;
     p->wait = hook_wait;
+}
+
+gln_sharded_weights_t *gln_sharded_of(const gln_dist_weights_t *d) {
+    return d && d->materialize_forward == hook_materialize_forward ? d->impl : NULL;
+}
+
+gln_status_t gln_sharded_agree(gln_sharded_weights_t *sw, const char *fn, gln_status_t local,
+                               const gln_agree_t *shape) {
+    sw->agreements++;
+    return gln_comm_agree(sw->comm, fn, local, shape);
+}
+
+void gln_sharded_call_begin(gln_sharded_weights_t *sw, const char *fn) {
+    if (!sw) return;
+    sw->call_fn = fn;
+    sw->call_start = sw->agreements;
+    sw->call_planned = 1;
+}
+
+void gln_sharded_call_plan(gln_sharded_weights_t *sw, int more) {
+    if (sw) sw->call_planned += more;
+}
+
+gln_status_t gln_sharded_call_end(gln_sharded_weights_t *sw, gln_status_t st) {
+    if (!sw) return st;
+    if (st != GLN_STATUS_SUCCESS && sw->agreements - sw->call_start < (uint64_t)sw->call_planned) {
+        gln_agree_t none = {{0}, {0}};
+        st = gln_sharded_agree(sw, sw->call_fn, st, &none); /* returns st with its message */
+    }
+    sw->call_fn = NULL;
+    return st;
 }
