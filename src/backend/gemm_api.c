@@ -153,11 +153,13 @@ gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t 
     static const char *fn = "gln_grouped_gemm";
     GLN_REQUIRE_NOT_NULL(fn, ctx);
     GLN_REQUIRE_NOT_NULL(fn, args);
-    GLN_REQUIRE_ARG(args->size >= sizeof(size_t) && args->size <= sizeof(gln_grouped_gemm_args_t),
+    /* Exactly the sizes of known versions (today one): a size ending inside a field would
+     * splice caller bytes into it. */
+    GLN_REQUIRE_ARG(args->size == sizeof(gln_grouped_gemm_args_t),
                     "%s: args->size %zu is not a known version (expected %zu; start from "
                     "GLN_GROUPED_GEMM_ARGS_INIT)", fn, args->size, sizeof(gln_grouped_gemm_args_t));
     gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
-    memcpy(&a, args, args->size); /* older, shorter versions keep the defaults of the rest */
+    memcpy(&a, args, sizeof a);
     a.size = sizeof a;
     a.accumulate = a.accumulate != 0;
     GLN_TRY(check_layout(fn, a.layout));

@@ -138,12 +138,13 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
                                  gln_grouped_linear_saved_t **saved) {
     GLN_REQUIRE_NOT_NULL(FN, layer);
     GLN_REQUIRE_NOT_NULL(FN, args);
-    GLN_REQUIRE_ARG(args->size >= sizeof(size_t) && args->size <= sizeof *args,
+    /* Exactly the sizes of known versions (today one). */
+    GLN_REQUIRE_ARG(args->size == sizeof *args,
                     "%s: args->size %zu is not a known version (expected %zu; start from "
                     "GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT)",
                     FN, args->size, sizeof *args);
     gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
-    memcpy(&a, args, args->size);
+    memcpy(&a, args, sizeof a);
     GLN_TRY(gln_validate_forward(layer, &a));
     if (saved) *saved = NULL;
     GLN_TRY(gln_dist_agree_call(layer, FN, GLN_CALL_LAYER_FORWARD, 0, 0, 1));

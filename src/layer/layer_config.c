@@ -79,9 +79,9 @@ static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
     GLN_REQUIRE_ARG(!p->main_grads && !p->main_grad_packed,
                     "%s: cfg->params.main_grads / main_grad_packed must be NULL with distributed "
                     "weights (the distributed group owns main_grad)", FN);
-    GLN_REQUIRE_ARG(d->size >= offsetof(gln_dist_weights_t, wait) + sizeof d->wait,
-                    "%s: cfg->params.distributed->size %zu is too small (expected %zu)", FN, d->size,
-                    sizeof *d);
+    GLN_REQUIRE_ARG(d->size == sizeof *d,
+                    "%s: cfg->params.distributed->size %zu is not a known version (expected %zu, "
+                    "sizeof(gln_dist_weights_t))", FN, d->size, sizeof *d);
     GLN_REQUIRE_ARG(d->num_experts == c->num_experts && d->out_features == c->out_features &&
                         d->in_features == c->in_features,
                     "%s: cfg->params.distributed describes %d experts of [%lld, %lld], the layer "

@@ -54,11 +54,12 @@ gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_le
     GLN_TRY(gln_delayed_check(num_slots, history_len, amax_history, scale, fp8_max, margin, algo));
     gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
     if (opts) {
-        GLN_REQUIRE_ARG(opts->size >= sizeof(size_t) && opts->size <= sizeof o,
+        /* Exactly the sizes of known versions (today one). */
+        GLN_REQUIRE_ARG(opts->size == sizeof o,
                         "gln_delayed_scaling_update_ex: opts->size %zu is not a known version "
                         "(expected %zu; start from GLN_DELAYED_UPDATE_OPTIONS_INIT)",
                         opts->size, sizeof o);
-        memcpy(&o, opts, opts->size);
+        memcpy(&o, opts, sizeof o);
     }
     const float pow2_neg_margin = gln_f32_from_bits((uint32_t)(127 - margin) << 23); /* exact 2^-margin */
     for (int32_t k = 0; k < num_slots; k++) {

@@ -26,17 +26,17 @@ size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw) {
     return (size_t)sw->ranks * (size_t)sw->shard_len * gln_dtype_size(sw->cfg.working_dtype);
 }
 
-/* Copy a versioned config over the defaults (older, shorter versions keep the defaults). */
+/* Copy a versioned config: exactly the sizes of known versions (today one) are accepted. */
 static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
                                 gln_sharded_weights_config_t *out) {
     gln_sharded_weights_config_t def = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     *out = def;
     GLN_REQUIRE_NOT_NULL(FN, cfg);
-    GLN_REQUIRE_ARG(cfg->size >= sizeof(size_t) && cfg->size <= sizeof def,
+    GLN_REQUIRE_ARG(cfg->size == sizeof def,
                     "%s: cfg->size %zu is not a known version (expected %zu; start from "
                     "GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
                     FN, cfg->size, sizeof def);
-    memcpy(out, cfg, cfg->size);
+    memcpy(out, cfg, sizeof def);
     return GLN_STATUS_SUCCESS;
 }
 

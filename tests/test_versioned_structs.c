@@ -1,0 +1,111 @@
+/* Versioned structs accept exactly the sizes of known versions (today one each): a size that
+ * ends inside a field (offsetof(field) + 3) or runs past the struct is refused with
+ * INVALID_ARGUMENT and "not a known version", before any field is read.  (gln_context_options_t
+ * is covered in test_context_stream.c; the quant and layer configs in their own tests.) */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define NOT_KNOWN "not a known version"
+
+static void test_forward_args_size(void) {
+    gln_context_t *ctx = gln_test_cpu_context();
+    gln_grouped_linear_config_t c = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    c.in_features = 4;
+    c.out_features = 2;
+    gln_grouped_linear_t *layer = NULL;
+    CHECK_OK(gln_grouped_linear_create(ctx, &c, &layer));
+    if (!layer) return;
+    uint16_t x[4] = {0}, y[2] = {0};
+    int64_t m[1] = {1};
+    gln_tensor_t xt = gln_tensor_make(GLN_DTYPE_BF16, 1, 4, x);
+    gln_tensor_t yt = gln_tensor_make(GLN_DTYPE_BF16, 1, 2, y);
+    gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
+    a.x = &xt;
+    a.m_splits = m;
+    a.y = &yt;
+    CHECK_OK(gln_grouped_linear_forward(layer, &a, NULL));
+    a.size = offsetof(gln_grouped_linear_forward_args_t, y) + 3;
+    char needle[64];
+    snprintf(needle, sizeof needle, "args->size %zu is not a known version", a.size);
+    CHECK_STATUS(gln_grouped_linear_forward(layer, &a, NULL), GLN_STATUS_INVALID_ARGUMENT, needle);
+    a.size = sizeof a + 8;
+    CHECK_STATUS(gln_grouped_linear_forward(layer, &a, NULL), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    CHECK_OK(gln_grouped_linear_destroy(layer));
+}
+
+static void test_grouped_gemm_args_size(void) {
+    gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+    a.size = offsetof(gln_grouped_gemm_args_t, b) + 3;
+    CHECK_STATUS(gln_grouped_gemm(gln_test_cpu_context(), &a), GLN_STATUS_INVALID_ARGUMENT,
+                 "gln_grouped_gemm: args->size");
+    CHECK_STATUS(gln_grouped_gemm(gln_test_cpu_context(), &a), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    a.size = sizeof(size_t);
+    CHECK_STATUS(gln_grouped_gemm(gln_test_cpu_context(), &a), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+}
+
+static void test_delayed_update_options_size(void) {
+    float hist[2] = {1.0f, 0.0f}, scale[1] = {1.0f}, fmax[1] = {448.0f};
+    gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    CHECK_OK(gln_delayed_scaling_update_ex(1, 2, hist, scale, fmax, 0, GLN_AMAX_ALGO_MAX, &o));
+    o.size = offsetof(gln_delayed_update_options_t, amax_nan_propagate) + 3;
+    char needle[64];
+    snprintf(needle, sizeof needle, "opts->size %zu is not a known version", o.size);
+    CHECK_STATUS(gln_delayed_scaling_update_ex(1, 2, hist, scale, fmax, 0, GLN_AMAX_ALGO_MAX, &o),
+                 GLN_STATUS_INVALID_ARGUMENT, needle);
+}
+
+static void test_sharded_config_size(void) {
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_comm_create_self(&comm));
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = 1;
+    sc.out_features = 2;
+    sc.in_features = 3;
+    sc.size = offsetof(gln_sharded_weights_config_t, working_dtype) + 3;
+    gln_sharded_weights_t *sw = NULL;
+    CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
+                 GLN_STATUS_INVALID_ARGUMENT, "cfg->size");
+    CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
+                 GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    CHECK(sw == NULL);
+    gln_comm_destroy(comm);
+}
+
+static void test_dist_weights_size(void) {
+    gln_context_t *ctx = gln_test_cpu_context();
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_comm_create_self(&comm));
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = 1;
+    sc.out_features = 2;
+    sc.in_features = 4;
+    gln_sharded_weights_t *sw = NULL;
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &sc, &sw));
+    if (!sw) return;
+    gln_dist_weights_t d = *gln_sharded_weights_protocol(sw);
+    gln_grouped_linear_config_t c = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    c.in_features = 4;
+    c.out_features = 2;
+    c.bias = 0;
+    c.params.distributed = &d;
+    gln_grouped_linear_t *layer = NULL;
+    d.size = offsetof(gln_dist_weights_t, wait) + 3;
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &c, &layer), GLN_STATUS_INVALID_ARGUMENT,
+                 "cfg->params.distributed->size");
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &c, &layer), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    d.size = sizeof d + 8;
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &c, &layer), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    CHECK(layer == NULL);
+    d.size = sizeof d;
+    CHECK_OK(gln_grouped_linear_create(ctx, &c, &layer));
+    CHECK_OK(gln_grouped_linear_destroy(layer));
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    gln_comm_destroy(comm);
+}
+
+GLN_TEST_MAIN(GLN_CASE(test_forward_args_size), GLN_CASE(test_grouped_gemm_args_size),
+              GLN_CASE(test_delayed_update_options_size), GLN_CASE(test_sharded_config_size),
+              GLN_CASE(test_dist_weights_size))
