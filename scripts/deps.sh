@@ -36,4 +36,11 @@ if [ "${1:-}" != "--no-python" ]; then
     echo "deps: installing numpy + ml_dtypes into .venv"
     "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check numpy ml_dtypes
   fi
+  # CUTLASS headers for the Hopper grouped GEMMs of the CUDA backend: the nvidia-cutlass wheel
+  # ships them (cutlass_library/source/include); --no-deps keeps its Python tooling's
+  # dependencies out, we only read the headers.
+  if ! "$root/.venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)' 2>/dev/null; then
+    echo "deps: installing the CUTLASS headers (nvidia-cutlass) into .venv"
+    "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
+  fi
 fi
