@@ -265,10 +265,16 @@ typedef struct gln_quant_config {
     float amax_epsilon;             /* current / block: amax floor (0 = off) */
     int power_2_scale;              /* current / block: round the scale down to a power of two */
     gln_e8m0_rounding_t e8m0_rounding;
+    /* --- version 2 (the first version ends here: size = offsetof(.., amax_nan_propagate)) */
+    int amax_nan_propagate;         /* 0 (default) = every amax ignores NaN elements, as TE's
+                                       fmaxf reductions (a NaN still encodes as FP8 NaN);
+                                       1 = a NaN element makes its amax NaN: per-tensor scale 1
+                                       (current) or a NaN accumulated amax (delayed), MXFP8 block
+                                       code 255, block scale 1 */
 } gln_quant_config_t;
 #define GLN_QUANT_CONFIG_INIT                                                                    \
     {sizeof(gln_quant_config_t), GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0, 0, 0.0f, 0,     \
-     GLN_E8M0_ROUND_UP}
+     GLN_E8M0_ROUND_UP, 0}
 
 /* Quantize a high-precision tensor `in` into the buffers of `out` (out->dtype = FP8 format,
  * out->scaling = cfg->mode, buffers sized by gln_quant_layout). */
@@ -367,6 +373,9 @@ GLN_API gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_ten
                                int accumulate);
 /* max |x| over a high-precision tensor; NaN elements are ignored (TE's fmaxf rule; all NaN gives 0). */
 GLN_API gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+/* gln_amax with the amax_nan_propagate choice of gln_quant_config_t: 0 = gln_amax; 1 = a NaN
+ * element makes the result NaN (|x[i]| of the lowest NaN index i, sign cleared). */
+GLN_API gln_status_t gln_amax_ex(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 /* Element-wise conversion between high-precision dtypes (same shape). */
 GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 

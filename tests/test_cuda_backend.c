@@ -5,6 +5,8 @@
  * and zero blocks) and is compared with the same call on a CPU context:
  *   - quantize (TENSOR current / delayed, MXFP8 both roundings): data, transposed / columnwise
  *     data, every scale byte (padding included), amax and scale bit for bit;
+ *   - every amax under both values of amax_nan_propagate (gln_amax_ex, and the quantize /
+ *     grouped quantize cases with NaN inputs), so the CUDA NaN rule mirrors the CPU one;
  *   - dequantize, cast, amax, grouped dbias: bit for bit (same FP32 operations in the same order);
  *   - quantize BLOCK_1D / BLOCK_2D (power-of-two and FP32 scales) and grouped quantize (TENSOR
  *     current / delayed with per-member scales, MXFP8, BLOCK_*, empty members, host and device
@@ -133,23 +135,25 @@ static const gln_dtype_t k_hp[] = {GLN_DTYPE_FP32, GLN_DTYPE_BF16, GLN_DTYPE_FP1
 
 /* ---- amax ---------------------------------------------------------------------------------- */
 
-static void amax_case(gln_dtype_t dtype, int64_t rows, int64_t cols, void *h, const char *what) {
+/* gln_amax_ex on both backends under `nanp` (amax_nan_propagate); returns the CPU's result. */
+static float amax_case(gln_dtype_t dtype, int64_t rows, int64_t cols, void *h, int nanp, const char *what) {
     gln_tensor_t xh = gln_tensor_make(dtype, rows, cols, h);
     float ref = -1.0f, got_host = -2.0f;
-    CHECK_OK(gln_amax(g_cpu, &xh, &ref));
+    CHECK_OK(gln_amax_ex(g_cpu, &xh, nanp, &ref));
     dbuf_t xd = dbuf_new(h, (size_t)rows * (size_t)cols * gln_dtype_size(dtype));
     gln_tensor_t xt = gln_tensor_make(dtype, rows, cols, xd.d);
     /* host destination */
-    CHECK_OK(gln_amax(g_cu, &xt, &got_host));
-    CHECK_MSG(f32_bits(got_host) == f32_bits(ref), "amax %s %s [%lld,%lld] host: cuda %08x cpu %08x", what,
-              gln_dtype_name(dtype), (long long)rows, (long long)cols, f32_bits(got_host), f32_bits(ref));
+    CHECK_OK(gln_amax_ex(g_cu, &xt, nanp, &got_host));
+    CHECK_MSG(f32_bits(got_host) == f32_bits(ref), "amax %s nanp %d %s [%lld,%lld] host: cuda %08x cpu %08x", what,
+              nanp, gln_dtype_name(dtype), (long long)rows, (long long)cols, f32_bits(got_host), f32_bits(ref));
     /* device destination */
     float poison = f32_from_bits(0x7FBADBADu);
     dbuf_t ad = dbuf_new(&poison, sizeof(float));
-    CHECK_OK(gln_amax(g_cu, &xt, ad.d));
+    CHECK_OK(gln_amax_ex(g_cu, &xt, nanp, ad.d));
     check_dev_bitwise("amax (device destination)", ad, &ref);
     dbuf_free(&ad);
     dbuf_free(&xd);
+    return ref;
 }
 
 static void test_amax(void) {
@@ -159,20 +163,25 @@ static void test_amax(void) {
             for (size_t c = 0; c < COUNT(k_cols); c++)
                 for (int sp = 0; sp < 2; sp++) {
                     void *h = make_hp(&rng, k_hp[d], k_rows[r], k_cols[c], 3.0, sp ? 2 : 0);
-                    amax_case(k_hp[d], k_rows[r], k_cols[c], h, sp ? "specials" : "normal");
+                    for (int nanp = 0; nanp < 2; nanp++)
+                        amax_case(k_hp[d], k_rows[r], k_cols[c], h, nanp, sp ? "specials" : "normal");
                     free(h);
                 }
-    /* Two NaNs with different payloads: the first one (by index), sign cleared, must win. */
+    /* Two NaNs with different payloads: ignored (max 3), or under propagation the first one (by
+     * index), sign cleared, must win on both backends. */
     const int64_t n = 129 * 48;
     float *x = calloc((size_t)n, sizeof(float));
     for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 7) - 3.0f;
     x[4000] = f32_from_bits(0x7FC00001u);
     x[2000] = f32_from_bits(0xFFC00002u);
-    amax_case(GLN_DTYPE_FP32, 129, 48, x, "two NaNs");
+    CHECK(amax_case(GLN_DTYPE_FP32, 129, 48, x, 0, "two NaNs") == 3.0f);
+    CHECK(f32_bits(amax_case(GLN_DTYPE_FP32, 129, 48, x, 1, "two NaNs")) == 0x7FC00002u);
     /* All zeros (with -0): +0. */
     for (int64_t i = 0; i < n; i++) x[i] = i % 2 ? -0.0f : 0.0f;
-    amax_case(GLN_DTYPE_FP32, 129, 48, x, "zeros");
-    amax_case(GLN_DTYPE_FP32, 0, 48, x, "empty");
+    for (int nanp = 0; nanp < 2; nanp++) {
+        amax_case(GLN_DTYPE_FP32, 129, 48, x, nanp, "zeros");
+        amax_case(GLN_DTYPE_FP32, 0, 48, x, nanp, "empty");
+    }
     free(x);
 }
 
@@ -292,9 +301,9 @@ static void dequant_compare(qpair_t *q, gln_dtype_t dtype, const char *what) {
 static void quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype, int64_t rows, int64_t cols, void *h,
                        float amax0, float scale0, const char *label) {
     char what[200];
-    snprintf(what, sizeof what, "%s %s %s->%s [%lld,%lld] %s%s", label, gln_scaling_name(cfg->mode),
+    snprintf(what, sizeof what, "%s %s %s->%s [%lld,%lld] %s%s%s", label, gln_scaling_name(cfg->mode),
              gln_dtype_name(dtype), gln_dtype_name(cfg->fp8_dtype), (long long)rows, (long long)cols,
-             cfg->rowwise ? "R" : "", cfg->columnwise ? "C" : "");
+             cfg->rowwise ? "R" : "", cfg->columnwise ? "C" : "", cfg->amax_nan_propagate ? " nan-propagate" : "");
     const size_t bytes = (size_t)rows * (size_t)cols * gln_dtype_size(dtype);
     qpair_t q;
     qpair_init(&q, cfg, rows, cols, amax0, scale0);
@@ -316,15 +325,18 @@ static void test_quantize_tensor(void) {
     for (size_t d = 0; d < COUNT(k_hp); d++)
         for (size_t r = 0; r < COUNT(k_rows); r++)
             for (size_t c = 0; c < COUNT(k_cols); c++)
-                for (int variant = 0; variant < 5; variant++) {
+                for (int variant = 0; variant < 7; variant++) {
+                    /* 4: NaN / Inf inputs; 5 (current) and 6 (delayed): the same under
+                     * amax_nan_propagate */
                     const int64_t rows = k_rows[r], cols = k_cols[c];
-                    void *h = make_hp(&rng, k_hp[d], rows, cols, 2.0, variant == 4 ? 2 : 0);
+                    void *h = make_hp(&rng, k_hp[d], rows, cols, 2.0, variant >= 4 ? 2 : 0);
                     gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
                     cfg.mode = GLN_SCALING_TENSOR;
                     cfg.fp8_dtype = fp8s[variant % 2];
                     cfg.rowwise = 1;
                     cfg.columnwise = variant != 1;
-                    cfg.delayed = variant == 2;
+                    cfg.delayed = variant == 2 || variant == 6;
+                    cfg.amax_nan_propagate = variant >= 5;
                     cfg.power_2_scale = variant == 3;
                     cfg.amax_epsilon = variant == 3 ? 1e3f : 0.0f;
                     /* delayed: an awkward (non power of two) scale and a prior amax to max with */
@@ -355,7 +367,12 @@ static void test_quantize_mxfp8(void) {
                     cfg.rowwise = 1;
                     cfg.columnwise = 1;
                     cfg.e8m0_rounding = variant == 2 ? GLN_E8M0_ROUND_FLOOR : GLN_E8M0_ROUND_UP;
-                    quant_case(&cfg, k_hp[d], rows, cols, h, 0.0f, 1.0f, "mxfp8");
+                    /* NaN blocks (variant != 1) under both NaN rules; positive NaNs only
+                     * (make_hp specials 1), since a NaN element meets the NaN scale here */
+                    for (int nanp = 0; nanp < (variant != 1 ? 2 : 1); nanp++) {
+                        cfg.amax_nan_propagate = nanp;
+                        quant_case(&cfg, k_hp[d], rows, cols, h, 0.0f, 1.0f, "mxfp8");
+                    }
                     free(h);
                 }
 }
@@ -367,11 +384,14 @@ static void test_quantize_block(void) {
     for (size_t d = 0; d < COUNT(k_hp); d++)
         for (size_t r = 0; r < COUNT(rows_b); r++)
             for (size_t c = 0; c < COUNT(cols_b); c++)
-                for (int variant = 0; variant < 5; variant++) {
+                for (int variant = 0; variant < 7; variant++) {
+                    /* 4: NaN / Inf inputs; 5 (1x128) and 6 (128x128): the same under
+                     * amax_nan_propagate */
                     const int64_t rows = rows_b[r], cols = cols_b[c];
-                    void *h = make_hp(&rng, k_hp[d], rows, cols, variant == 3 ? 1e-3 : 4.0, variant == 4 ? 2 : 0);
+                    void *h = make_hp(&rng, k_hp[d], rows, cols, variant == 3 ? 1e-3 : 4.0, variant >= 4 ? 2 : 0);
                     gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
-                    cfg.mode = variant < 2 ? GLN_SCALING_BLOCK_1D : GLN_SCALING_BLOCK_2D;
+                    cfg.mode = variant < 2 || variant == 5 ? GLN_SCALING_BLOCK_1D : GLN_SCALING_BLOCK_2D;
+                    cfg.amax_nan_propagate = variant >= 5;
                     cfg.fp8_dtype = variant == 1 ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
                     cfg.rowwise = variant != 2;
                     cfg.columnwise = 1;
@@ -391,14 +411,14 @@ static const int64_t k_qsplits[][NEXP_Q] = {{5, 0, 17, 1}, {0, 0, 129, 0}, {0, 0
 /* gln_grouped_quantize on both backends (host or device splits; with device splits `out` gets its
  * own device copy of the splits when separate_out), every buffer compared bit for bit. */
 static void grouped_quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype, const int64_t *splits,
-                               int dev_splits, int separate_out, int64_t cols, gln_rng_t *rng) {
+                               int dev_splits, int separate_out, int64_t cols, int specials, gln_rng_t *rng) {
     int64_t total = 0, ro[NEXP_Q + 1], co[NEXP_Q + 1];
     for (int i = 0; i < NEXP_Q; i++) total += splits[i];
     const int64_t rows = total + 3; /* trailing rows: neither read nor written */
     CHECK_OK(gln_grouped_scale_offsets(cfg->mode, NEXP_Q, splits, cols, ro, co));
     const size_t es = gln_scale_elem_size(cfg->mode), nd = (size_t)rows * (size_t)cols;
     const size_t sb = (size_t)ro[NEXP_Q] * es, csb = (size_t)co[NEXP_Q] * es;
-    void *h = make_hp(rng, dtype, rows, cols, 3.0, 0);
+    void *h = make_hp(rng, dtype, rows, cols, 3.0, specials);
     float scale0[NEXP_Q], amax0[NEXP_Q];
     for (int i = 0; i < NEXP_Q; i++) scale0[i] = 20.0f + 7.3f * (float)i, amax0[i] = 0.5f * (float)i;
     const int tensor = cfg->mode == GLN_SCALING_TENSOR;
@@ -431,11 +451,11 @@ static void grouped_quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype,
     gln_grouped_tensor_t dout = {NEXP_Q, out_sp, dev_splits, dq};
     CHECK_OK(gln_grouped_quantize(g_cu, cfg, &din, &dout));
     char what[200];
-    snprintf(what, sizeof what, "grouped %s %s->%s splits {%lld,%lld,%lld,%lld} cols %lld %s%s%s%s",
+    snprintf(what, sizeof what, "grouped %s %s->%s splits {%lld,%lld,%lld,%lld} cols %lld %s%s%s%s%s",
              gln_scaling_name(cfg->mode), gln_dtype_name(dtype), gln_dtype_name(cfg->fp8_dtype), (long long)splits[0],
              (long long)splits[1], (long long)splits[2], (long long)splits[3], (long long)cols,
              cfg->rowwise ? "R" : "", cfg->columnwise ? "C" : "", cfg->delayed ? " delayed" : "",
-             dev_splits ? " (device splits)" : "");
+             dev_splits ? " (device splits)" : "", cfg->amax_nan_propagate ? " nan-propagate" : "");
     char name[260];
 #define GQ_CMP(buf, host, label)                                                                   \
     if ((buf).d) {                                                                                 \
@@ -463,16 +483,20 @@ static void test_grouped_quantize(void) {
     for (size_t m = 0; m < COUNT(modes); m++)
         for (size_t s = 0; s < COUNT(k_qsplits); s++)
             for (size_t c = 0; c < COUNT(cols_g); c++)
-                for (int v = 0; v < 4; v++) {
+                for (int v = 0; v < 6; v++) {
+                    /* 4, 5: NaN / Inf inputs (positive NaNs: MXFP8 NaN blocks multiply a NaN
+                     * element by a NaN scale) under each NaN rule */
+                    const int specials = v >= 4, nanp = v == 5;
                     gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
                     cfg.mode = modes[m];
+                    cfg.amax_nan_propagate = nanp;
                     cfg.delayed = m == 1; /* per-member encode scales, max-accumulated amax */
                     cfg.fp8_dtype = v == 3 ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
                     cfg.rowwise = v != 2;
                     cfg.columnwise = v != 1;
                     cfg.power_2_scale = modes[m] >= GLN_SCALING_BLOCK_1D && v != 3;
                     const gln_dtype_t dt = k_hp[(s + c + (size_t)v) % COUNT(k_hp)];
-                    grouped_quant_case(&cfg, dt, k_qsplits[s], v & 1, v == 3, cols_g[c], &rng);
+                    grouped_quant_case(&cfg, dt, k_qsplits[s], v & 1, v == 3, cols_g[c], specials, &rng);
                 }
 }
 

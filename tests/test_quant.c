@@ -7,6 +7,7 @@
  * (tests/oracle/test_quant_oracle.py). */
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "harness.h"
@@ -322,6 +323,115 @@ static void test_nan_ignored_by_amax(void) {
     d = q.t.data;
     CHECK(q.scale == 224.0f && q.amax == 2.0f);
     CHECK(d[0] == 0x7F && d[1] == 0x76 && d[2] == 0x7E);
+    qbuf_free(&q);
+    gln_context_destroy(ctx);
+}
+
+/* cfg.amax_nan_propagate = 1: the NaN reaches every recipe's amax (hand-derived expectations:
+ * scale 1 encodes 1 and 2 as E4M3 0x38 and 0x40; NaN·anything is FP8 NaN 0x7F). */
+static void test_nan_propagate_option(void) {
+    gln_context_t *ctx = ctx_cpu();
+    float x[32] = {NAN, 1.0f, 2.0f};
+    qbuf_t q;
+    /* MXFP8: code 255 (NaN scale), so every element of the block encodes as NaN */
+    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, 32, x);
+    qbuf_init(&q, GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, 1, 32);
+    gln_quant_config_t c = qcfg(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, 1, 1);
+    c.amax_nan_propagate = 1;
+    CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
+    const uint8_t *s = q.t.scale_inv, *d = q.t.data, *cs = q.t.col_scale_inv;
+    CHECK(s[0] == 255 && d[0] == 0x7F && d[1] == 0x7F && d[2] == 0x7F && d[3] == 0x7F);
+    /* 1-row column blocks: NaN → 255; 1/448 ∈ (2^-9, 2^-8] → 119; 2/448 → 120; 0 → 0 */
+    CHECK(cs[0] == 255 && cs[1] == 119 && cs[2] == 120 && cs[3] == 0);
+    qbuf_free(&q);
+    /* current scaling: amax NaN, scale 1 */
+    gln_tensor_t in3 = gln_tensor_make(GLN_DTYPE_FP32, 1, 3, x);
+    qbuf_init(&q, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 3);
+    c = qcfg(GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0);
+    c.amax_nan_propagate = 1;
+    CHECK_OK(gln_quantize(ctx, &c, &in3, &q.t));
+    d = q.t.data;
+    CHECK(q.scale == 1.0f && isnan(q.amax) && ((float *)q.t.scale_inv)[0] == 1.0f);
+    CHECK(d[0] == 0x7F && d[1] == 0x38 && d[2] == 0x40);
+    qbuf_free(&q);
+    /* delayed: the NaN is max-accumulated into amax; the given scale still encodes */
+    qbuf_init(&q, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 3);
+    c.delayed = 1;
+    q.scale = 2.0f, q.amax = 1.5f;
+    CHECK_OK(gln_quantize(ctx, &c, &in3, &q.t));
+    d = q.t.data;
+    CHECK(isnan(q.amax) && q.scale == 2.0f && d[0] == 0x7F && d[1] == 0x40 && d[2] == 0x48);
+    c.amax_nan_propagate = 0; /* a NaN already accumulated stays ignored-against: max(NaN, 2) = 2 */
+    q.amax = NAN;
+    CHECK_OK(gln_quantize(ctx, &c, &in3, &q.t));
+    CHECK(q.amax == 2.0f);
+    qbuf_free(&q);
+    /* block 1x128 and 128x128: scale 1 */
+    for (int m = 0; m < 2; m++) {
+        const gln_scaling_mode_t mode = m ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D;
+        qbuf_init(&q, mode, GLN_DTYPE_FP8_E4M3, 1, 3);
+        c = qcfg(mode, GLN_DTYPE_FP8_E4M3, 1, 0);
+        c.power_2_scale = 1;
+        c.amax_nan_propagate = 1;
+        CHECK_OK(gln_quantize(ctx, &c, &in3, &q.t));
+        d = q.t.data;
+        CHECK_MSG(((float *)q.t.scale_inv)[0] == 1.0f && d[0] == 0x7F && d[1] == 0x38 && d[2] == 0x40,
+                  "block mode %d: scale_inv %g data %02x %02x %02x", (int)mode,
+                  (double)((float *)q.t.scale_inv)[0], d[0], d[1], d[2]);
+        qbuf_free(&q);
+    }
+    /* gln_amax_ex: the first NaN by index wins, sign cleared; gln_amax ignores both */
+    float y[4] = {1.0f, 0.0f, 3.0f, 0.0f};
+    const uint32_t n1 = 0xFFC00002u, n2 = 0x7FC00001u;
+    memcpy(&y[1], &n1, 4), memcpy(&y[3], &n2, 4);
+    gln_tensor_t ty = gln_tensor_make(GLN_DTYPE_FP32, 2, 2, y);
+    float a = 0.0f;
+    uint32_t ab;
+    CHECK_OK(gln_amax_ex(ctx, &ty, 1, &a));
+    memcpy(&ab, &a, 4);
+    CHECK_MSG(ab == 0x7FC00002u, "gln_amax_ex propagate: %08x", ab);
+    CHECK_OK(gln_amax_ex(ctx, &ty, 0, &a));
+    CHECK(a == 3.0f);
+    CHECK_OK(gln_amax(ctx, &ty, &a));
+    CHECK(a == 3.0f);
+    CHECK_STATUS(gln_amax_ex(ctx, &ty, 2, &a), GLN_STATUS_INVALID_ARGUMENT, "gln_amax_ex: nan_propagate 2");
+    /* the grouped path carries the option too: member 1 has the NaN, member 0 not */
+    float g[6] = {4.0f, 1.0f, 0.5f, NAN, 2.0f, 1.0f};
+    int64_t splits[2] = {1, 1};
+    gln_grouped_tensor_t gin = {2, splits, 0, gln_tensor_make(GLN_DTYPE_FP32, 2, 3, g)};
+    uint8_t gd[6];
+    float gs_inv[2], gsc[2], gam[2];
+    gln_tensor_t gq = {GLN_DTYPE_FP8_E4M3, 2, 3, gd, GLN_SCALING_TENSOR, gs_inv, NULL, NULL, gam, gsc};
+    gln_grouped_tensor_t gout = {2, splits, 0, gq};
+    c = qcfg(GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0);
+    c.amax_nan_propagate = 1;
+    CHECK_OK(gln_grouped_quantize(ctx, &c, &gin, &gout));
+    CHECK(gsc[0] == 112.0f && gam[0] == 4.0f && isnan(gam[1]) && gsc[1] == 1.0f && gd[3] == 0x7F &&
+          gd[4] == 0x40);
+    gln_context_destroy(ctx);
+}
+
+/* The quant config's known versions: the first one (no amax_nan_propagate: the field keeps its
+ * default even when the caller's struct has bytes there) and the current one. */
+static void test_quant_config_versions(void) {
+    gln_context_t *ctx = ctx_cpu();
+    float x[3] = {NAN, 1.0f, 2.0f};
+    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, 3, x);
+    qbuf_t q;
+    qbuf_init(&q, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 3);
+    gln_quant_config_t c = qcfg(GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, 1, 0);
+    c.amax_nan_propagate = 1;
+    c.size = offsetof(gln_quant_config_t, amax_nan_propagate);
+    CHECK_OK(gln_quantize(ctx, &c, &in, &q.t));
+    CHECK(q.scale == 224.0f && q.amax == 2.0f); /* version 1: NaN ignored */
+    c.size = offsetof(gln_quant_config_t, amax_nan_propagate) + 3;
+    CHECK_STATUS(gln_quantize(ctx, &c, &in, &q.t), GLN_STATUS_INVALID_ARGUMENT, "not a known version");
+    c.size = sizeof c + 4;
+    CHECK_STATUS(gln_quantize(ctx, &c, &in, &q.t), GLN_STATUS_INVALID_ARGUMENT, "not a known version");
+    c.size = sizeof c;
+    c.amax_nan_propagate = 2;
+    CHECK_STATUS(gln_quantize(ctx, &c, &in, &q.t), GLN_STATUS_INVALID_ARGUMENT,
+                 "gln_quantize: cfg->amax_nan_propagate 2 must be 0");
     qbuf_free(&q);
     gln_context_destroy(ctx);
 }
@@ -828,7 +938,8 @@ static void test_invalid_other_calls(void) {
 GLN_TEST_MAIN(GLN_CASE(test_layouts), GLN_CASE(test_grouped_offsets_and_bound),
               GLN_CASE(test_current_scaling), GLN_CASE(test_delayed_quantize),
               GLN_CASE(test_delayed_update_max), GLN_CASE(test_delayed_update_zero_newest),
-              GLN_CASE(test_nan_ignored_by_amax),
+              GLN_CASE(test_nan_ignored_by_amax), GLN_CASE(test_nan_propagate_option),
+              GLN_CASE(test_quant_config_versions),
               GLN_CASE(test_delayed_update_most_recent_margin),
               GLN_CASE(test_mxfp8_edges), GLN_CASE(test_block_edges_and_value_for_inf),
               GLN_CASE(test_grouped_matches_members), GLN_CASE(test_dequantize_round_trip),

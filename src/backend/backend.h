@@ -45,7 +45,7 @@ typedef struct gln_backend_ops {
     gln_status_t (*grouped_gemm)(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
     gln_status_t (*grouped_dbias)(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
                                   gln_tensor_t *dbias, int accumulate);
-    gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+    gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
     gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 } gln_backend_ops_t;
 

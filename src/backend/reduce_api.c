@@ -22,13 +22,23 @@ gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *d
     return ctx->ops->grouped_dbias(ctx, dy, dbias, accumulate != 0);
 }
 
-gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
-    static const char *fn = "gln_amax";
+static gln_status_t amax_call(const char *fn, gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate,
+                              float *amax) {
     GLN_REQUIRE_NOT_NULL(fn, ctx);
     GLN_REQUIRE_NOT_NULL(fn, amax);
     GLN_TRY(gln_arg_hp_tensor(fn, "x", x));
+    GLN_REQUIRE_ARG(nan_propagate == 0 || nan_propagate == 1,
+                    "%s: nan_propagate %d must be 0 (ignore NaN, TE's rule) or 1 (propagate)", fn, nan_propagate);
     if (!ctx->ops->amax) return gln_backend_missing(ctx, fn, "amax");
-    return ctx->ops->amax(ctx, x, amax);
+    return ctx->ops->amax(ctx, x, nan_propagate, amax);
+}
+
+gln_status_t gln_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
+    return amax_call("gln_amax", ctx, x, 0, amax);
+}
+
+gln_status_t gln_amax_ex(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax) {
+    return amax_call("gln_amax_ex", ctx, x, nan_propagate, amax);
 }
 
 gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {

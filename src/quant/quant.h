@@ -7,7 +7,9 @@
  *   - inputs are widened to FP32, data = sat_rn_fp8(x · encode_scale) with one FP32 multiply;
  *   - partial blocks at the edges use the amax of their valid elements;
  *   - amax ignores NaN elements (TE's fmaxf rule: a NaN still encodes as FP8 NaN, but does not
- *     poison the scale; an all-NaN block has amax 0);
+ *     poison the scale; an all-NaN block has amax 0); with cfg->amax_nan_propagate the first NaN
+ *     in the reduction order wins (gln_f32_max_nan): per-tensor scale 1 (current) or a NaN
+ *     accumulated amax (delayed), MXFP8 code 255, block scale 1;
  *   - padding entries of every scale buffer are written as 0. */
 #ifndef GLN_QUANT_QUANT_H
 #define GLN_QUANT_QUANT_H
@@ -47,8 +49,9 @@ gln_status_t gln_quantize_block_ref(const gln_quant_config_t *cfg, const gln_ten
  * (epsilon, power-of-two, FLT_MAX on overflow), written to out->scale / out->amax when given. */
 float gln_tensor_scale_step(const gln_quant_config_t *cfg, float amax, gln_tensor_t *out);
 
-/* max |x| over a high-precision tensor, NaN elements ignored. */
-float gln_amax_ref(const gln_tensor_t *in);
+/* max |x| over a high-precision tensor in index order: NaN elements ignored, or with
+ * nan_propagate the first NaN (sign cleared) wins. */
+float gln_amax_ref(const gln_tensor_t *in, int nan_propagate);
 
 /* Element access for high-precision dtypes (fp32 / bf16 / fp16). */
 static inline float gln_hp_load(const void *p, gln_dtype_t dtype, int64_t i) {

@@ -1,4 +1,5 @@
 /* Public quantization calls: validate every argument once, then dispatch to the backend. */
+#include <stddef.h>
 #include <string.h>
 
 #include "common/context.h"
@@ -6,16 +7,20 @@
 #include "numerics/numerics.h"
 #include "tensor/tensor.h"
 
-/* Copy a versioned config (fields past cfg->size keep their defaults) and check each field. */
+/* Copy a versioned config and check each field.  Known versions: the first (up to
+ * e8m0_rounding) and the current one (amax_nan_propagate added); only the bytes of the caller's
+ * version are read, later fields keep their defaults. */
 static gln_status_t gln_quant_config_read(const char *fn, const gln_quant_config_t *cfg,
                                           gln_quant_config_t *c) {
     GLN_REQUIRE_NOT_NULL(fn, cfg);
     gln_quant_config_t def = GLN_QUANT_CONFIG_INIT;
-    GLN_REQUIRE_ARG(
-        cfg->size >= sizeof(size_t) && cfg->size <= sizeof def,
-        "%s: cfg->size %zu is not a known version (expected %zu; start from GLN_QUANT_CONFIG_INIT)", fn,
-        cfg->size, sizeof def);
+    const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
+    GLN_REQUIRE_ARG(cfg->size == v1 || cfg->size == sizeof def,
+                    "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
+                    "GLN_QUANT_CONFIG_INIT)",
+                    fn, cfg->size, v1, sizeof def);
     memcpy(&def, cfg, cfg->size);
+    def.size = sizeof def;
     *c = def;
     GLN_REQUIRE_ARG(c->mode >= GLN_SCALING_TENSOR && c->mode <= GLN_SCALING_BLOCK_2D,
                     "%s: cfg->mode %d must be TENSOR (1), MXFP8_1D (2), BLOCK_1D (3) or BLOCK_2D (4)", fn,
@@ -37,6 +42,9 @@ static gln_status_t gln_quant_config_read(const char *fn, const gln_quant_config
     GLN_REQUIRE_ARG(c->e8m0_rounding == GLN_E8M0_ROUND_UP || c->e8m0_rounding == GLN_E8M0_ROUND_FLOOR,
                     "%s: cfg->e8m0_rounding %d must be ROUND_UP (0) or ROUND_FLOOR (1)", fn,
                     (int)c->e8m0_rounding);
+    GLN_REQUIRE_ARG(c->amax_nan_propagate == 0 || c->amax_nan_propagate == 1,
+                    "%s: cfg->amax_nan_propagate %d must be 0 (ignore NaN, TE's rule) or 1 (propagate)",
+                    fn, c->amax_nan_propagate);
     return GLN_STATUS_SUCCESS;
 }
 

@@ -16,7 +16,8 @@ static float gln_block_scale(const gln_quant_config_t *cfg, const gln_tensor_t *
     float amax = 0.0f;
     for (int64_t r = b.r0; r < b.r1; r++)
         for (int64_t c = b.c0; c < b.c1; c++)
-            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, r * in->cols + c)));
+            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, r * in->cols + c)),
+                                    cfg->amax_nan_propagate);
     return gln_scale_from_amax_impl(amax, gln_fp8_max(cfg->fp8_dtype), cfg->power_2_scale, cfg->amax_epsilon,
                                     gln_hp_max(in->dtype));
 }

@@ -19,7 +19,8 @@ static uint8_t gln_mx_block(const gln_quant_config_t *cfg, const gln_tensor_t *i
                             int64_t stride, uint8_t *q) {
     float amax = 0.0f;
     for (int64_t k = 0; k < n; k++)
-        amax = gln_f32_max_fin(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, start + k * stride)));
+        amax = gln_f32_max_amax(amax, gln_f32_abs(gln_hp_load(in->data, in->dtype, start + k * stride)),
+                                cfg->amax_nan_propagate);
     uint8_t code = gln_mx_code(cfg, amax);
     float mult = gln_e8m0_inverse_bits(code); /* exact 2^(127-code) */
     for (int64_t k = 0; k < n; k++) {

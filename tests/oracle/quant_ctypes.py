@@ -26,7 +26,7 @@ class QuantLayout(C.Structure):
 class QuantConfig(C.Structure):
     _fields_ = [("size", C.c_size_t), ("mode", C.c_int), ("fp8_dtype", C.c_int), ("rowwise", C.c_int),
                 ("columnwise", C.c_int), ("delayed", C.c_int), ("amax_epsilon", C.c_float),
-                ("power_2_scale", C.c_int), ("e8m0_rounding", C.c_int)]
+                ("power_2_scale", C.c_int), ("e8m0_rounding", C.c_int), ("amax_nan_propagate", C.c_int)]
 
 
 class DelayedUpdateOptions(C.Structure):
@@ -68,6 +68,7 @@ class Lib:
                                                C.POINTER(GroupedTensor)]),
             ("gln_mxfp8_swizzle_scales", C.c_int, [C.c_void_p, C.c_int64, C.c_int64, C.c_int, C.c_void_p,
                                                    C.c_void_p]),
+            ("gln_amax_ex", C.c_int, [C.c_void_p, C.POINTER(Tensor), C.c_int, C.POINTER(C.c_float)]),
             ("gln_delayed_scaling_update", C.c_int, [C.c_int32, C.c_int32, C.c_void_p, C.c_void_p, C.c_void_p,
                                                      C.c_int, C.c_int]),
             ("gln_delayed_scaling_update_ex", C.c_int, [C.c_int32, C.c_int32, C.c_void_p, C.c_void_p,
@@ -90,8 +91,9 @@ class Lib:
         return l
 
     @staticmethod
-    def config(mode, fp8, rowwise=1, columnwise=0, delayed=0, eps=0.0, pow2=0, rounding=ROUND_UP):
-        return QuantConfig(C.sizeof(QuantConfig), mode, fp8, rowwise, columnwise, delayed, eps, pow2, rounding)
+    def config(mode, fp8, rowwise=1, columnwise=0, delayed=0, eps=0.0, pow2=0, rounding=ROUND_UP, nanp=0):
+        return QuantConfig(C.sizeof(QuantConfig), mode, fp8, rowwise, columnwise, delayed, eps, pow2, rounding,
+                           nanp)
 
     def quantize(self, x_bits, in_dtype, cfg, scale=None, amax=None):
         """Quantize the 2-D array x_bits (float32, or uint16 bits of bf16/fp16).  Returns a dict of

@@ -152,11 +152,50 @@ def check_fp8_tensor_all_bf16(L):
 
 
 def check_delayed_amax(L):
-    """Delayed quantize max-accumulates max|x| (before scaling) into *amax."""
+    """Delayed quantize max-accumulates max|x| (before scaling) into *amax, NaN elements ignored
+    or (amax_nan_propagate) making it NaN; a NaN start stays NaN only under propagation."""
     x = RNG.normal(0, 3, (37, 53)).astype(np.float32)
-    for start in (0.0, 1.0, 1e6):
-        o = L.quantize(x, Q.FP32, L.config(Q.TENSOR, R.E4M3, delayed=1), scale=2.0, amax=start)
-        expect_f32("delayed amax accumulate", o["amax"], [np.fmax(np.float32(start), R.amax_fmax(x))])
+    xn = x.copy()
+    xn[5, 7] = np.nan
+    for nanp in (0, 1):
+        for xs, label in ((x, "finite"), (xn, "one NaN")):
+            for start in (0.0, 1.0, 1e6, np.nan):
+                o = L.quantize(xs, Q.FP32, L.config(Q.TENSOR, R.E4M3, delayed=1, nanp=nanp), scale=2.0, amax=start)
+                a = R.amax(xs, nanp)
+                want = np.maximum(np.float32(start), a) if nanp else np.fmax(np.float32(start), a)
+                expect_f32("delayed amax accumulate", o["amax"], [want],
+                           "nanp %d %s start %g" % (nanp, label, start))
+                with np.errstate(over="ignore", invalid="ignore"):
+                    expect_equal("delayed data", o["data"].reshape(xs.shape), R.sat_fp8(xs * np.float32(2.0), R.E4M3),
+                                 "nanp %d %s" % (nanp, label))
+
+
+def check_amax_ex(L):
+    """gln_amax_ex: NaN ignored (0), or the first NaN by index with its sign cleared (1)."""
+    for dtype in (R.FP32, R.BF16, R.FP16):
+        for nan_at in (None, (0, 0), (3, 17), (6, 20)):
+            x = RNG.normal(0, 5, (7, 21)).astype(np.float32)
+            if nan_at is not None:
+                x[nan_at] = -np.nan
+                x[6, 20] = np.nan
+            xb = np.ascontiguousarray(to_dtype_bits(x, dtype))
+            xf = R.widen(xb, dtype)
+            t = Q.Tensor(dtype, 7, 21, Q.ptr(xb), Q.NONE, None, None, None, None, None)
+            for nanp in (0, 1):
+                got = C.c_float(-1.0)
+                L.ok(L.L.gln_amax_ex(L.ctx, C.byref(t), nanp, C.byref(got)), "gln_amax_ex")
+                g = np.float32([got.value])
+                if nanp and nan_at is not None:
+                    first = np.flatnonzero(np.isnan(xf.ravel()))[0]
+                    want = np.abs(xf.ravel()[first:first + 1])  # its payload, sign cleared
+                    if dtype == R.FP16:  # fp16 NaN payloads widen by the library's rule: NaN, sign cleared
+                        expect_equal("amax_ex first NaN (fp16)", [bool(np.isnan(g[0]) and not np.signbit(g[0]))],
+                                     [True], "nan at %s" % (nan_at,))
+                    else:
+                        expect_equal("amax_ex first NaN", g.view(np.uint32), want.view(np.uint32),
+                                     "dtype %d nan at %s" % (dtype, nan_at))
+                else:
+                    expect_f32("amax_ex", g, [R.amax(xf, nanp)], "dtype %d nanp %d" % (dtype, nanp))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +298,7 @@ def to_dtype_bits(x, dtype):
     return x
 
 
-def mx_oracle(xf, fmt, rounding, columnwise):
+def mx_oracle(xf, fmt, rounding, columnwise, nanp=0):
     """Compact scales [padded grid] and data for one MXFP8 copy."""
     rows, cols = xf.shape
     rule = R.e8m0_floor if rounding == Q.ROUND_FLOOR else R.e8m0_round_up
@@ -268,7 +307,7 @@ def mx_oracle(xf, fmt, rounding, columnwise):
         grid = np.zeros((R.round_up(rows, 128), R.round_up(R.ceil_div(cols, 32), 4)), np.uint8)
         for j in range(R.ceil_div(cols, 32)):
             blk = xf[:, 32 * j:32 * j + 32]
-            code = rule(R.amax_fmax(blk, axis=1) if rows else np.zeros(0, np.float32), fmt)
+            code = rule(R.amax(blk, nanp, axis=1) if rows else np.zeros(0, np.float32), fmt)
             grid[:rows, j] = code
             with np.errstate(over="ignore", invalid="ignore"):
                 data[:, 32 * j:32 * j + 32] = R.sat_fp8(blk * R.e8m0_mult(code)[:, None], fmt)
@@ -276,7 +315,7 @@ def mx_oracle(xf, fmt, rounding, columnwise):
         grid = np.zeros((R.round_up(R.ceil_div(rows, 32), 4), R.round_up(cols, 128)), np.uint8)
         for i in range(R.ceil_div(rows, 32)):
             blk = xf[32 * i:32 * i + 32, :]
-            code = rule(R.amax_fmax(blk, axis=0) if cols else np.zeros(0, np.float32), fmt)
+            code = rule(R.amax(blk, nanp, axis=0) if cols else np.zeros(0, np.float32), fmt)
             grid[i, :cols] = code
             with np.errstate(over="ignore", invalid="ignore"):
                 data[32 * i:32 * i + 32, :] = R.sat_fp8(blk * R.e8m0_mult(code)[None, :], fmt)
@@ -293,17 +332,19 @@ def check_mxfp8(L):
                     x = inject_block_edges(special_tensor(rows, cols, scale, R.FP8_MAX[fmt]), R.FP8_MAX[fmt], 32)
                     x = to_dtype_bits(x, dtype)
                     xf = R.widen(x, dtype)
-                    cfg = L.config(Q.MXFP8, fmt, rowwise=1, columnwise=1, rounding=rounding)
-                    o = L.quantize(x, dtype, cfg)
-                    what = "fmt %d rnd %d dtype %d %dx%d" % (fmt, rounding, dtype, rows, cols)
-                    g, d = mx_oracle(xf, fmt, rounding, False)
-                    expect_equal("mxfp8 row scales", o["scale_inv"], g, what)
-                    expect_equal("mxfp8 row data", o["data"].reshape(rows, cols), d, what)
-                    g, d = mx_oracle(xf, fmt, rounding, True)
-                    expect_equal("mxfp8 col scales", o["col_scale_inv"], g, what)
-                    expect_equal("mxfp8 col data (not transposed)", o["col_data"].reshape(rows, cols), d, what)
-                    check_swizzle(L, rows, cols, o)
-                    check_dequant(L, o, x, rows, cols, fmt, Q.MXFP8)
+                    # the NaN-propagating variant on one rounding (the amax rule is independent of it)
+                    for nanp in ((0, 1) if rounding == Q.ROUND_UP else (0,)):
+                        cfg = L.config(Q.MXFP8, fmt, rowwise=1, columnwise=1, rounding=rounding, nanp=nanp)
+                        o = L.quantize(x, dtype, cfg)
+                        what = "fmt %d rnd %d dtype %d %dx%d nanp %d" % (fmt, rounding, dtype, rows, cols, nanp)
+                        g, d = mx_oracle(xf, fmt, rounding, False, nanp)
+                        expect_equal("mxfp8 row scales", o["scale_inv"], g, what)
+                        expect_equal("mxfp8 row data", o["data"].reshape(rows, cols), d, what)
+                        g, d = mx_oracle(xf, fmt, rounding, True, nanp)
+                        expect_equal("mxfp8 col scales", o["col_scale_inv"], g, what)
+                        expect_equal("mxfp8 col data (not transposed)", o["col_data"].reshape(rows, cols), d, what)
+                        check_swizzle(L, rows, cols, o)
+                        check_dequant(L, o, x, rows, cols, fmt, Q.MXFP8)
 
 
 def check_swizzle(L, rows, cols, o):
@@ -359,18 +400,18 @@ def check_current(L):
             for (shape, mag) in cases:
                 for eps in (0.0, 1e-3, 100.0):
                     for pow2 in (0, 1):
-                        for special in (None, np.inf, np.nan):
+                        for special, nanp in ((None, 0), (np.inf, 0), (np.nan, 0), (np.nan, 1)):
                             x = (RNG.normal(0, 1, shape) * mag).astype(np.float32)
                             if special is not None and x.size:
                                 x.ravel()[RNG.integers(0, x.size)] = special
                             xb = to_dtype_bits(x, dtype)
                             xf = R.widen(xb, dtype)
-                            cfg = L.config(Q.TENSOR, fmt, rowwise=1, columnwise=1, eps=eps, pow2=pow2)
+                            cfg = L.config(Q.TENSOR, fmt, rowwise=1, columnwise=1, eps=eps, pow2=pow2, nanp=nanp)
                             o = L.quantize(xb, dtype, cfg)
-                            amax = R.amax_fmax(xf)
+                            amax = R.amax(xf, nanp)
                             s = R.scale_from_amax(amax, R.FP8_MAX[fmt], pow2, eps, R.FLT_MAX)
-                            what = "fmt %d dt %d %s mag %g eps %g pow2 %d sp %s" % (fmt, dtype, shape, mag, eps,
-                                                                                    pow2, special)
+                            what = "fmt %d dt %d %s mag %g eps %g pow2 %d sp %s nanp %d" % (
+                                fmt, dtype, shape, mag, eps, pow2, special, nanp)
                             expect_f32("current scale", o["scale"], [s], what)
                             expect_f32("current amax", o["amax"], [amax], what)
                             expect_f32("current scale_inv", o["scale_inv"], [R.recip(s)], what)
@@ -390,7 +431,7 @@ def block_scale_per_element(sc, rows, cols, mode, colw):
     return sc[c // 128, r // 128] if colw else sc[r // 128, c // 128]
 
 
-def block_oracle(xf, fmt, dtype, mode, pow2, eps):
+def block_oracle(xf, fmt, dtype, mode, pow2, eps, nanp=0):
     rows, cols = xf.shape
     vinf = R.HP_MAX[dtype]
     fmax = R.FP8_MAX[fmt]
@@ -401,12 +442,12 @@ def block_oracle(xf, fmt, dtype, mode, pow2, eps):
         cgrid = np.zeros((R.ceil_div(rows, 128), R.round_up(cols, 4)), np.float32)
         for r in range(rows):
             for j in range(R.ceil_div(cols, 128)):
-                s = R.scale_from_amax(R.amax_fmax(xf[r, 128 * j:128 * j + 128]), fmax, pow2, eps, vinf)
+                s = R.scale_from_amax(R.amax(xf[r, 128 * j:128 * j + 128], nanp), fmax, pow2, eps, vinf)
                 grid[j, r] = R.recip(s)
                 scale_el_row[r, 128 * j:128 * j + 128] = s
         for i in range(R.ceil_div(rows, 128)):
             for c in range(cols):
-                s = R.scale_from_amax(R.amax_fmax(xf[128 * i:128 * i + 128, c]), fmax, pow2, eps, vinf)
+                s = R.scale_from_amax(R.amax(xf[128 * i:128 * i + 128, c], nanp), fmax, pow2, eps, vinf)
                 cgrid[i, c] = R.recip(s)
                 scale_el_col[128 * i:128 * i + 128, c] = s
     else:
@@ -415,7 +456,7 @@ def block_oracle(xf, fmt, dtype, mode, pow2, eps):
         for i in range(R.ceil_div(rows, 128)):
             for j in range(R.ceil_div(cols, 128)):
                 tile = xf[128 * i:128 * i + 128, 128 * j:128 * j + 128]
-                s = R.scale_from_amax(R.amax_fmax(tile), fmax, pow2, eps, vinf)
+                s = R.scale_from_amax(R.amax(tile, nanp), fmax, pow2, eps, vinf)
                 grid[i, j] = R.recip(s)
                 cgrid[j, i] = R.recip(s)
                 scale_el_row[128 * i:128 * i + 128, 128 * j:128 * j + 128] = s
@@ -433,15 +474,15 @@ def check_block(L):
             for dtype in (R.FP32, R.BF16, R.FP16):
                 for (rows, cols) in shapes:
                     for pow2 in (1, 0):
-                        for eps in (0.0, 1e-2):
+                        for eps, nanp in ((0.0, 0), (1e-2, 0), (0.0, 1)):
                             x = special_tensor(rows, cols, 100.0, R.FP8_MAX[fmt], 128)
                             x = to_dtype_bits(inject_block_edges(x, R.FP8_MAX[fmt], 128), dtype)
                             xf = R.widen(x, dtype)
-                            cfg = L.config(mode, fmt, rowwise=1, columnwise=1, pow2=pow2, eps=eps)
+                            cfg = L.config(mode, fmt, rowwise=1, columnwise=1, pow2=pow2, eps=eps, nanp=nanp)
                             o = L.quantize(x, dtype, cfg)
-                            g, d, cg, cd = block_oracle(xf, fmt, dtype, mode, pow2, eps)
-                            what = "mode %d fmt %d dt %d %dx%d pow2 %d eps %g" % (mode, fmt, dtype, rows, cols,
-                                                                                  pow2, eps)
+                            g, d, cg, cd = block_oracle(xf, fmt, dtype, mode, pow2, eps, nanp)
+                            what = "mode %d fmt %d dt %d %dx%d pow2 %d eps %g nanp %d" % (mode, fmt, dtype, rows,
+                                                                                          cols, pow2, eps, nanp)
                             expect_f32("block row scales", o["scale_inv"], g, what)
                             expect_f32("block col scales", o["col_scale_inv"], cg, what)
                             expect_equal("block row data", o["data"].reshape(rows, cols), d, what)
@@ -465,19 +506,19 @@ def check_block(L):
 # Grouped quantization: per-member statistics, member scales packed at their padded sizes
 
 
-def member_oracle(xf, fmt, dtype, mode):
+def member_oracle(xf, fmt, dtype, mode, nanp):
     """(data, col_data, row scales, col scales, scale, amax) of one member, flattened."""
     rows, cols = xf.shape
     if mode == Q.TENSOR:
-        amax = R.amax_fmax(xf)
+        amax = R.amax(xf, nanp)
         s = R.scale_from_amax(amax, R.FP8_MAX[fmt], 0, 0.0, R.FLT_MAX)
         d = R.sat_fp8(xf * s, fmt)
         return d.ravel(), d.T.ravel(), [R.recip(s)], [R.recip(s)], s, amax
     if mode == Q.MXFP8:
-        g, d = mx_oracle(xf, fmt, Q.ROUND_UP, False)
-        cg, cd = mx_oracle(xf, fmt, Q.ROUND_UP, True)
+        g, d = mx_oracle(xf, fmt, Q.ROUND_UP, False, nanp)
+        cg, cd = mx_oracle(xf, fmt, Q.ROUND_UP, True, nanp)
         return d.ravel(), cd.ravel(), g.ravel(), cg.ravel(), None, None
-    g, d, cg, cd = block_oracle(xf, fmt, dtype, mode, 1, 0.0)
+    g, d, cg, cd = block_oracle(xf, fmt, dtype, mode, 1, 0.0, nanp)
     return d.ravel(), cd.ravel(), g.ravel(), cg.ravel(), None, None
 
 
@@ -485,7 +526,7 @@ def check_grouped(L):
     splits = np.array([0, 65, 0, 130, 1, 0, 33], np.int64)
     rows, cols = 260, 80  # 31 trailing rows that must stay untouched
     n = len(splits)
-    for mode in (Q.TENSOR, Q.MXFP8, Q.BLOCK_1D, Q.BLOCK_2D):
+    for mode, nanp in itertools.product((Q.TENSOR, Q.MXFP8, Q.BLOCK_1D, Q.BLOCK_2D), (0, 1)):
         for dtype in (R.BF16, R.FP32):
             fmt = R.E4M3 if mode != Q.TENSOR else R.E5M2
             x = to_dtype_bits(special_tensor(rows, cols, 50.0, R.FP8_MAX[fmt], 128), dtype)
@@ -493,7 +534,7 @@ def check_grouped(L):
             members = []
             r0 = 0
             for m in splits:
-                members.append(member_oracle(xf[r0:r0 + m], fmt, dtype, mode))
+                members.append(member_oracle(xf[r0:r0 + m], fmt, dtype, mode, nanp))
                 r0 += m
             used = r0
             sdt = np.uint8 if mode == Q.MXFP8 else np.float32
@@ -510,9 +551,9 @@ def check_grouped(L):
                                                                 Q.ptr(buf["s"]), Q.ptr(buf["col_data"]),
                                                                 Q.ptr(buf["cs"]), Q.ptr(buf["amax"]),
                                                                 Q.ptr(buf["scale"])))
-            cfg = L.config(mode, fmt, rowwise=1, columnwise=1, pow2=0 if mode == Q.TENSOR else 1)
+            cfg = L.config(mode, fmt, rowwise=1, columnwise=1, pow2=0 if mode == Q.TENSOR else 1, nanp=nanp)
             L.ok(L.L.gln_grouped_quantize(L.ctx, C.byref(cfg), C.byref(gin), C.byref(gout)), "gln_grouped_quantize")
-            what = "mode %d dtype %d" % (mode, dtype)
+            what = "mode %d dtype %d nanp %d" % (mode, dtype, nanp)
             def cat(k):
                 return np.concatenate([np.asarray(mo[k]).ravel() for mo in members]).astype(
                     np.uint8 if k < 2 else sdt)
@@ -580,7 +621,7 @@ def check_delayed_update(L):
 
 def main():
     L = Q.Lib(sys.argv[1])
-    for part in (check_half_conversions, check_fp8_scalar, check_fp8_tensor_all_bf16, check_delayed_amax,
+    for part in (check_half_conversions, check_fp8_scalar, check_fp8_tensor_all_bf16, check_delayed_amax, check_amax_ex,
                  check_e8m0_scalar, check_mxfp8, check_current, check_block, check_grouped,
                  check_delayed_update):
         part(L)

@@ -102,8 +102,8 @@ static gln_status_t cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tens
                                       gln_tensor_t *dbias, int accumulate) {
     GLN_CPU_WITH_THREADS(ctx, gln_cpu_grouped_dbias(ctx, dy, dbias, accumulate));
 }
-static gln_status_t cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
-    GLN_CPU_WITH_THREADS(ctx, gln_cpu_amax(ctx, x, amax));
+static gln_status_t cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_amax(ctx, x, nan_propagate, amax));
 }
 static gln_status_t cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
     GLN_CPU_WITH_THREADS(ctx, gln_cpu_cast(ctx, in, out));

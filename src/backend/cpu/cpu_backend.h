@@ -27,7 +27,7 @@ gln_status_t gln_cpu_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_arg
 /* cpu_reduce.c */
 gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
                                    gln_tensor_t *dbias, int accumulate);
-gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
 #endif

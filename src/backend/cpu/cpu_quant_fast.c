@@ -5,7 +5,8 @@
  * cpu_fp8.h), scales from the same numerics functions.  What differs is only the loop shape:
  *   - dtype and FP8 format switches hoisted out of the element loops (they vectorize);
  *   - amax as a plain float max with a NaN flag; a NaN anywhere falls back to the reference's
- *     loop (which ignores NaN, TE's rule), so every amax is exactly the reference's;
+ *     loop (which ignores NaN, TE's rule, or with cfg->amax_nan_propagate keeps the first NaN),
+ *     so every amax is exactly the reference's;
  *   - the transposed FP8 copy written through 64-row tiles instead of one byte per row stride;
  *   - MXFP8 columnwise blocks reduced row by row across all columns at once;
  *   - rows (tiles, 32-row blocks) split over the BLAS thread count (cpu_threads.h).
@@ -81,10 +82,11 @@ static float amax_span(const float *x, size_t n, int *nan) {
     return from_bits((uint32_t)m);
 }
 
-/* The reference's amax over the same values, in the same order (NaN ignored, as TE's fmaxf). */
-static float amax_span_ref(const float *x, size_t n) {
+/* The reference's amax over the same values, in the same order (NaN ignored, as TE's fmaxf,
+ * or the first NaN kept with nan_propagate). */
+static float amax_span_ref(const float *x, size_t n, int nan_propagate) {
     float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = gln_f32_max_fin(m, gln_f32_abs(x[i]));
+    for (size_t i = 0; i < n; i++) m = gln_f32_max_amax(m, gln_f32_abs(x[i]), nan_propagate);
     return m;
 }
 
@@ -118,7 +120,7 @@ static void amax_range(void *arg, int thread, int64_t s0, int64_t s1) {
     j->nan[thread] = nan;
 }
 
-static float tensor_amax(const gln_tensor_t *in) {
+static float tensor_amax(const gln_tensor_t *in, int nan_propagate) {
     amax_job_t j = {.in = in, .n = in->rows * in->cols};
     const int nt = gln_cpu_threads((size_t)j.n, GLN_CPU_QUANT_MIN);
     for (int t = 0; t < nt; t++) j.part[t] = 0.0f, j.nan[t] = 0;
@@ -130,7 +132,7 @@ static float tensor_amax(const gln_tensor_t *in) {
         nan |= j.nan[t];
     }
     /* Without NaN the max is the same in any order; with one, the reference picks which. */
-    return nan ? gln_amax_ref(in) : amax;
+    return nan ? gln_amax_ref(in, nan_propagate) : amax;
 }
 
 /* Rows [r0, r0 + h) of the tensor: rowwise copy written directly, transposed copy through a
@@ -176,7 +178,7 @@ static void encode_range(void *arg, int thread, int64_t t0, int64_t t1) {
 static gln_status_t quantize_tensor_fast(const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                          gln_tensor_t *out) {
     const int64_t R = in->rows, C = in->cols;
-    const float scale = gln_tensor_scale_step(cfg, tensor_amax(in), out);
+    const float scale = gln_tensor_scale_step(cfg, tensor_amax(in, cfg->amax_nan_propagate), out);
     const float scale_inv = 1.0f / scale;
     uint8_t *q = cfg->rowwise ? (uint8_t *)out->data : NULL;
     uint8_t *qt = cfg->columnwise ? (uint8_t *)out->col_data : NULL;
@@ -218,7 +220,7 @@ static void mx_row(const gln_quant_config_t *cfg, const gln_tensor_t *in, int64_
         const int64_t n = C - c0 < 32 ? C - c0 : 32;
         int nan = 0;
         float amax = amax_span(w.x + c0, (size_t)n, &nan);
-        if (nan) amax = amax_span_ref(w.x + c0, (size_t)n);
+        if (nan) amax = amax_span_ref(w.x + c0, (size_t)n, cfg->amax_nan_propagate);
         const uint8_t code = mx_code(cfg, amax);
         s[c0 / 32] = code;
         const float mult = gln_e8m0_inverse_bits(code); /* exact 2^(127-code) */
@@ -248,7 +250,8 @@ static void mx_col_block(const gln_quant_config_t *cfg, const gln_tensor_t *in, 
         for (int64_t c = 0; c < C; c++) w.colmax[c] = 0.0f;
         for (int64_t r = r0; r < r0 + n; r++) {
             gln_cpu_widen(hp_at(in, r * C), in->dtype, (size_t)C, w.x);
-            for (int64_t c = 0; c < C; c++) w.colmax[c] = gln_f32_max_fin(w.colmax[c], gln_f32_abs(w.x[c]));
+            for (int64_t c = 0; c < C; c++)
+                w.colmax[c] = gln_f32_max_amax(w.colmax[c], gln_f32_abs(w.x[c]), cfg->amax_nan_propagate);
         }
     }
     for (int64_t c = 0; c < C; c++) {

@@ -51,12 +51,16 @@ fail:
     return st;
 }
 
-gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
+gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax) {
     (void)ctx;
     const size_t n = (size_t)x->rows * (size_t)x->cols;
     float best = 0.0f;
     for (size_t i = 0; i < n; i++) {
         float v = fabsf(gln_cpu_load(x->data, x->dtype, i));
+        if (nan_propagate && isnan(v)) {
+            best = v; /* the first NaN wins: nothing can replace it */
+            break;
+        }
         if (v > best) best = v; /* a NaN compares false: ignored, as TE's fmaxf amax does */
     }
     *amax = best;

@@ -102,7 +102,7 @@ gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_ar
 /* cuda_reduce.cu */
 gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
                                     gln_tensor_t *dbias, int accumulate);
-gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax);
+gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
 /* ---- kernel launchers used across files --------------------------------------------------- */
@@ -128,9 +128,11 @@ gln_status_t gln_cuda_gemm_block_scale(gln_context_t *ctx, float *acc, const flo
                                        const char *call);
 
 /* cuda_reduce.cu: max |x| of `count` elements into the device float *amax; with accumulate,
- * *amax = max(*amax, max|x|).  NaN elements are ignored, exactly like the CPU (TE's fmaxf rule). */
+ * *amax = max(*amax, max|x|).  NaN elements are ignored, exactly like the CPU (TE's fmaxf rule);
+ * with nan_propagate a NaN wins as on the CPU: |x[i]| of the lowest NaN index i, and with
+ * accumulate an old NaN *amax is kept (gln_f32_max_nan(*amax, ·)). */
 gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, gln_dtype_t dtype, size_t count,
-                                  float *amax, int accumulate, const char *call);
+                                  float *amax, int accumulate, int nan_propagate, const char *call);
 
 /* cuda_gemm_kernels.cu: FP32 accumulator prefill acc[m,n] = (accumulate ? D : 0) + bias[n]
  * (bias may be NULL), and the final rounding D = acc. */

@@ -1,7 +1,7 @@
 /* CUDA FP8 block-scaling quantization (BLOCK_1D: 1x128 rowwise / 128x1 columnwise blocks;
  * BLOCK_2D: 128x128 tiles shared by both copies), bitwise equal to gln_quantize_block_ref
  * (src/quant/quant_block.c): per block, amax = NaN-ignoring max of |x| over its valid
- * elements (TE's fmaxf rule), scale = gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, max finite
+ * elements (TE's fmaxf rule; NaN-propagating under cfg->amax_nan_propagate), scale = gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, max finite
  * of the input dtype), stored decode scale = 1 / scale (IEEE division), data = one saturating RNE
  * encode of x·scale.  Which NaN a NaN block's amax holds does not matter: any NaN gives scale 1.
  * Scale buffers are zeroed first, padding included, as in the reference.
@@ -33,6 +33,7 @@ extern "C" {
 typedef struct blk_rule {
     float fp8_max, epsilon, value_for_inf;
     int pow2, fp8;
+    int nan_prop; /* amax_nan_propagate */
 } blk_rule_t;
 
 __device__ __forceinline__ float blk_scale(float amax, blk_rule_t k) {
@@ -50,9 +51,9 @@ __global__ void gln_block1d_rowwise_kernel(const void *x, int dtype, int64_t R, 
         for (int j = 0; j < 4; j++) {
             const int64_t c = cb * GLN_BLK + j * 32 + lane;
             v[j] = c < C ? gln_dev_load(x, dtype, (size_t)r * (size_t)C + (size_t)c) : 0.0f;
-            amax = gln_f32_max_fin(amax, gln_f32_abs(v[j]));
+            amax = gln_f32_max_amax(amax, gln_f32_abs(v[j]), k.nan_prop);
         }
-        const float scale = blk_scale(gln_dev_warp_max_fin(amax), k);
+        const float scale = blk_scale(gln_dev_warp_max_amax(amax, k.nan_prop), k);
         for (int j = 0; j < 4; j++) {
             const int64_t c = cb * GLN_BLK + j * 32 + lane;
             if (c < C) q[(size_t)r * (size_t)C + (size_t)c] = gln_dev_to_fp8(gln_dev_mul(v[j], scale), k.fp8);
@@ -70,7 +71,8 @@ __global__ void gln_block1d_colwise_kernel(const void *x, int dtype, int64_t R, 
         const int64_t n = R - r0 < GLN_BLK ? R - r0 : GLN_BLK;
         float amax = 0.0f;
         for (int64_t i = 0; i < n; i++)
-            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c)));
+            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c)),
+                                    k.nan_prop);
         const float scale = blk_scale(amax, k);
         for (int64_t i = 0; i < n; i++) {
             const float v = gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c);
@@ -92,13 +94,13 @@ __global__ void gln_block2d_kernel(const void *x, int dtype, int64_t R, int64_t 
         float amax = 0.0f;
         for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
             const size_t i = (size_t)(r0 + e / cols) * (size_t)C + (size_t)(c0 + e % cols);
-            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, i)));
+            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_dev_load(x, dtype, i)), k.nan_prop);
         }
-        amax = gln_dev_warp_max_fin(amax);
+        amax = gln_dev_warp_max_amax(amax, k.nan_prop);
         if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
         __syncthreads();
         amax = 0.0f;
-        for (int w = 0; w < GLN_BLK2D_THREADS / 32; w++) amax = gln_f32_max_fin(amax, warp_amax[w]);
+        for (int w = 0; w < GLN_BLK2D_THREADS / 32; w++) amax = gln_f32_max_amax(amax, warp_amax[w], k.nan_prop);
         const float scale = blk_scale(amax, k);
         for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
             const int64_t r = r0 + e / cols, c = c0 + e % cols;
@@ -134,6 +136,7 @@ extern "C" gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_qu
     k.value_for_inf = gln_hp_max(in->dtype);
     k.pow2 = cfg->power_2_scale;
     k.fp8 = (int)cfg->fp8_dtype;
+    k.nan_prop = cfg->amax_nan_propagate;
     gln_quant_layout_t lay;
     GLN_TRY(gln_quant_layout(mode, cfg->fp8_dtype, R, C, &lay));
     if (cfg->rowwise) GLN_TRY(zero_scales(ctx, mode, R, C, 0, out->scale_inv, fn));

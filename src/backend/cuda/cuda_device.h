@@ -53,6 +53,13 @@ __device__ __forceinline__ float gln_dev_warp_max_nan(float v) {
     return v;
 }
 
+/* The warp max of the amax_nan_propagate option (gln_f32_max_amax): any NaN lane makes every
+ * lane's result NaN under 1; NaN lanes are ignored under 0.  Used where only whether the amax
+ * is NaN matters (an MXFP8 code or a block scale), not which NaN. */
+__device__ __forceinline__ float gln_dev_warp_max_amax(float v, int nan_propagate) {
+    return nan_propagate ? gln_dev_warp_max_nan(v) : gln_dev_warp_max_fin(v);
+}
+
 /* a·b and a+b with the NaN propagation of the host's SSE arithmetic, which the CPU reference
  * runs on: a NaN operand comes back quieted with its sign and payload (the first operand when
  * both are NaN).  Plain CUDA arithmetic returns the canonical NaN 0x7FFFFFFF instead, which would

@@ -1,7 +1,8 @@
 /* CUDA quantization and dequantization, bitwise equal to the host reference quantizers
  * (src/quant): every element goes through the same numerics.h functions with the same FP32
  * operations in the same order (x·scale then one saturating RNE encode; block amax with
- * the NaN-ignoring max of TE; E8M0 code and its exact inverse).
+ * the NaN-ignoring max of TE, or the NaN-propagating one under cfg->amax_nan_propagate; E8M0
+ * code and its exact inverse).
  *
  *   TENSOR    current scaling: amax kernel → one-thread scale kernel (gln_scale_from_amax_impl,
  *             IEEE division) → cast kernel reading the scale from device memory, so the whole
@@ -87,12 +88,13 @@ static gln_status_t quantize_tensor(gln_context_t *ctx, const gln_quant_config_t
     float *scale = out->scale;
     if (cfg->delayed) {
         if (!scale) return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: delayed scaling needs out->scale", fn);
-        if (out->amax) GLN_TRY(gln_cuda_amax_launch(ctx, in->data, in->dtype, n, out->amax, 1, fn));
+        if (out->amax)
+            GLN_TRY(gln_cuda_amax_launch(ctx, in->data, in->dtype, n, out->amax, 1, cfg->amax_nan_propagate, fn));
         gln_tensor_scale_kernel<<<1, 1, 0, s->stream>>>(NULL, scale, 0, 0.0f, 0, 0.0f, scale_inv, col_scale_inv);
     } else {
         float *amax = out->amax ? out->amax : s->amax_tmp;
         if (!scale) scale = s->scale_tmp;
-        GLN_TRY(gln_cuda_amax_launch(ctx, in->data, in->dtype, n, amax, 0, fn));
+        GLN_TRY(gln_cuda_amax_launch(ctx, in->data, in->dtype, n, amax, 0, cfg->amax_nan_propagate, fn));
         gln_tensor_scale_kernel<<<1, 1, 0, s->stream>>>(amax, scale, 1, fp8_max_of(cfg->fp8_dtype),
                                                         cfg->power_2_scale, cfg->amax_epsilon, scale_inv,
                                                         col_scale_inv);
@@ -118,7 +120,8 @@ __device__ __forceinline__ uint8_t gln_mx_code(float amax, float fp8_max, int em
 
 /* One warp per (row, 32-column block): lane l handles column c0 + l. */
 __global__ void gln_mx_rowwise_kernel(const void *x, int dtype, int64_t R, int64_t C, int fp8, float fp8_max,
-                                      int emax, int floor_rule, uint8_t *q, uint8_t *scales, int64_t scale_cols) {
+                                      int emax, int floor_rule, int nan_prop, uint8_t *q, uint8_t *scales,
+                                      int64_t scale_cols) {
     const int64_t nblk = (C + 31) / 32;
     const int64_t total = R * nblk;
     const int lane = threadIdx.x % 32;
@@ -127,7 +130,7 @@ __global__ void gln_mx_rowwise_kernel(const void *x, int dtype, int64_t R, int64
         const int64_t r = w / nblk, blk = w % nblk, c = blk * 32 + lane;
         const size_t i = (size_t)r * (size_t)C + (size_t)c;
         const float v = c < C ? gln_dev_load(x, dtype, i) : 0.0f;
-        const float amax = gln_dev_warp_max_fin(gln_f32_abs(v));
+        const float amax = gln_dev_warp_max_amax(gln_f32_abs(v), nan_prop);
         const uint8_t code = gln_mx_code(amax, fp8_max, emax, floor_rule);
         if (c < C) q[i] = gln_dev_to_fp8(gln_dev_mul(v, gln_e8m0_inverse_bits(code)), fp8);
         if (lane == 0) scales[r * scale_cols + blk] = code;
@@ -136,7 +139,8 @@ __global__ void gln_mx_rowwise_kernel(const void *x, int dtype, int64_t R, int64
 
 /* One thread per (32-row block, column); threads of a warp take adjacent columns. */
 __global__ void gln_mx_colwise_kernel(const void *x, int dtype, int64_t R, int64_t C, int fp8, float fp8_max,
-                                      int emax, int floor_rule, uint8_t *q, uint8_t *scales, int64_t scale_cols) {
+                                      int emax, int floor_rule, int nan_prop, uint8_t *q, uint8_t *scales,
+                                      int64_t scale_cols) {
     const int64_t total = (R + 31) / 32 * C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
@@ -144,7 +148,8 @@ __global__ void gln_mx_colwise_kernel(const void *x, int dtype, int64_t R, int64
         const int64_t n = R - r0 < 32 ? R - r0 : 32;
         float amax = 0.0f;
         for (int64_t k = 0; k < n; k++)
-            amax = gln_f32_max_fin(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + k) * (size_t)C + (size_t)c)));
+            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + k) * (size_t)C + (size_t)c)),
+                                    nan_prop);
         const uint8_t code = gln_mx_code(amax, fp8_max, emax, floor_rule);
         const float mult = gln_e8m0_inverse_bits(code);
         for (int64_t k = 0; k < n; k++) {
@@ -171,8 +176,8 @@ static gln_status_t quantize_mxfp8(gln_context_t *ctx, const gln_quant_config_t 
         const size_t warps = (size_t)R * (size_t)gln_ceil_div(C, 32);
         if (warps) {
             gln_mx_rowwise_kernel<<<gln_dev_blocks(warps * 32, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
-                in->data, (int)in->dtype, R, C, (int)cfg->fp8_dtype, fmax, emax, floor_rule, (uint8_t *)out->data,
-                (uint8_t *)out->scale_inv, lay.scale_cols);
+                in->data, (int)in->dtype, R, C, (int)cfg->fp8_dtype, fmax, emax, floor_rule, cfg->amax_nan_propagate,
+                (uint8_t *)out->data, (uint8_t *)out->scale_inv, lay.scale_cols);
             GLN_TRY(gln_cuda_check_launch(fn, "gln_mx_rowwise_kernel"));
         }
     }
@@ -184,7 +189,7 @@ static gln_status_t quantize_mxfp8(gln_context_t *ctx, const gln_quant_config_t 
         const size_t threads = (size_t)gln_ceil_div(R, 32) * (size_t)C;
         if (threads) {
             gln_mx_colwise_kernel<<<gln_dev_blocks(threads, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
-                in->data, (int)in->dtype, R, C, (int)cfg->fp8_dtype, fmax, emax, floor_rule,
+                in->data, (int)in->dtype, R, C, (int)cfg->fp8_dtype, fmax, emax, floor_rule, cfg->amax_nan_propagate,
                 (uint8_t *)out->col_data, (uint8_t *)out->col_scale_inv, lay.col_scale_cols);
             GLN_TRY(gln_cuda_check_launch(fn, "gln_mx_colwise_kernel"));
         }

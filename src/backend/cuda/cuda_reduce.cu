@@ -3,7 +3,9 @@
  *
  * Both are bitwise equal to the CPU backend (src/backend/cpu/cpu_reduce.c):
  *   amax   max |x| is order independent (compared as FP32 bits, which order like the values for
- *          x >= 0); NaN elements are ignored, as on the CPU (TE's fmaxf rule).
+ *          x >= 0); NaN elements are ignored, as on the CPU (TE's fmaxf rule).  With
+ *          nan_propagate a NaN anywhere gives |x[i]| of the lowest NaN index i, which is the
+ *          value the CPU's first-NaN loop returns.
  *   cast   widen exactly to FP32, one RNE rounding through numerics.h.
  */
 #include <cublasLt.h>
@@ -56,17 +58,18 @@ __global__ void gln_amax_partial_kernel(const void *x, int dtype, size_t n, gln_
 }
 
 __global__ void gln_amax_final_kernel(const void *x, int dtype, const gln_cuda_amax_work_t *work, float *amax,
-                                      int accumulate) {
-    /* NaN elements are ignored (TE's fmaxf rule): the partial kernel keeps them out of max_bits;
-     * nan_index is still recorded for a NaN-propagating variant. */
-    (void)x, (void)dtype;
-    float a = gln_f32_from_bits(work->max_bits);
-    if (accumulate) a = gln_f32_max_fin(*amax, a);
+                                      int accumulate, int nan_propagate) {
+    /* The partial kernel keeps NaN out of max_bits (TE's fmaxf rule) and records the lowest NaN
+     * index for the propagating rule. */
+    float a = nan_propagate && work->nan_index != GLN_NO_NAN_INDEX
+                  ? gln_f32_abs(gln_dev_load(x, dtype, work->nan_index))
+                  : gln_f32_from_bits(work->max_bits);
+    if (accumulate) a = gln_f32_max_amax(*amax, a, nan_propagate);
     *amax = a;
 }
 
 extern "C" gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, gln_dtype_t dtype, size_t count,
-                                             float *amax, int accumulate, const char *call) {
+                                             float *amax, int accumulate, int nan_propagate, const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     /* nan_index = all ones, max_bits = 0 */
     GLN_TRY(gln_cuda_check(cudaMemsetAsync(&s->amax_work->nan_index, 0xFF, sizeof(unsigned long long), s->stream),
@@ -78,13 +81,13 @@ extern "C" gln_status_t gln_cuda_amax_launch(gln_context_t *ctx, const void *x, 
             x, (int)dtype, count, s->amax_work);
         GLN_TRY(gln_cuda_check_launch(call, "gln_amax_partial_kernel"));
     }
-    gln_amax_final_kernel<<<1, 1, 0, s->stream>>>(x, (int)dtype, s->amax_work, amax, accumulate);
+    gln_amax_final_kernel<<<1, 1, 0, s->stream>>>(x, (int)dtype, s->amax_work, amax, accumulate, nan_propagate);
     return gln_cuda_check_launch(call, "gln_amax_final_kernel");
 }
 
 /* `amax` may be device (or managed) memory, written in stream order, or host memory, filled
  * before returning (the stream is synchronized). */
-extern "C" gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, float *amax) {
+extern "C" gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax) {
     static const char *fn = "gln_amax (cuda)";
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const size_t n = (size_t)x->rows * (size_t)x->cols;
@@ -92,8 +95,8 @@ extern "C" gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x,
     memset(&attr, 0, sizeof attr);
     GLN_TRY(gln_cuda_check(cudaPointerGetAttributes(&attr, amax), fn, "cudaPointerGetAttributes(amax)"));
     if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
-        return gln_cuda_amax_launch(ctx, x->data, x->dtype, n, amax, 0, fn);
-    GLN_TRY(gln_cuda_amax_launch(ctx, x->data, x->dtype, n, s->amax_tmp, 0, fn));
+        return gln_cuda_amax_launch(ctx, x->data, x->dtype, n, amax, 0, nan_propagate, fn);
+    GLN_TRY(gln_cuda_amax_launch(ctx, x->data, x->dtype, n, s->amax_tmp, 0, nan_propagate, fn));
     GLN_TRY(gln_cuda_check(cudaMemcpyAsync(amax, s->amax_tmp, sizeof(float), cudaMemcpyDeviceToHost, s->stream),
                            fn, "cudaMemcpyAsync(amax)"));
     return gln_cuda_check(cudaStreamSynchronize(s->stream), fn, "cudaStreamSynchronize");
