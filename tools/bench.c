@@ -60,8 +60,8 @@ typedef struct bench_bufs {
 } bench_bufs_t;
 
 static void *rand_buf(gln_dtype_t dt, int64_t n, tool_rng_t *r) {
-    float *f = malloc((size_t)n * sizeof *f);
-    void *out = malloc((size_t)n * gln_dtype_size(dt));
+    float *f = tool_alloc((size_t)n, sizeof *f, "a benchmark operand");
+    void *out = f ? tool_alloc((size_t)n, gln_dtype_size(dt), "a benchmark operand") : NULL;
     if (!f || !out) {
         free(f);
         free(out);
@@ -115,8 +115,8 @@ static gln_status_t layer_step(gln_grouped_linear_t *layer, const bench_shape_t 
 static gln_status_t time_layer(gln_context_t *ctx, const bench_shape_t *s, const tool_recipe_t *rec,
                                const bench_opts_t *o, double *secs) {
     const gln_dtype_t dt = rec->act_dtype;
-    int64_t *splits = malloc((size_t)s->experts * sizeof *splits);
-    double *t = malloc((size_t)o->repeat * sizeof *t);
+    int64_t *splits = tool_alloc((size_t)s->experts, sizeof *splits, "the token splits");
+    double *t = tool_alloc((size_t)o->repeat, sizeof *t, "the timings");
     bench_bufs_t b = {0};
     gln_grouped_linear_t *layer = NULL;
     gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
@@ -155,7 +155,7 @@ static gln_status_t time_sgemm(gln_context_t *ctx, const bench_shape_t *s, const
     float *x = rand_buf(GLN_DTYPE_FP32, m * K, &r), *w = rand_buf(GLN_DTYPE_FP32, N * K, &r);
     float *dy = rand_buf(GLN_DTYPE_FP32, m * N, &r), *y = rand_buf(GLN_DTYPE_FP32, m * N, &r);
     float *dx = rand_buf(GLN_DTYPE_FP32, m * K, &r), *dw = rand_buf(GLN_DTYPE_FP32, N * K, &r);
-    double *t = malloc((size_t)o->repeat * sizeof *t);
+    double *t = tool_alloc((size_t)o->repeat, sizeof *t, "the timings");
     gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
     if (x && w && dy && y && dx && dw && t) {
         gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, m, K, x), tw = gln_tensor_make(GLN_DTYPE_FP32, N, K, w);
@@ -282,7 +282,7 @@ int cmd_bench(int argc, char **argv) {
         report_table_print(&t, stdout);
         printf("\nratio = sgemm time / layer time on the same FLOPs (1.00 = as fast as FP32 sgemm)\n");
     } else {
-        fprintf(stderr, "grouplin bench: %s: %s\n", gln_status_string(st), gln_last_error());
+        fprintf(stderr, "grouplin bench: %s: %s\n", gln_status_string(st), tool_last_error());
     }
     report_table_free(&t);
     gln_context_destroy(ctx);

@@ -28,7 +28,7 @@ static void expect(checker_t *c, int ok, const char *fmt, ...) {
 }
 
 static void expect_ok(checker_t *c, gln_status_t st, const char *what) {
-    if (st != GLN_STATUS_SUCCESS) expect(c, 0, "%s: %s (%s)", what, gln_status_string(st), gln_last_error());
+    if (st != GLN_STATUS_SUCCESS) expect(c, 0, "%s: %s (%s)", what, gln_status_string(st), tool_last_error());
 }
 
 /* ---------------------------------------------------------------- known conversions */
@@ -90,9 +90,11 @@ static double round_trip(checker_t *c, gln_context_t *ctx, const gln_quant_confi
         expect_ok(c, GLN_STATUS_INTERNAL_ERROR, "gln_quant_layout");
         return worst;
     }
-    void *d = calloc(1, lay.data_bytes + 1), *cd = calloc(1, lay.col_data_bytes + 1);
-    void *sc = calloc(1, lay.scale_bytes + 1), *csc = calloc(1, lay.col_scale_bytes + 1);
-    float amax = 0, scale = 1, *out = calloc((size_t)(2 * R * C), sizeof(float));
+    void *d = tool_alloc(1, lay.data_bytes + 1, "quantized data");
+    void *cd = tool_alloc(1, lay.col_data_bytes + 1, "quantized data");
+    void *sc = tool_alloc(1, lay.scale_bytes + 1, "scales");
+    void *csc = tool_alloc(1, lay.col_scale_bytes + 1, "scales");
+    float amax = 0, scale = 1, *out = tool_alloc((size_t)(2 * R * C), sizeof(float), "dequantized data");
     gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, R, C, (void *)x);
     gln_tensor_t q = {cfg->fp8_dtype, R, C, d, cfg->mode, sc, cd, csc, &amax, &scale};
     gln_tensor_t o0 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out), o1 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out + R * C);
@@ -122,7 +124,11 @@ static double round_trip(checker_t *c, gln_context_t *ctx, const gln_quant_confi
 
 static void check_round_trips(checker_t *c, gln_context_t *ctx) {
     enum { R = 64, C = 96 };
-    float *x = malloc(sizeof(float) * R * C);
+    float *x = tool_alloc((size_t)R * C, sizeof(float), "the round-trip input");
+    if (!x) {
+        expect_ok(c, GLN_STATUS_OUT_OF_MEMORY, "round trips");
+        return;
+    }
     tool_rng_t rng = tool_rng_seed(42, 0);
     float amax = 0;
     for (int i = 0; i < R * C; i++) {

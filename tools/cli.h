@@ -7,7 +7,20 @@
 #ifndef GLN_TOOLS_CLI_H
 #define GLN_TOOLS_CLI_H
 
+#include <stddef.h>
+
+#include "grouplin.h"
+
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* The program's own buffers.  tool_alloc is calloc(count, size) (count or size 0: one byte)
+ * that on failure records "cannot allocate N bytes of host memory for <what>" and returns NULL;
+ * tool_oom records the same for a buffer allocated elsewhere and returns
+ * GLN_STATUS_OUT_OF_MEMORY.  tool_last_error() is that detail once one was recorded (every such
+ * failure ends the command), else gln_last_error(): what a failed step prints. */
+void *tool_alloc(size_t count, size_t size, const char *what);
+gln_status_t tool_oom(size_t bytes, const char *what);
+const char *tool_last_error(void);
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "exact.h"
 #include "task.h"
 
@@ -81,7 +82,7 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     sc.requires_grad = m->cfg.trainable;
     TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
 
-    float *full = malloc((size_t)(E * out * in) * sizeof *full);
+    float *full = tool_alloc((size_t)(E * out * in), sizeof *full, "the initial expert weights");
     if (!full) return GLN_STATUS_OUT_OF_MEMORY;
     task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
     gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
@@ -106,9 +107,10 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
         float *master, *grad;
         int64_t len, off;
         TRY(gln_sharded_weights_shard(m->sw[idx], &master, &grad, &len, &off));
-        m->adam[idx].m = calloc((size_t)len + 1, sizeof(float));
-        m->adam[idx].v = calloc((size_t)len + 1, sizeof(float));
-        if (!m->adam[idx].m || !m->adam[idx].v) return GLN_STATUS_OUT_OF_MEMORY;
+        static const char *const what = "the Adam moments of a weight shard";
+        if (!(m->adam[idx].m = tool_alloc((size_t)len + 1, sizeof(float), what)) ||
+            !(m->adam[idx].v = tool_alloc((size_t)len + 1, sizeof(float), what)))
+            return GLN_STATUS_OUT_OF_MEMORY;
     }
     return GLN_STATUS_SUCCESS;
 }
@@ -135,7 +137,7 @@ static gln_status_t create_buffers(moe_model_t *m) {
 gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
                               moe_model_t **model) {
     *model = NULL;
-    moe_model_t *m = calloc(1, sizeof *m);
+    moe_model_t *m = tool_alloc(1, sizeof *m, "the model");
     if (!m) return GLN_STATUS_OUT_OF_MEMORY;
     m->ctx = ctx;
     m->comm = comm;
@@ -151,11 +153,11 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
 
     gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
     const size_t rw = (size_t)(m->E * m->H);
-    m->wr = malloc(rw * sizeof(float));
-    m->wr_grad = calloc(rw, sizeof(float));
-    m->wr_adam.m = calloc(rw, sizeof(float));
-    m->wr_adam.v = calloc(rw, sizeof(float));
-    if (!m->wr || !m->wr_grad || !m->wr_adam.m || !m->wr_adam.v) goto fail;
+    if (!(m->wr = tool_alloc(rw, sizeof(float), "the router weights")) ||
+        !(m->wr_grad = tool_alloc(rw, sizeof(float), "the router gradient")) ||
+        !(m->wr_adam.m = tool_alloc(rw, sizeof(float), "the router's Adam moments")) ||
+        !(m->wr_adam.v = tool_alloc(rw, sizeof(float), "the router's Adam moments")))
+        goto fail;
     task_weights(cfg->seed, 1, 1, m->E, m->H, 1.0 / sqrt((double)m->H), cfg->exact, m->wr);
     if ((st = create_layer(m, 0, m->H, m->F1)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 1, m->F, m->H)) != GLN_STATUS_SUCCESS) goto fail;

@@ -71,7 +71,8 @@ static const char help[] =
     "  --path split|grouped   grouped linear execution path (default split)\n"
     "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
     "  --backend cpu|cuda     (default cpu)\n"
-    "  --out DIR              where loss.csv and loss.png go (default .)\n"
+    "  --out DIR              where loss.csv and loss.png go (default .; created, one level,\n"
+    "                         before training starts)\n"
     "  --exact-data           small fixed-point data and weights so that runs on any number of\n"
     "                         ranks give bitwise identical losses (fp32 / bf16 recipes)\n"
     "  --no-plot              do not run gnuplot\n"
@@ -80,6 +81,8 @@ static const char help[] =
     "  --expect-loss-drop F   exit 1 unless final loss <= initial loss / F for every recipe\n"
     "                         (final = mean over the last 10 steps)\n"
     "  --dump-losses FILE     write every loss as a hex float (%a) for exact comparisons\n"
+    "                         (checked before training; on a write error neither it nor\n"
+    "                         loss.csv is left behind)\n"
     "  -h, --help             this help\n"
     "\n"
     "exit status: 0 ok, 1 failure (library error, --expect-loss-drop not met), 2 usage error\n";
@@ -295,24 +298,64 @@ static void print_results(const train_opts_t *o, const tool_launch_t *l, double 
            (int)(o->steps < FINAL_WINDOW ? o->steps : FINAL_WINDOW));
 }
 
-/* loss.csv, loss.png, --dump-losses (rank 0). */
-static int write_outputs(const train_opts_t *o, double *const *losses) {
-    const char *names[TOOL_MAX_RECIPES];
-    for (int r = 0; r < o->nrec; r++) names[r] = o->recipes[r]->name;
+/* Before any step runs (rank 0): the --out directory exists (created here) and is writable, and
+ * the --dump-losses file can be opened for writing, so a bad path fails at once, not after the
+ * whole run.  The probe opens the dump file for appending (its contents stay) and removes it
+ * again when it did not exist before. */
+static int prepare_outputs(const train_opts_t *o) {
+    struct stat sb;
     if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "grouplin train: cannot create --out directory '%s': %s\n", o->out_dir,
                 strerror(errno));
         return CLI_FAIL;
     }
+    if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "grouplin train: --out '%s' is not a directory\n", o->out_dir);
+        return CLI_FAIL;
+    }
+    if (access(o->out_dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "grouplin train: cannot write into --out directory '%s': %s\n", o->out_dir,
+                strerror(errno));
+        return CLI_FAIL;
+    }
+    if (!o->dump) return CLI_OK;
+    const int existed = access(o->dump, F_OK) == 0;
+    FILE *f = fopen(o->dump, "a");
+    if (!f) {
+        fprintf(stderr, "grouplin train: cannot write --dump-losses file '%s': %s\n", o->dump,
+                strerror(errno));
+        return CLI_FAIL;
+    }
+    fclose(f);
+    if (!existed) unlink(o->dump);
+    return CLI_OK;
+}
+
+/* Remove a partly written output file (a regular file only: never a device such as /dev/full). */
+static void remove_partial(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+}
+
+/* loss.csv, --dump-losses, loss.png (rank 0).  When a file cannot be written, neither loss.csv
+ * nor the dump is left behind: a caller comparing runs never picks up half of a result. */
+static int write_outputs(const train_opts_t *o, double *const *losses) {
+    const char *names[TOOL_MAX_RECIPES];
+    for (int r = 0; r < o->nrec; r++) names[r] = o->recipes[r]->name;
     char csv[4096], png[4096];
     snprintf(csv, sizeof csv, "%s/loss.csv", o->out_dir);
     snprintf(png, sizeof png, "%s/loss.png", o->out_dir);
-    if (report_write_loss_csv(csv, o->nrec, names, o->steps, losses) != 0) {
-        fprintf(stderr, "grouplin train: cannot write %s: %s\n", csv, strerror(errno));
-        return CLI_FAIL;
-    }
-    if (o->dump && report_write_loss_dump(o->dump, o->nrec, names, o->steps, losses) != 0) {
-        fprintf(stderr, "grouplin train: cannot write %s: %s\n", o->dump, strerror(errno));
+    const char *failed = NULL;
+    if (report_write_loss_csv(csv, o->nrec, names, o->steps, losses) != 0)
+        failed = csv;
+    else if (o->dump && report_write_loss_dump(o->dump, o->nrec, names, o->steps, losses) != 0)
+        failed = o->dump;
+    if (failed) {
+        const int err = errno;
+        remove_partial(csv);
+        if (o->dump) remove_partial(o->dump);
+        fprintf(stderr, "grouplin train: cannot write %s: %s (no loss.csv or dump written)\n", failed,
+                strerror(err));
         return CLI_FAIL;
     }
     int plotted = o->plot ? report_plot_losses(o->out_dir, csv, png, o->nrec, names,
@@ -357,7 +400,7 @@ static int run(train_run_t *tr, double **losses, double *secs) {
         gln_status_t st = train_recipe(tr, o->recipes[r], losses[r], &secs[r]);
         if (st != GLN_STATUS_SUCCESS) {
             fprintf(stderr, "grouplin train: rank %d, recipe %s: %s: %s\n", tr->l->rank,
-                    o->recipes[r]->name, gln_status_string(st), gln_last_error());
+                    o->recipes[r]->name, gln_status_string(st), tool_last_error());
             return CLI_FAIL;
         }
     }
@@ -383,15 +426,21 @@ int cmd_train(int argc, char **argv) {
     tr.T = o.tokens / l.size;
     tr.show_progress = l.rank == 0 && !o.quiet && (o.progress || isatty(2));
     double *losses[TOOL_MAX_RECIPES] = {0}, secs[TOOL_MAX_RECIPES] = {0};
+    /* Output paths first (rank 0 writes them; every rank stops when they are unusable). */
+    rc = l.rank == 0 ? prepare_outputs(&o) : CLI_OK;
+    if (tool_launch_any(&l, rc != CLI_OK)) {
+        tool_launch_fini(&l);
+        return CLI_FAIL;
+    }
     const size_t th = (size_t)(tr.T * o.hidden);
-    tr.x = malloc(th * sizeof(float));
-    tr.target = malloc(th * sizeof(float));
-    tr.y = malloc(th * sizeof(float));
-    tr.dy = malloc(th * sizeof(float));
-    tr.tok_loss = malloc((size_t)tr.T * sizeof(double));
-    tr.all_loss = malloc((size_t)o.tokens * sizeof(double));
-    int ok = tr.x && tr.target && tr.y && tr.dy && tr.tok_loss && tr.all_loss;
-    for (int r = 0; r < o.nrec; r++) ok = ok && (losses[r] = calloc((size_t)o.steps, sizeof(double)));
+    int ok = (tr.x = tool_alloc(th, sizeof(float), "the inputs x [tokens, hidden]")) &&
+             (tr.target = tool_alloc(th, sizeof(float), "the targets [tokens, hidden]")) &&
+             (tr.y = tool_alloc(th, sizeof(float), "the outputs y [tokens, hidden]")) &&
+             (tr.dy = tool_alloc(th, sizeof(float), "the gradients dy [tokens, hidden]")) &&
+             (tr.tok_loss = tool_alloc((size_t)tr.T, sizeof(double), "the per-token losses")) &&
+             (tr.all_loss = tool_alloc((size_t)o.tokens, sizeof(double), "the gathered losses"));
+    for (int r = 0; r < o.nrec; r++)
+        ok = ok && (losses[r] = tool_alloc((size_t)o.steps, sizeof(double), "the loss history"));
     gln_status_t st = ok ? gln_context_create(NULL, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
     if (st == GLN_STATUS_SUCCESS) {
         /* The teacher: same shape, its own seed, FP32 throughout, never trained. */
@@ -401,7 +450,7 @@ int cmd_train(int argc, char **argv) {
         st = moe_model_create(tr.ctx, l.comm, &tc, &tr.teacher);
     }
     if (st != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "grouplin train: setup failed: %s: %s\n", gln_status_string(st), gln_last_error());
+        fprintf(stderr, "grouplin train: setup failed: %s: %s\n", gln_status_string(st), tool_last_error());
         rc = CLI_FAIL;
     } else {
         rc = run(&tr, losses, secs);
