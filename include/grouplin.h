@@ -177,6 +177,15 @@ GLN_API gln_status_t gln_synchronize(gln_context_t *ctx);
  * Tensors (non-owning descriptors)
  * ========================================================================================== */
 
+/* Size limits, the same for every entry point: each dimension (rows, cols, in / out features,
+ * tokens, a split, a sum of splits) must lie in [0, GLN_MAX_DIM], and each tensor or buffer the
+ * library sizes (rows·cols of a tensor, N·K_out·K_in of a layer's packed weights, T·E router
+ * logits, ...) may hold at most GLN_MAX_ELEMS elements.  A call past either limit fails with
+ * GLN_STATUS_INVALID_ARGUMENT naming the argument.  With these limits no byte size the library
+ * computes (8-byte elements, padded scale grids) comes near int64 or 64-bit size_t overflow. */
+#define GLN_MAX_DIM ((int64_t)1 << 56)
+#define GLN_MAX_ELEMS ((int64_t)1 << 56)
+
 typedef enum gln_scaling_mode {
     GLN_SCALING_NONE = 0,       /* high precision (fp32 / bf16 / fp16) */
     GLN_SCALING_TENSOR = 1,     /* FP8, one FP32 scale per tensor (delayed or current scaling) */

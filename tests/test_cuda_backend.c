@@ -1085,9 +1085,16 @@ static void test_errors(void) {
     gln_tensor_t q = {GLN_DTYPE_FP8_E4M3, 8, 48, qd.d, GLN_SCALING_TENSOR, qs.d, NULL, NULL, NULL, NULL};
     gln_grouped_tensor_t go = {NEXP_Q, sp.d, 1, q};
     CHECK_STATUS(gln_grouped_quantize(g_cu, &cfg, &gi, &go), GLN_STATUS_INVALID_ARGUMENT, "splits[1]");
+    /* device splits whose int64 sum wraps (2·INT64_MAX + 2 = 0): each is >= 0 and the wrapped sum
+     * is <= the rows, so the old check let the kernels read past the packed buffer */
+    const int64_t wrap_splits[NEXP_Q] = {INT64_MAX, INT64_MAX, 2, 0};
+    dbuf_t wsp = splits_on_dev_n(wrap_splits, NEXP_Q);
+    gi.splits = go.splits = wsp.d;
+    CHECK_STATUS(gln_grouped_quantize(g_cu, &cfg, &gi, &go), GLN_STATUS_INVALID_ARGUMENT,
+                 "splits sum exceeds packed.rows 8 (at member 0");
     CHECK_OK(gln_synchronize(g_cu));
     CHECK_OK(gln_free(g_cu, sc));
-    dbuf_free(&sp), dbuf_free(&xd), dbuf_free(&qd), dbuf_free(&qs);
+    dbuf_free(&sp), dbuf_free(&wsp), dbuf_free(&xd), dbuf_free(&qd), dbuf_free(&qs);
 }
 
 int main(int argc, char **argv) {

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "common/checked.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
@@ -18,12 +19,7 @@ const char *gln_arg_layout_name(gln_gemm_layout_t layout) {
 }
 
 static gln_status_t check_shape(const char *fn, const char *name, const gln_tensor_t *t) {
-    GLN_REQUIRE_ARG(t->rows >= 0, "%s: %s->rows %lld must be >= 0", fn, name, (long long)t->rows);
-    GLN_REQUIRE_ARG(t->cols >= 0, "%s: %s->cols %lld must be >= 0", fn, name, (long long)t->cols);
-    GLN_REQUIRE_ARG(t->cols == 0 || t->rows <= INT64_MAX / t->cols,
-                    "%s: %s is [%lld, %lld]: the element count overflows", fn, name,
-                    (long long)t->rows, (long long)t->cols);
-    return GLN_STATUS_SUCCESS;
+    return gln_check_shape(fn, name, t->rows, t->cols, NULL);
 }
 
 gln_status_t gln_arg_hp_tensor(const char *fn, const char *name, const gln_tensor_t *t) {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "layer/layer.h"
 #include "weights/sharded.h"
 
@@ -91,7 +92,8 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
         const gln_tensor_t *t = &dyw->g.packed;
         GLN_CHECK(gln_lbuf_alloc_hp(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
                                     s->splits_on_backend, &it->dy));
-        size_t bytes = (size_t)t->rows * (size_t)t->cols * gln_dtype_size(t->dtype);
+        size_t bytes;
+        GLN_CHECK(gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
         if (bytes)
             GLN_CHECK(L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
                                           GLN_COPY_BACKEND_TO_BACKEND));
@@ -183,7 +185,8 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
     if (do_dgrad) {
         gln_tensor_t dxd = *dx;
         if (!dxd.data) {
-            size_t bytes = (size_t)dxd.rows * (size_t)dxd.cols * gln_dtype_size(dxd.dtype);
+            size_t bytes;
+            GLN_CHECK(gln_shape_bytes(FN, "dx", dxd.rows, dxd.cols, gln_dtype_size(dxd.dtype), &bytes));
             GLN_CHECK(gln_ctx_alloc(ctx, bytes + 1, &dxbuf));
             GLN_CHECK(gln_ctx_zero(ctx, dxbuf, bytes));
             dxd.data = dxbuf;

@@ -9,7 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "layer/layer.h"
+#include "tensor/tensor.h"
+
+/* Internal buffers of the layer: their sizes follow from arguments validated at the public
+ * boundary, so these checks never fail for a validated call (the messages say where). */
+static const char *FN = "grouped linear buffers";
 
 static size_t scale_elem_size(gln_scaling_mode_t mode) {
     return mode == GLN_SCALING_MXFP8_1D ? 1u : sizeof(float);
@@ -44,9 +50,10 @@ gln_status_t gln_lbuf_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int64_t ro
     lbuf_init(b, num, splits, splits_on_backend);
     b->g.packed = gln_tensor_make(dtype, rows, cols, NULL);
     if (!splits_on_backend) GLN_CHECK(lbuf_offsets(b, GLN_SCALING_NONE));
+    size_t bytes;
+    GLN_CHECK(gln_shape_bytes(FN, "a grouped buffer", rows, cols, gln_dtype_size(dtype), &bytes));
     /* +1: a buffer of zero rows still gets a valid (never read) address */
-    GLN_CHECK(gln_ctx_alloc(ctx, (size_t)rows * (size_t)cols * gln_dtype_size(dtype) + 1,
-                            &b->mem_row));
+    GLN_CHECK(gln_ctx_alloc(ctx, bytes + 1, &b->mem_row));
     b->g.packed.data = b->mem_row;
     return GLN_STATUS_SUCCESS;
 fail:
@@ -83,13 +90,15 @@ gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *
     } else if (cfg->mode != GLN_SCALING_TENSOR) {
         GLN_CHECK(gln_grouped_scale_bound(cfg->mode, num, rows, cols, &row_elems, &col_elems));
     }
-    size_t es = scale_elem_size(cfg->mode), data_bytes = (size_t)rows * (size_t)cols;
+    size_t es = scale_elem_size(cfg->mode), data_bytes, row_bytes, col_bytes;
+    GLN_CHECK(gln_shape_bytes(FN, "a quantized grouped buffer", rows, cols, 1, &data_bytes));
+    GLN_CHECK(gln_bytes(FN, "rowwise scales", row_elems, es, &row_bytes));
+    GLN_CHECK(gln_bytes(FN, "columnwise scales", col_elems, es, &col_bytes));
     if (cfg->rowwise)
-        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, (size_t)row_elems * es, &b->mem_row, &p->data,
-                                  &p->scale_inv));
+        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
     if (cfg->columnwise)
-        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, (size_t)col_elems * es, &b->mem_col,
-                                  &p->col_data, &p->col_scale_inv));
+        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
+                                  &p->col_scale_inv));
     if (cfg->mode == GLN_SCALING_TENSOR) {
         GLN_CHECK(gln_ctx_alloc(ctx, 2 * (size_t)num * sizeof(float), &b->mem_aux));
         GLN_CHECK(gln_ctx_zero(ctx, b->mem_aux, 2 * (size_t)num * sizeof(float)));
@@ -157,9 +166,12 @@ static gln_status_t wset_tensors(int32_t num, gln_wset_t *w) {
 
 gln_status_t gln_wset_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int32_t num, int64_t rows,
                                int64_t cols, gln_wset_t *w) {
+    size_t each, all;
+    GLN_TRY(gln_shape_bytes(FN, "a weight set", rows, cols, gln_dtype_size(dtype), &each));
+    GLN_REQUIRE(!gln_mul_overflow_size(each, (size_t)num, &all), GLN_STATUS_INVALID_ARGUMENT,
+                "%s: %d weights of %zu bytes overflow size_t", FN, (int)num, each);
     GLN_TRY(wset_tensors(num, w));
-    size_t each = (size_t)rows * (size_t)cols * gln_dtype_size(dtype);
-    gln_status_t st = gln_ctx_alloc(ctx, each * (size_t)num + 1, &w->mem);
+    gln_status_t st = gln_ctx_alloc(ctx, all + 1, &w->mem);
     if (st != GLN_STATUS_SUCCESS) {
         gln_wset_free(ctx, w);
         return st;
@@ -174,16 +186,20 @@ gln_status_t gln_wset_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *
     gln_status_t st;
     gln_quant_layout_t lay;
     GLN_TRY(wset_tensors(num, w));
-    GLN_CHECK(gln_quant_layout(cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
+    GLN_CHECK(gln_layout_compute(FN, cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
     size_t a = GLN_LAYER_ALIGN;
     size_t d = cfg->rowwise ? gln_align_up(lay.data_bytes, a) : 0;
     size_t s = cfg->rowwise ? gln_align_up(lay.scale_bytes, a) : 0;
     size_t cd = cfg->columnwise ? gln_align_up(lay.col_data_bytes, a) : 0;
     size_t cs = cfg->columnwise ? gln_align_up(lay.col_scale_bytes, a) : 0;
-    size_t each = d + s + cd + cs, aux = 2 * (size_t)num * sizeof(float);
-    GLN_CHECK(gln_ctx_alloc(ctx, each * (size_t)num + aux, &w->mem));
+    size_t each = d + s + cd + cs, aux = 2 * (size_t)num * sizeof(float), all;
+    GLN_CHECK_COND(!gln_mul_overflow_size(each, (size_t)num, &all) &&
+                       !gln_add_overflow_size(all, aux, &all),
+                   GLN_STATUS_INVALID_ARGUMENT, "%s: %d quantized weights of %zu bytes overflow size_t",
+                   FN, (int)num, each);
+    GLN_CHECK(gln_ctx_alloc(ctx, all, &w->mem));
     /* Zero everything once: scale padding and per-tensor aux must start deterministic. */
-    GLN_CHECK(gln_ctx_zero(ctx, w->mem, each * (size_t)num + aux));
+    GLN_CHECK(gln_ctx_zero(ctx, w->mem, all));
     char *base = w->mem;
     w->aux = (float *)(void *)(base + each * (size_t)num);
     for (int32_t i = 0; i < num; i++) {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "layer/layer.h"
 #include "weights/sharded.h"
 
@@ -116,7 +117,8 @@ static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved
         const gln_tensor_t *x = &xw->g.packed;
         GLN_TRY(gln_lbuf_alloc_hp(L->ctx, x->dtype, x->rows, x->cols, L->n, gln_saved_splits(s),
                                   s->splits_on_backend, &s->x));
-        size_t bytes = (size_t)x->rows * (size_t)x->cols * gln_dtype_size(x->dtype);
+        size_t bytes;
+        GLN_TRY(gln_shape_bytes(FN, "the saved input", x->rows, x->cols, gln_dtype_size(x->dtype), &bytes));
         if (bytes)
             GLN_TRY(L->ctx->ops->memcpy(L->ctx, s->x.g.packed.data, x->data, bytes,
                                         GLN_COPY_BACKEND_TO_BACKEND));
@@ -128,7 +130,8 @@ static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved
 
 /* y->data == NULL: a zeroed buffer (rows past Σ splits on the grouped path read as 0). */
 static gln_status_t output_alloc(gln_grouped_linear_t *L, const gln_tensor_t *y, void **buf) {
-    size_t bytes = (size_t)y->rows * (size_t)y->cols * gln_dtype_size(y->dtype);
+    size_t bytes;
+    GLN_TRY(gln_shape_bytes(FN, "args->y", y->rows, y->cols, gln_dtype_size(y->dtype), &bytes));
     GLN_TRY(gln_ctx_alloc(L->ctx, bytes + 1, buf));
     return gln_ctx_zero(L->ctx, *buf, bytes);
 }

@@ -4,6 +4,7 @@
  * wgrad is zeroed, or left as is when accumulating).  Grouped path: one gln_grouped_gemm per
  * stage, which follows the same rules per member.  The bias is passed to the GEMM on both paths
  * (added in FP32 before the single rounding), so the paths agree bit for bit on the CPU. */
+#include "common/checked.h"
 #include "layer/layer.h"
 
 gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *x,
@@ -58,9 +59,10 @@ gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, con
     }
     for (int32_t i = 0; i < n; i++) {
         if (x->g.splits[i] == 0) {
-            if (!accumulate)
-                GLN_TRY(gln_ctx_zero(ctx, d[i].data,
-                                     (size_t)d[i].rows * (size_t)d[i].cols * gln_dtype_size(d[i].dtype)));
+            size_t bytes;
+            GLN_TRY(gln_shape_bytes("grouped linear wgrad", "d", d[i].rows, d[i].cols,
+                                    gln_dtype_size(d[i].dtype), &bytes));
+            if (!accumulate) GLN_TRY(gln_ctx_zero(ctx, d[i].data, bytes));
             continue;
         }
         gln_tensor_t xi = gln_lbuf_member(x, i), dyi = gln_lbuf_member(dy, i);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "layer/layer.h"
 #include "tensor/tensor.h"
 
@@ -27,6 +28,14 @@ static gln_status_t check_shapes_and_types(const gln_grouped_linear_config_t *c)
                     (long long)c->in_features);
     GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
                     (long long)c->out_features);
+    GLN_TRY(gln_check_dim(FN, "cfg->in_features", c->in_features));
+    GLN_TRY(gln_check_dim(FN, "cfg->out_features", c->out_features));
+    /* the layer's packed [N, K_out, K_in] buffers (owned weights, main_grad, quantized copies) */
+    int64_t per_expert;
+    GLN_TRY(gln_check_elems(FN, "cfg->out_features x cfg->in_features", c->out_features,
+                            c->in_features, &per_expert));
+    GLN_TRY(gln_check_elems(FN, "cfg->num_experts x out_features x in_features", c->num_experts,
+                            per_expert, NULL));
     GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->param_dtype), "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN,
                     gln_dtype_name(c->param_dtype));
     GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->activation_dtype),
@@ -54,6 +63,12 @@ static gln_status_t check_scaling_options(const gln_grouped_linear_config_t *c) 
                         (int)c->amax_algo);
         GLN_REQUIRE_ARG(c->margin >= 0 && c->margin <= 126, "%s: cfg->margin %d must be in 0..126",
                         FN, c->margin);
+        /* 3 forward slots per expert (int32 slot indices) and an [L, slots] amax history */
+        GLN_REQUIRE_ARG(c->num_experts <= INT32_MAX / 3,
+                        "%s: cfg->num_experts %d exceeds %d for recipe fp8_delayed (3 scaling "
+                        "slots per expert)", FN, (int)c->num_experts, (int)(INT32_MAX / 3));
+        GLN_TRY(gln_check_elems(FN, "cfg->amax_history_len x 3 num_experts", c->amax_history_len,
+                                3 * (int64_t)c->num_experts, NULL));
     }
     GLN_REQUIRE_ARG(isfinite(c->amax_epsilon) && c->amax_epsilon >= 0.0f,
                     "%s: cfg->amax_epsilon %g must be finite and >= 0", FN, (double)c->amax_epsilon);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "layer/layer.h"
 
 static const char *FN = "gln_grouped_linear_create";
@@ -71,12 +72,27 @@ static int caller_list(void *const *list, void *packed, int32_t n, size_t each, 
     return 1;
 }
 
+/* Bytes of one expert's slice of `elems` elements of `es` bytes, checked together with the N
+ * slices of the packed buffer (the config bounds N·K_out·K_in by GLN_MAX_ELEMS, so for a
+ * validated layer these never fail; they make a wrapped size impossible all the same). */
+static gln_status_t slice_bytes(const gln_grouped_linear_t *L, const char *what, int64_t elems,
+                                size_t es, size_t *each) {
+    int64_t total;
+    size_t all;
+    GLN_REQUIRE_ARG(!gln_mul_overflow_i64(elems, L->n, &total), "%s: %d experts of %lld %s elements "
+                    "overflow int64", FN, (int)L->n, (long long)elems, what);
+    GLN_TRY(gln_bytes(FN, what, total, es, &all));
+    return gln_bytes(FN, what, elems, es, each);
+}
+
 gln_status_t gln_layer_params_init(gln_grouped_linear_t *L) {
     const gln_grouped_linear_params_t *p = &L->cfg.params;
     gln_context_t *ctx = L->ctx;
     int32_t n = L->n;
-    size_t es = gln_dtype_size(L->cfg.param_dtype), wcount = (size_t)L->kout * (size_t)L->kin;
-    size_t wbytes = wcount * es, bbytes = (size_t)L->kout * es;
+    size_t es = gln_dtype_size(L->cfg.param_dtype), wbytes, bbytes, mgbytes;
+    GLN_TRY(slice_bytes(L, "weight", L->kout * L->kin, es, &wbytes));
+    GLN_TRY(slice_bytes(L, "main_grad", L->kout * L->kin, sizeof(float), &mgbytes));
+    GLN_TRY(slice_bytes(L, "bias", L->kout, es, &bbytes));
     L->weights = ptr_list(n);
     L->biases = ptr_list(n);
     L->main_grads = (float **)ptr_list(n);
@@ -95,10 +111,9 @@ gln_status_t gln_layer_params_init(gln_grouped_linear_t *L) {
     }
     if (L->dist) return GLN_STATUS_SUCCESS;
     if (L->cfg.fuse_wgrad_accumulation) {
-        if (!caller_list((void *const *)p->main_grads, p->main_grad_packed, n, wcount * sizeof(float),
+        if (!caller_list((void *const *)p->main_grads, p->main_grad_packed, n, mgbytes,
                          (void **)L->main_grads))
-            GLN_TRY(owned_list(ctx, n, wcount * sizeof(float), &L->owned_main_grad,
-                               (void ***)&L->main_grads));
+            GLN_TRY(owned_list(ctx, n, mgbytes, &L->owned_main_grad, (void ***)&L->main_grads));
     } else if (L->cfg.weights_require_grad) {
         GLN_TRY(owned_list(ctx, n, wbytes, &L->owned_wgrad, &L->wgrads));
     }
@@ -154,6 +169,7 @@ gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32_t exper
 gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer) {
     GLN_REQUIRE_NOT_NULL("gln_grouped_linear_zero_grad", layer);
     gln_context_t *ctx = layer->ctx;
+    /* sizes checked at create (slice_bytes): N·K_out·K_in elements fit */
     size_t es = gln_dtype_size(layer->cfg.param_dtype), wcount = (size_t)layer->kout * (size_t)layer->kin;
     size_t n = (size_t)layer->n;
     if (layer->owned_wgrad) GLN_TRY(gln_ctx_zero(ctx, layer->owned_wgrad, n * wcount * es));

@@ -1,6 +1,7 @@
 /* Boundary checks of gln_grouped_linear_forward / backward: everything is validated before any
  * work starts, so a rejected call writes nothing.  Messages name the call, the argument and the
  * valid range. */
+#include "common/checked.h"
 #include "layer/layer.h"
 
 static const char *FWD = "gln_grouped_linear_forward";
@@ -14,6 +15,7 @@ static gln_status_t check_act(const char *fn, const char *name, const gln_tensor
                     fn, name, (int)t->scaling);
     GLN_REQUIRE_ARG(t->dtype == dtype, "%s: %s->dtype %s must be the activation dtype %s", fn, name,
                     gln_dtype_name(t->dtype), gln_dtype_name(dtype));
+    GLN_TRY(gln_check_shape(fn, name, t->rows, t->cols, NULL));
     GLN_REQUIRE_ARG(rows < 0 ? t->rows >= 0 : t->rows == rows,
                     "%s: %s->rows %lld must be %s%lld", fn, name, (long long)t->rows,
                     rows < 0 ? ">= " : "", (long long)(rows < 0 ? 0 : rows));
@@ -26,12 +28,15 @@ static gln_status_t check_act(const char *fn, const char *name, const gln_tensor
 
 gln_status_t gln_validate_splits(const char *fn, const char *what, gln_path_t path, int32_t n,
                                  const int64_t *splits, int64_t rows) {
+    /* rows <= GLN_MAX_DIM (checked with x) and the running sum never passes rows: no overflow */
     int64_t sum = 0;
     for (int32_t i = 0; i < n; i++) {
         GLN_REQUIRE_ARG(splits[i] >= 0, "%s: %s[%d] = %lld must be >= 0", fn, what, (int)i,
                         (long long)splits[i]);
         GLN_REQUIRE_ARG(splits[i] <= rows, "%s: %s[%d] = %lld exceeds the %lld rows of x", fn, what,
                         (int)i, (long long)splits[i], (long long)rows);
+        GLN_REQUIRE_ARG(splits[i] <= rows - sum, "%s: %s sum %lld (through [%d]) exceeds x->rows %lld",
+                        fn, what, (long long)(sum + splits[i]), (int)i, (long long)rows);
         sum += splits[i];
     }
     if (path == GLN_PATH_SPLIT)

@@ -28,8 +28,6 @@ static gln_status_t act_check(const char *fn, gln_context_t *ctx, gln_activation
     GLN_REQUIRE_ARG(act == GLN_ACT_SWIGLU || act == GLN_ACT_GELU,
                     "%s: act %d is not an activation (0 = swiglu, 1 = gelu)", fn, (int)act);
     GLN_REQUIRE_NOT_NULL(fn, in);
-    GLN_REQUIRE_ARG(in->rows >= 0 && in->cols >= 0, "%s: in is [%lld, %lld]; dims must be >= 0",
-                    fn, (long long)in->rows, (long long)in->cols);
     GLN_REQUIRE_ARG(act != GLN_ACT_SWIGLU || in->cols % 2 == 0,
                     "%s: in->cols %lld must be even for swiglu ([a | b] halves)", fn,
                     (long long)in->cols);
@@ -45,8 +43,8 @@ gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t act, co
     GLN_TRY(act_check(fn, ctx, act, in, &h));
     GLN_TRY(gln_moe_check_tensor(fn, "out", out, in->rows, h));
     if (in->rows == 0 || h == 0) return GLN_STATUS_SUCCESS;
-    float *row = malloc((size_t)h * sizeof *row);
-    GLN_REQUIRE(row != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *row;
+    GLN_TRY(gln_moe_scratch(fn, h, &row));
     const size_t out_es = gln_dtype_size(out->dtype);
     for (int64_t r = 0; r < in->rows; r++) {
         const size_t base = (size_t)(r * in->cols);
@@ -73,8 +71,8 @@ gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, c
     GLN_TRY(gln_moe_check_tensor(fn, "dout", dout, in->rows, h));
     GLN_TRY(gln_moe_check_tensor(fn, "din", din, in->rows, in->cols));
     if (in->rows == 0 || in->cols == 0) return GLN_STATUS_SUCCESS;
-    float *row = malloc((size_t)in->cols * sizeof *row);
-    GLN_REQUIRE(row != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *row;
+    GLN_TRY(gln_moe_scratch(fn, in->cols, &row));
     const size_t din_es = gln_dtype_size(din->dtype);
     for (int64_t r = 0; r < in->rows; r++) {
         const size_t base = (size_t)(r * in->cols);

@@ -1,6 +1,9 @@
 /* Argument checks shared by the MoE ops (router, permutation, activations). */
 #include "moe/moe_check.h"
 
+#include <stdlib.h>
+
+#include "common/checked.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -21,6 +24,7 @@ gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_te
     GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
                     "%s: %s->scaling %d must be GLN_SCALING_NONE (high precision)", fn, name,
                     (int)t->scaling);
+    GLN_TRY(gln_check_shape(fn, name, t->rows, t->cols, NULL));
     GLN_REQUIRE_ARG(t->rows == rows && t->cols == cols,
                     "%s: %s is [%lld, %lld], expected [%lld, %lld]", fn, name, (long long)t->rows,
                     (long long)t->cols, (long long)rows, (long long)cols);
@@ -39,9 +43,19 @@ gln_status_t gln_moe_check_rows(const char *fn, const int64_t *row_of, int64_t c
 }
 
 gln_status_t gln_moe_check_tokens_k(const char *fn, int64_t tokens, int32_t k) {
-    GLN_REQUIRE_ARG(tokens >= 0, "%s: tokens %lld must be >= 0", fn, (long long)tokens);
+    GLN_TRY(gln_check_dim(fn, "tokens", tokens));
     GLN_REQUIRE_ARG(k >= 1, "%s: k %d must be >= 1", fn, (int)k);
-    GLN_REQUIRE_ARG(tokens <= INT64_MAX / k, "%s: tokens %lld times k %d overflows int64", fn,
-                    (long long)tokens, (int)k);
+    /* the T·k permuted rows are one dimension of xp / yp */
+    GLN_REQUIRE_ARG(tokens <= GLN_MAX_DIM / k, "%s: tokens %lld times k %d exceeds GLN_MAX_DIM (2^56)",
+                    fn, (long long)tokens, (int)k);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_moe_scratch(const char *fn, int64_t floats, float **buf) {
+    size_t bytes;
+    *buf = NULL;
+    GLN_TRY(gln_bytes(fn, "FP32 row scratch", floats, sizeof(float), &bytes));
+    *buf = malloc(bytes ? bytes : 1);
+    GLN_REQUIRE(*buf != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory (%zu bytes)", fn, bytes);
     return GLN_STATUS_SUCCESS;
 }

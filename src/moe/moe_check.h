@@ -10,13 +10,17 @@
 
 /* ctx must be non-NULL and on the CPU backend (the MoE ops have no CUDA kernels yet). */
 gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx);
-/* t must be a plain high-precision tensor (fp32 / bf16 / fp16, no scaling) of exactly
- * [rows, cols], with data present when it has elements.  `name` is the argument's name. */
+/* t must be a plain high-precision tensor (fp32 / bf16 / fp16, no scaling) within the size
+ * limits and of exactly [rows, cols], with data present when it has elements.  `name` is the
+ * argument's name. */
 gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_tensor_t *t,
                                   int64_t rows, int64_t cols);
 /* Every row_of[i] for i < count lies in [0, rows). */
 gln_status_t gln_moe_check_rows(const char *fn, const int64_t *row_of, int64_t count, int64_t rows);
-/* tokens >= 0, k >= 1, and tokens·k does not overflow. */
+/* tokens in [0, GLN_MAX_DIM], k >= 1, and the tokens·k permuted rows <= GLN_MAX_DIM. */
 gln_status_t gln_moe_check_tokens_k(const char *fn, int64_t tokens, int32_t k);
+/* Host scratch of `floats` FP32 values (at least one byte is allocated), its byte size
+ * checked; free() it. */
+gln_status_t gln_moe_scratch(const char *fn, int64_t floats, float **buf);
 
 #endif

@@ -85,8 +85,8 @@ gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, cons
     GLN_TRY(gln_moe_check_tensor(fn, "x", x, tokens, x->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "xp", xp, tokens * k, x->cols));
     if (tokens == 0 || x->cols == 0) return GLN_STATUS_SUCCESS;
-    float *tmp = malloc((size_t)x->cols * sizeof *tmp);
-    GLN_REQUIRE(tmp != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *tmp;
+    GLN_TRY(gln_moe_scratch(fn, x->cols, &tmp));
     for (int64_t i = 0; i < tokens * k; i++) copy_row(x, i / k, xp, row_of[i], tmp);
     free(tmp);
     return GLN_STATUS_SUCCESS;
@@ -100,8 +100,8 @@ gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_
     GLN_TRY(gln_moe_check_tensor(fn, "dxp", dxp, tokens * k, dxp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "dx", dx, tokens, dxp->cols));
     if (tokens == 0 || dxp->cols == 0) return GLN_STATUS_SUCCESS;
-    float *acc = malloc((size_t)dxp->cols * sizeof *acc);
-    GLN_REQUIRE(acc != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *acc;
+    GLN_TRY(gln_moe_scratch(fn, dxp->cols, &acc));
     for (int64_t t = 0; t < tokens; t++) {
         memset(acc, 0, (size_t)dxp->cols * sizeof *acc);
         for (int32_t j = 0; j < k; j++) axpy_row(1.0f, dxp, row_of[t * k + j], acc);
@@ -120,8 +120,8 @@ gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, co
     GLN_TRY(gln_moe_check_tensor(fn, "yp", yp, tokens * k, yp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "y", y, tokens, yp->cols));
     if (tokens == 0 || yp->cols == 0) return GLN_STATUS_SUCCESS;
-    float *acc = malloc((size_t)yp->cols * sizeof *acc);
-    GLN_REQUIRE(acc != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *acc;
+    GLN_TRY(gln_moe_scratch(fn, yp->cols, &acc));
     for (int64_t t = 0; t < tokens; t++) {
         memset(acc, 0, (size_t)yp->cols * sizeof *acc);
         for (int32_t j = 0; j < k; j++) axpy_row(gates[t * k + j], yp, row_of[t * k + j], acc);
@@ -146,8 +146,8 @@ gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int3
     GLN_REQUIRE_NOT_NULL(fn, gates);
     GLN_REQUIRE_NOT_NULL(fn, dgates);
 
-    float *buf = malloc(2 * (size_t)(h > 0 ? h : 1) * sizeof *buf);
-    GLN_REQUIRE(buf != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *buf;
+    GLN_TRY(gln_moe_scratch(fn, 2 * h, &buf));
     float *dyt = buf, *row = buf + h;
     for (int64_t t = 0; t < tokens; t++) {
         gln_cpu_widen((const char *)dy->data + (size_t)(t * h) * gln_dtype_size(dy->dtype), dy->dtype,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "moe/moe_check.h"
 
@@ -12,11 +13,8 @@ static gln_status_t router_check(const char *fn, gln_context_t *ctx, int64_t tok
     GLN_REQUIRE_ARG(num_experts >= 1, "%s: num_experts %d must be >= 1", fn, (int)num_experts);
     GLN_REQUIRE_ARG(k >= 1 && k <= num_experts, "%s: k %d must be in [1, num_experts = %d]", fn,
                     (int)k, (int)num_experts);
-    GLN_REQUIRE_ARG(tokens >= 0, "%s: tokens %lld must be >= 0", fn, (long long)tokens);
-    GLN_REQUIRE_ARG(tokens <= INT64_MAX / num_experts,
-                    "%s: tokens %lld times num_experts %d overflows int64", fn, (long long)tokens,
-                    (int)num_experts);
-    return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_check_dim(fn, "tokens", tokens));
+    return gln_check_elems(fn, "logits [tokens, num_experts]", tokens, num_experts, NULL);
 }
 
 /* probs[e] = softmax(logits)[e] (max subtracted first so exp never overflows). */

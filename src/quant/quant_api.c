@@ -155,10 +155,8 @@ gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t 
                                       const uint8_t *compact, uint8_t *swizzled) {
     static const char *fn = "gln_mxfp8_swizzle_scales";
     GLN_REQUIRE_NOT_NULL(fn, ctx);
-    GLN_REQUIRE_ARG(rows >= 0, "%s: rows %lld must be >= 0", fn, (long long)rows);
-    GLN_REQUIRE_ARG(cols >= 0, "%s: cols %lld must be >= 0", fn, (long long)cols);
     gln_quant_layout_t l;
-    GLN_TRY(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, rows, cols, &l));
+    GLN_TRY(gln_layout_compute(fn, GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, rows, cols, &l));
     GLN_REQUIRE_ARG(columnwise == 0 || columnwise == 1, "%s: columnwise %d must be 0 or 1", fn, columnwise);
     const size_t bytes = columnwise ? l.col_scale_bytes : l.scale_bytes;
     GLN_REQUIRE_ARG(compact || bytes == 0, "%s: compact must not be NULL (%zu scale bytes)", fn, bytes);

@@ -3,11 +3,8 @@
 
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/error.h"
-
-/* Largest element count accepted for one tensor: keeps every byte size (8-byte elements, scale
- * padding) far from int64 / size_t overflow. */
-#define GLN_MAX_ELEMS ((int64_t)1 << 56)
 
 gln_tensor_t gln_tensor_make(gln_dtype_t dtype, int64_t rows, int64_t cols, void *data) {
     gln_tensor_t t;
@@ -111,10 +108,20 @@ int64_t gln_scale_index(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int
     }
 }
 
-gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows, int64_t cols,
-                              gln_quant_layout_t *layout) {
-    static const char *fn = "gln_quant_layout";
-    GLN_REQUIRE_NOT_NULL(fn, layout);
+/* Elements of a padded scale grid gr x gc, bytes of `esize` each.  Within the size limits the
+ * grids stay below 2^60 elements: the largest, a rowwise MXFP8 grid, holds at most
+ * (R + 127)·(C/32 + 4) = R·C/32 + 4R + 127·C/32 + 508 elements for R, C <= 2^56 and
+ * R·C <= 2^56; the checked products only make it an error instead of a wrap if it ever were not. */
+static gln_status_t grid_bytes(const char *fn, const char *what, int64_t gr, int64_t gc, size_t esize,
+                               size_t *bytes) {
+    int64_t n;
+    GLN_REQUIRE_ARG(!gln_mul_overflow_i64(gr, gc, &n), "%s: %s scale grid [%lld, %lld] overflows int64",
+                    fn, what, (long long)gr, (long long)gc);
+    return gln_bytes(fn, what, n, esize, bytes);
+}
+
+gln_status_t gln_layout_compute(const char *fn, gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows,
+                                int64_t cols, gln_quant_layout_t *layout) {
     memset(layout, 0, sizeof *layout);
     GLN_REQUIRE_ARG(gln_scaling_mode_valid(mode), "%s: mode %d is not a scaling mode (0..4)", fn, (int)mode);
     GLN_REQUIRE_ARG(gln_dtype_size(dtype) != 0, "%s: dtype %d is not a dtype (0..%d)", fn, (int)dtype,
@@ -122,21 +129,29 @@ gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_
     GLN_REQUIRE_ARG(mode == GLN_SCALING_NONE || gln_dtype_is_fp8(dtype),
                     "%s: dtype %s must be fp8_e4m3 or fp8_e5m2 for scaling mode %s", fn,
                     gln_dtype_name(dtype), gln_scaling_name(mode));
-    GLN_REQUIRE_ARG(rows >= 0, "%s: rows %lld must be >= 0", fn, (long long)rows);
-    GLN_REQUIRE_ARG(cols >= 0, "%s: cols %lld must be >= 0", fn, (long long)cols);
-    GLN_REQUIRE_ARG(cols == 0 || rows <= GLN_MAX_ELEMS / cols,
-                    "%s: rows %lld x cols %lld exceeds 2^56 elements", fn, (long long)rows, (long long)cols);
+    int64_t elems;
+    GLN_TRY(gln_check_shape(fn, NULL, rows, cols, &elems));
 
-    size_t esize = gln_dtype_size(dtype);
-    layout->data_bytes = (size_t)(rows * cols) * esize;
-    if (mode == GLN_SCALING_NONE) return GLN_STATUS_SUCCESS;
-    layout->col_data_bytes = layout->data_bytes;
-    gln_scale_grid(mode, rows, cols, 0, &layout->scale_rows, &layout->scale_cols);
-    gln_scale_grid(mode, rows, cols, 1, &layout->col_scale_rows, &layout->col_scale_cols);
-    size_t ssize = gln_scale_elem_size(mode);
-    layout->scale_bytes = (size_t)(layout->scale_rows * layout->scale_cols) * ssize;
-    layout->col_scale_bytes = (size_t)(layout->col_scale_rows * layout->col_scale_cols) * ssize;
+    gln_quant_layout_t l;
+    memset(&l, 0, sizeof l);
+    GLN_TRY(gln_bytes(fn, "data", elems, gln_dtype_size(dtype), &l.data_bytes));
+    if (mode != GLN_SCALING_NONE) {
+        l.col_data_bytes = l.data_bytes;
+        gln_scale_grid(mode, rows, cols, 0, &l.scale_rows, &l.scale_cols);
+        gln_scale_grid(mode, rows, cols, 1, &l.col_scale_rows, &l.col_scale_cols);
+        size_t ssize = gln_scale_elem_size(mode);
+        GLN_TRY(grid_bytes(fn, "rowwise", l.scale_rows, l.scale_cols, ssize, &l.scale_bytes));
+        GLN_TRY(grid_bytes(fn, "columnwise", l.col_scale_rows, l.col_scale_cols, ssize,
+                           &l.col_scale_bytes));
+    }
+    *layout = l;
     return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_quant_layout(gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                              gln_quant_layout_t *layout) {
+    GLN_REQUIRE_NOT_NULL("gln_quant_layout", layout);
+    return gln_layout_compute("gln_quant_layout", mode, dtype, rows, cols, layout);
 }
 
 /* ---- grouped tensors --------------------------------------------------------------------- */
@@ -145,10 +160,13 @@ static gln_status_t gln_grouped_offsets_args(const char *fn, gln_scaling_mode_t 
                                              int64_t cols) {
     GLN_REQUIRE_ARG(gln_scaling_mode_valid(mode), "%s: mode %d is not a scaling mode (0..4)", fn, (int)mode);
     GLN_REQUIRE_ARG(num >= 1, "%s: num %d must be >= 1", fn, (int)num);
-    GLN_REQUIRE_ARG(cols >= 0, "%s: cols %lld must be >= 0", fn, (long long)cols);
-    return GLN_STATUS_SUCCESS;
+    return gln_check_dim(fn, "cols", cols);
 }
 
+/* The members of a grouped tensor must fit one packed tensor within the size limits: each split
+ * and their sum in [0, GLN_MAX_DIM], the sum times cols <= GLN_MAX_ELEMS.  Then every member
+ * scale total below stays < 2^61 (only non-empty members have scales, and there are at most
+ * Σ splits of them), so the running sums need no further check. */
 gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, const int64_t *splits,
                                        int64_t cols, int64_t *row_offsets, int64_t *col_offsets) {
     static const char *fn = "gln_grouped_scale_offsets";
@@ -156,9 +174,15 @@ gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, con
     GLN_REQUIRE_NOT_NULL(fn, splits);
     GLN_REQUIRE_ARG(row_offsets != NULL || col_offsets != NULL,
                     "%s: row_offsets and col_offsets must not both be NULL", fn);
-    for (int32_t i = 0; i < num; i++)
-        GLN_REQUIRE_ARG(splits[i] >= 0 && splits[i] <= GLN_MAX_ELEMS,
-                        "%s: splits[%d] %lld must be in [0, 2^56]", fn, (int)i, (long long)splits[i]);
+    int64_t sum = 0;
+    for (int32_t i = 0; i < num; i++) {
+        GLN_REQUIRE_ARG(splits[i] >= 0 && splits[i] <= GLN_MAX_DIM - sum,
+                        "%s: splits[%d] %lld must be in [0, 2^56 - %lld] (the splits sum must not "
+                        "exceed GLN_MAX_DIM)",
+                        fn, (int)i, (long long)splits[i], (long long)sum);
+        sum += splits[i];
+    }
+    GLN_TRY(gln_check_elems(fn, "splits sum x cols", sum, cols, NULL));
     int64_t ro = 0, co = 0;
     for (int32_t i = 0; i < num; i++) {
         if (row_offsets) row_offsets[i] = ro;
@@ -171,15 +195,27 @@ gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, con
     return GLN_STATUS_SUCCESS;
 }
 
-/* max Σ ceil(m_i / b) over N non-negative m_i with Σ m_i <= rows: Σ (m_i + b - 1) / b, floored. */
-static int64_t gln_max_blocks(int64_t rows, int32_t num, int64_t b) { return (rows + (b - 1) * num) / b; }
+/* max Σ ceil(m_i / b) over N non-negative m_i with Σ m_i <= rows: only non-empty members count,
+ * at most k = min(N, rows) of them, so Σ (m_i + b - 1) / b <= (rows + (b - 1)·k) / b. */
+static int64_t gln_max_blocks(int64_t rows, int32_t num, int64_t b) {
+    const int64_t k = rows < num ? rows : num;
+    return (rows + (b - 1) * k) / b;
+}
+
+/* a·b·c for the bound below; the operands are bounded (rows, cols within the limits, blocks <=
+ * rows), so this never fails in practice. */
+static gln_status_t bound_product(const char *fn, int64_t a, int64_t b, int64_t c, int64_t *out) {
+    int64_t ab;
+    GLN_REQUIRE_ARG(!gln_mul_overflow_i64(a, b, &ab) && !gln_mul_overflow_i64(ab, c, out),
+                    "%s: the scale-buffer bound overflows int64", fn);
+    return GLN_STATUS_SUCCESS;
+}
 
 gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64_t rows, int64_t cols,
                                      int64_t *row_elems, int64_t *col_elems) {
     static const char *fn = "gln_grouped_scale_bound";
     GLN_TRY(gln_grouped_offsets_args(fn, mode, num, cols));
-    GLN_REQUIRE_ARG(rows >= 0 && rows <= GLN_MAX_ELEMS, "%s: rows %lld must be in [0, 2^56]", fn,
-                    (long long)rows);
+    GLN_TRY(gln_check_shape(fn, NULL, rows, cols, NULL));
     GLN_REQUIRE_ARG(row_elems != NULL || col_elems != NULL,
                     "%s: row_elems and col_elems must not both be NULL", fn);
     int64_t r = 0, c = 0;
@@ -190,16 +226,18 @@ gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64
         c = num;
         break;
     case GLN_SCALING_MXFP8_1D: /* pad128(m) = 128·ceil(m/128), pad4(ceil(m/32)) = 4·ceil(m/128) */
-        r = 128 * gln_max_blocks(rows, num, 128) * gln_round_up(gln_ceil_div(cols, 32), 4);
-        c = 4 * gln_max_blocks(rows, num, 128) * gln_round_up(cols, 128);
+        GLN_TRY(bound_product(fn, 128, gln_max_blocks(rows, num, 128),
+                              gln_round_up(gln_ceil_div(cols, 32), 4), &r));
+        GLN_TRY(bound_product(fn, 4, gln_max_blocks(rows, num, 128), gln_round_up(cols, 128), &c));
         break;
     case GLN_SCALING_BLOCK_1D:
-        r = gln_ceil_div(cols, 128) * 4 * gln_max_blocks(rows, num, 4);
-        c = gln_max_blocks(rows, num, 128) * gln_round_up(cols, 4);
+        GLN_TRY(bound_product(fn, gln_ceil_div(cols, 128), 4, gln_max_blocks(rows, num, 4), &r));
+        GLN_TRY(bound_product(fn, gln_max_blocks(rows, num, 128), gln_round_up(cols, 4), 1, &c));
         break;
     case GLN_SCALING_BLOCK_2D: /* pad4(ceil(m/128)) = 4·ceil(m/512) */
-        r = gln_max_blocks(rows, num, 128) * gln_round_up(gln_ceil_div(cols, 128), 4);
-        c = gln_ceil_div(cols, 128) * 4 * gln_max_blocks(rows, num, 512);
+        GLN_TRY(bound_product(fn, gln_max_blocks(rows, num, 128),
+                              gln_round_up(gln_ceil_div(cols, 128), 4), 1, &r));
+        GLN_TRY(bound_product(fn, gln_ceil_div(cols, 128), 4, gln_max_blocks(rows, num, 512), &c));
         break;
     }
     if (row_elems) *row_elems = r;
@@ -209,11 +247,7 @@ gln_status_t gln_grouped_scale_bound(gln_scaling_mode_t mode, int32_t num, int64
 
 gln_status_t gln_tensor_validate(const char *fn, const char *name, const gln_tensor_t *t) {
     GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);
-    GLN_REQUIRE_ARG(t->rows >= 0, "%s: %s->rows %lld must be >= 0", fn, name, (long long)t->rows);
-    GLN_REQUIRE_ARG(t->cols >= 0, "%s: %s->cols %lld must be >= 0", fn, name, (long long)t->cols);
-    GLN_REQUIRE_ARG(t->cols == 0 || t->rows <= GLN_MAX_ELEMS / t->cols,
-                    "%s: %s is %lld x %lld, more than 2^56 elements", fn, name, (long long)t->rows,
-                    (long long)t->cols);
+    GLN_TRY(gln_check_shape(fn, name, t->rows, t->cols, NULL));
     GLN_REQUIRE_ARG(gln_dtype_size(t->dtype) != 0, "%s: %s->dtype %d is not a dtype (0..%d)", fn, name,
                     (int)t->dtype, GLN_DTYPE_COUNT_ - 1);
     GLN_REQUIRE_ARG(gln_scaling_mode_valid(t->scaling), "%s: %s->scaling %d is not a scaling mode (0..4)", fn,

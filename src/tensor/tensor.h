@@ -30,10 +30,16 @@ int gln_scaling_mode_valid(gln_scaling_mode_t mode);
 int64_t gln_scale_index(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise, int64_t r,
                         int64_t c);
 
+/* gln_quant_layout for internal callers: failures are reported under `fn`, the public call
+ * that needed the layout. */
+gln_status_t gln_layout_compute(const char *fn, gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows,
+                                int64_t cols, gln_quant_layout_t *layout);
+
 /* Scale elements of one member (rowwise / columnwise) for m rows: TENSOR always 1. */
 int64_t gln_member_scale_elems(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise);
 
-/* Generic checks of a tensor argument named `name` of call `fn`: non-NULL, rows/cols >= 0, a
+/* Generic checks of a tensor argument named `name` of call `fn`: non-NULL, rows / cols in
+ * [0, GLN_MAX_DIM] and rows·cols <= GLN_MAX_ELEMS, a
  * valid dtype, data non-NULL for a non-empty plain tensor, FP8 dtype iff a scaling mode. */
 gln_status_t gln_tensor_validate(const char *fn, const char *name, const gln_tensor_t *t);
 

@@ -72,7 +72,7 @@ void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr) {
 gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
                                   const gln_grouped_tensor_t *g, int64_t **host_splits) {
     gln_status_t st = GLN_STATUS_SUCCESS;
-    const size_t bytes = (size_t)g->num * sizeof(int64_t);
+    const size_t bytes = (size_t)g->num * sizeof(int64_t); /* num is an int32 >= 1 */
     int64_t *h = malloc(bytes);
     *host_splits = NULL;
     GLN_CHECK_COND(h != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -85,16 +85,18 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
     } else {
         memcpy(h, g->splits, bytes);
     }
-    /* Device splits could not be checked at the boundary: check them here. */
+    /* Device splits could not be checked at the boundary: check them here.  packed.rows is
+     * within GLN_MAX_DIM (checked at the boundary) and the running sum never passes it, so the
+     * sum cannot overflow whatever the device held. */
     int64_t sum = 0;
     for (int32_t i = 0; i < g->num; i++) {
         GLN_CHECK_COND(h[i] >= 0, GLN_STATUS_INVALID_ARGUMENT, "%s: %s->splits[%d] = %lld must be >= 0",
                        call, name, (int)i, (long long)h[i]);
+        GLN_CHECK_COND(h[i] <= g->packed.rows - sum, GLN_STATUS_INVALID_ARGUMENT,
+                       "%s: %s splits sum exceeds packed.rows %lld (at member %d: %lld)", call, name,
+                       (long long)g->packed.rows, (int)i, (long long)h[i]);
         sum += h[i];
     }
-    GLN_CHECK_COND(sum <= g->packed.rows, GLN_STATUS_INVALID_ARGUMENT,
-                   "%s: %s splits sum %lld exceeds packed.rows %lld", call, name, (long long)sum,
-                   (long long)g->packed.rows);
     *host_splits = h;
     return GLN_STATUS_SUCCESS;
 fail:

@@ -138,7 +138,7 @@ extern "C" gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_qu
     k.fp8 = (int)cfg->fp8_dtype;
     k.nan_prop = cfg->amax_nan_propagate;
     gln_quant_layout_t lay;
-    GLN_TRY(gln_quant_layout(mode, cfg->fp8_dtype, R, C, &lay));
+    GLN_TRY(gln_layout_compute(fn, mode, cfg->fp8_dtype, R, C, &lay));
     if (cfg->rowwise) GLN_TRY(zero_scales(ctx, mode, R, C, 0, out->scale_inv, fn));
     if (cfg->columnwise) GLN_TRY(zero_scales(ctx, mode, R, C, 1, out->col_scale_inv, fn));
     if (R == 0 || C == 0) return GLN_STATUS_SUCCESS;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "common/checked.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
 
@@ -194,7 +195,9 @@ static gln_status_t acc_begin(gln_context_t *ctx, gln_tensor_t *D, const gln_ten
     if (D->dtype == GLN_DTYPE_FP32) {
         *acc = D->data;
     } else {
-        GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)m * (size_t)n * sizeof(float), (void **)acc, fn));
+        size_t bytes;
+        GLN_TRY(gln_shape_bytes(fn, "the FP32 accumulator", m, n, sizeof(float), &bytes));
+        GLN_TRY(gln_cuda_scratch_alloc(ctx, bytes, (void **)acc, fn));
     }
     if (*acc == D->data && accumulate && !bias) return GLN_STATUS_SUCCESS;
     return gln_cuda_gemm_prefill(ctx, *acc, D, bias, accumulate, m, n, fn);
@@ -242,8 +245,10 @@ static int fp8_needs_padding(const gemm_plan_t *p) {
 static gln_status_t pad_columns(gln_context_t *ctx, const void *src, int64_t k, int64_t ld, int64_t cols,
                                 int64_t kp, void **dst, const char *fn) {
     cudaStream_t s = gln_cuda_state(ctx)->stream;
-    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)kp * (size_t)cols, dst, fn));
-    GLN_TRY(gln_cuda_check(cudaMemsetAsync(*dst, 0, (size_t)kp * (size_t)cols, s), fn, "cudaMemsetAsync(pad)"));
+    size_t bytes;
+    GLN_TRY(gln_shape_bytes(fn, "the padded FP8 operand", kp, cols, 1, &bytes));
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, bytes, dst, fn));
+    GLN_TRY(gln_cuda_check(cudaMemsetAsync(*dst, 0, bytes, s), fn, "cudaMemsetAsync(pad)"));
     return gln_cuda_check(cudaMemcpy2DAsync(*dst, (size_t)kp, src, (size_t)ld, (size_t)k, (size_t)cols,
                                             cudaMemcpyDeviceToDevice, s),
                           fn, "cudaMemcpy2DAsync(pad)");
@@ -287,7 +292,9 @@ static int is_block_mode(gln_scaling_mode_t mode) {
 static gln_status_t operand_bf16(gln_context_t *ctx, const gln_tensor_t *t, int columnwise, int raw,
                                  gln_tensor_t *out, const char *fn) {
     void *buf = NULL;
-    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)t->rows * (size_t)t->cols * 2, &buf, fn));
+    size_t bytes;
+    GLN_TRY(gln_shape_bytes(fn, "the bf16 operand twin", t->rows, t->cols, 2, &bytes));
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, bytes, &buf, fn));
     *out = gln_tensor_make(GLN_DTYPE_BF16, t->rows, t->cols, buf);
     gln_status_t st = raw ? gln_cuda_widen_raw(ctx, t, columnwise, out, fn) : gln_cuda_dequantize(ctx, t, columnwise, out);
     if (st != GLN_STATUS_SUCCESS) {
@@ -315,9 +322,10 @@ fail:
     return st;
 }
 
-static gln_status_t scale_ref(const gln_tensor_t *t, int columnwise, int k_is_row, gln_cuda_scale_ref_t *r) {
+static gln_status_t scale_ref(const gln_tensor_t *t, int columnwise, int k_is_row, gln_cuda_scale_ref_t *r,
+                              const char *fn) {
     gln_quant_layout_t lay;
-    GLN_TRY(gln_quant_layout(t->scaling, t->dtype, t->rows, t->cols, &lay));
+    GLN_TRY(gln_layout_compute(fn, t->scaling, t->dtype, t->rows, t->cols, &lay));
     r->scales = (const float *)(columnwise ? t->col_scale_inv : t->scale_inv);
     r->mode = (int)t->scaling;
     r->columnwise = columnwise;
@@ -338,13 +346,15 @@ static gln_status_t gemm_blockwise(gln_context_t *ctx, gln_gemm_layout_t layout,
     float *acc = NULL, *partial = NULL;
     gln_cuda_scale_ref_t sa, sb;
     gemm_plan_t p;
-    GLN_CHECK(scale_ref(A, a_col, layout != GLN_LAYOUT_TN, &sa));
-    GLN_CHECK(scale_ref(B, b_col, layout == GLN_LAYOUT_NT, &sb));
+    GLN_CHECK(scale_ref(A, a_col, layout != GLN_LAYOUT_TN, &sa, fn));
+    GLN_CHECK(scale_ref(B, b_col, layout == GLN_LAYOUT_NT, &sb, fn));
     GLN_CHECK(operand_bf16(ctx, A, a_col, 1, &a16, fn));
     GLN_CHECK(operand_bf16(ctx, B, b_col, 1, &b16, fn));
     GLN_CHECK(gemm_plan(layout, &a16, &b16, &p, fn));
     GLN_CHECK(acc_begin(ctx, D, bias, accumulate, m, n, &acc, fn));
-    GLN_CHECK(gln_cuda_scratch_alloc(ctx, (size_t)m * (size_t)n * sizeof(float), (void **)&partial, fn));
+    size_t partial_bytes;
+    GLN_CHECK(gln_shape_bytes(fn, "the block partial product", m, n, sizeof(float), &partial_bytes));
+    GLN_CHECK(gln_cuda_scratch_alloc(ctx, partial_bytes, (void **)&partial, fn));
     /* Elements between consecutive reduction indices in each row-major bf16 operand. */
     const int64_t a_step = layout == GLN_LAYOUT_TN ? 1 : n, b_step = layout == GLN_LAYOUT_NT ? m : 1;
     for (int64_t k0 = 0; k0 < k; k0 += GLN_CUDA_BLOCK_K) {

@@ -168,7 +168,7 @@ static gln_status_t quantize_mxfp8(gln_context_t *ctx, const gln_quant_config_t 
     const float fmax = fp8_max_of(cfg->fp8_dtype);
     const int emax = fp8_emax_of(cfg->fp8_dtype), floor_rule = cfg->e8m0_rounding == GLN_E8M0_ROUND_FLOOR;
     gln_quant_layout_t lay;
-    GLN_TRY(gln_quant_layout(mode, cfg->fp8_dtype, R, C, &lay));
+    GLN_TRY(gln_layout_compute(fn, mode, cfg->fp8_dtype, R, C, &lay));
     if (cfg->rowwise) {
         const size_t bytes = (size_t)gln_member_scale_elems(mode, R, C, 0);
         if (bytes)
@@ -243,7 +243,7 @@ static gln_status_t dequantize_copy(gln_context_t *ctx, const gln_tensor_t *in, 
     const size_t n = (size_t)R * (size_t)C;
     if (n == 0) return GLN_STATUS_SUCCESS;
     gln_quant_layout_t lay;
-    GLN_TRY(gln_quant_layout(in->scaling, in->dtype, R, C, &lay));
+    GLN_TRY(gln_layout_compute(fn, in->scaling, in->dtype, R, C, &lay));
     const int transposed = columnwise && gln_scaling_transposes(in->scaling);
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     gln_dequant_kernel<<<gln_dev_blocks(n, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
