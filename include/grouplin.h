@@ -572,12 +572,20 @@ typedef struct gln_grouped_linear_config {
     uint64_t seed;
     float init_std;
     gln_grouped_linear_params_t params;
+    /* --- version 2 (the first version ends here: size = offsetof(.., always_roll)) */
+    int always_roll;                /* delayed scaling: 1 = every update rolls every slot, even
+                                       one whose newest amax is 0 (TE's non-bulk kernel); 0
+                                       (default) = TE's bulk update (gln_delayed_update_options_t) */
+    int amax_nan_propagate;         /* 1 = a NaN element makes its amax NaN in every cast of the
+                                       recipe (gln_quant_config_t.amax_nan_propagate), in the
+                                       amax history and in the delayed update's window max (the
+                                       scale is then kept); 0 (default) = NaN ignored (TE) */
 } gln_grouped_linear_config_t;
 #define GLN_GROUPED_LINEAR_CONFIG_INIT                                                          \
     {sizeof(gln_grouped_linear_config_t), 1, 0, 0, 1, GLN_DTYPE_BF16, GLN_DTYPE_BF16,           \
      GLN_RECIPE_NONE, GLN_FP8_FORMAT_RECIPE_DEFAULT, GLN_PATH_SPLIT, 0, 0, 0, 0, 0, 1,                  \
      1024, 0, GLN_AMAX_ALGO_MAX, 0, 0, 0.0f, GLN_E8M0_ROUND_UP, 1234u, 0.023f,                  \
-     {0, 0, 0, 0, 0, 0, 0}}
+     {0, 0, 0, 0, 0, 0, 0}, 0, 0}
 
 GLN_API gln_status_t gln_grouped_linear_create(gln_context_t *ctx, const gln_grouped_linear_config_t *cfg,
                                        gln_grouped_linear_t **layer);

@@ -1,6 +1,7 @@
 /* Error handling of the grouped linear layer: every invalid config / forward / backward input
  * class returns the right status with a message naming the argument, and writes nothing
  * (outputs are poisoned before and compared after; gradients are compared too). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,22 @@ static void test_create_errors(void) {
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "amax_epsilon");
     c = base_config(), c.e8m0_rounding = (gln_e8m0_rounding_t)7;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "e8m0_rounding");
+    c = base_config(), c.always_roll = 2;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "gln_grouped_linear_create: cfg->always_roll 2 must be 0");
+    c = base_config(), c.amax_nan_propagate = -1;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT,
+                  "gln_grouped_linear_create: cfg->amax_nan_propagate -1 must be 0");
+    /* known versions only: the first one (up to params) and the current one */
+    c = base_config(), c.size = offsetof(gln_grouped_linear_config_t, always_roll) + 3;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "not a known version");
+    c = base_config(), c.size = sizeof c + 8;
+    expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "not a known version");
+    /* the first version: the bytes past it are not read (invalid values there are ignored) */
+    c = base_config(), c.size = offsetof(gln_grouped_linear_config_t, always_roll);
+    c.always_roll = 7, c.amax_nan_propagate = 7;
+    L = NULL;
+    CHECK_OK(gln_grouped_linear_create(ctx, &c, &L));
+    if (L) CHECK_OK(gln_grouped_linear_destroy(L));
     c = base_config(), c.init_std = -0.1f;
     expect_create(&c, GLN_STATUS_INVALID_ARGUMENT, "init_std");
     c = base_config(), c.recipe = GLN_RECIPE_FP8_DELAYED, c.save_original_input = 1;

@@ -57,8 +57,8 @@ static void fill_weights(fix_t *f, double stddev, uint64_t seed) {
     for (int e = 0; e < N; e++) gln_layer_ref_fill_normal(f->w[e], f->dt, WS, stddev * (1 + e), seed + e);
 }
 
-/* A layer with caller parameters: N=3, splits {7, 0, 12}, 40 -> 24. */
-static int fix_init(fix_t *f, gln_recipe_t recipe, gln_dtype_t dt, int fuse, int delay, int bias) {
+/* Caller parameters and the config of a layer: N=3, splits {7, 0, 12}, 40 -> 24 (no layer yet). */
+static void fix_setup(fix_t *f, gln_recipe_t recipe, gln_dtype_t dt, int fuse, int delay, int bias) {
     gln_grouped_linear_config_t init = GLN_GROUPED_LINEAR_CONFIG_INIT;
     memset(f, 0, sizeof *f);
     f->cfg = init;
@@ -86,9 +86,29 @@ static int fix_init(fix_t *f, gln_recipe_t recipe, gln_dtype_t dt, int fuse, int
     f->cfg.params.weights = f->w;
     if (bias) f->cfg.params.biases = f->b;
     if (fuse) f->cfg.params.main_grads = f->mg;
+}
+
+/* The layer of f->cfg (after fix_setup and any changes to the config). */
+static int fix_create(fix_t *f) {
     gln_status_t st = gln_grouped_linear_create(gln_test_cpu_context(), &f->cfg, &f->layer);
     CHECK_OK(st);
     return st == GLN_STATUS_SUCCESS;
+}
+
+static int fix_init(fix_t *f, gln_recipe_t recipe, gln_dtype_t dt, int fuse, int delay, int bias) {
+    fix_setup(f, recipe, dt, fuse, delay, bias);
+    return fix_create(f);
+}
+
+/* An FP8_DELAYED bf16 layer with the given delayed-scaling settings. */
+static int fix_init_delayed(fix_t *f, int bias, int history_len, int margin, int always_roll, int nan_propagate) {
+    fix_setup(f, GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, 0, 0, bias);
+    f->cfg.amax_history_len = history_len;
+    f->cfg.margin = margin;
+    f->cfg.amax_algo = GLN_AMAX_ALGO_MAX;
+    f->cfg.always_roll = always_roll;
+    f->cfg.amax_nan_propagate = nan_propagate;
+    return fix_create(f);
 }
 
 static void fix_free(fix_t *f) {
@@ -480,9 +500,32 @@ static void ds_compare(gln_grouped_linear_t *layer, int backward, const ds_state
     ds_free(&got);
 }
 
-/* Predict one step of the state: record the amaxes into row 0, then one update. */
-static void ds_predict(ds_state_t *s, const float *amax, int stride, int n, float fp8_max,
-                       int margin, gln_amax_algo_t algo) {
+/* The amaxes a forward records: input 3i = max|x_i|, weight 3i+1 = max|W_i|, output 3i+2
+ * unused (-1). */
+static void fwd_amaxes(const fix_t *f, const batch_t *b, float *af) {
+    int64_t r0 = 0;
+    for (int e = 0; e < N; e++) {
+        af[3 * e] = block_amax(b->x, f->dt, r0, SPLITS[e], KIN);
+        af[3 * e + 1] = block_amax(f->w[e], f->dt, 0, KOUT, KIN);
+        af[3 * e + 2] = -1;
+        r0 += SPLITS[e];
+    }
+}
+
+/* The amaxes a backward records: grad_output 2i = max|dy_i|, grad_input 2i+1 unused (-1). */
+static void bwd_amaxes(const fix_t *f, const batch_t *b, float *ab) {
+    int64_t r0 = 0;
+    for (int e = 0; e < N; e++) {
+        ab[2 * e] = block_amax(b->dy, f->dt, r0, SPLITS[e], KOUT);
+        ab[2 * e + 1] = -1;
+        r0 += SPLITS[e];
+    }
+}
+
+/* Predict one step of the state: record the amaxes into row 0, then one update (TE's bulk
+ * rule, or every slot rolled with always_roll). */
+static void ds_predict_ex(ds_state_t *s, const float *amax, int stride, int n, float fp8_max,
+                          int margin, gln_amax_algo_t algo, int always_roll) {
     for (int e = 0; e < n; e++)
         for (int k = 0; k < stride; k++) {
             float a = amax[e * stride + k];
@@ -491,7 +534,14 @@ static void ds_predict(ds_state_t *s, const float *amax, int stride, int n, floa
             if (a > *h) *h = a;
         }
     for (int32_t k = 0; k < s->slots; k++) s->fp8_max[k] = fp8_max;
-    CHECK_OK(gln_delayed_scaling_update(s->slots, s->len, s->hist, s->scale, s->fp8_max, margin, algo));
+    gln_delayed_update_options_t o = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    o.always_roll = always_roll;
+    CHECK_OK(gln_delayed_scaling_update_ex(s->slots, s->len, s->hist, s->scale, s->fp8_max, margin, algo, &o));
+}
+
+static void ds_predict(ds_state_t *s, const float *amax, int stride, int n, float fp8_max,
+                       int margin, gln_amax_algo_t algo) {
+    ds_predict_ex(s, amax, stride, n, fp8_max, margin, algo, 0);
 }
 
 /* Three steps of FP8_DELAYED: after each forward / backward the state equals the prediction
@@ -499,15 +549,7 @@ static void ds_predict(ds_state_t *s, const float *amax, int stride, int n, floa
  * and each step's outputs use the scales from before that step. */
 static void test_delayed_scaling_three_steps(void) {
     fix_t f;
-    /* The fixture's layer, re-created with history 3, margin 1. */
-    if (!fix_init(&f, GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, 0, 0, 0)) goto out;
-    CHECK_OK(gln_grouped_linear_destroy(f.layer));
-    f.layer = NULL;
-    f.cfg.amax_history_len = 3;
-    f.cfg.margin = 1;
-    f.cfg.amax_algo = GLN_AMAX_ALGO_MAX;
-    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &f.cfg, &f.layer));
-    if (!f.layer) goto out;
+    if (!fix_init_delayed(&f, 0, 3, 1, 0, 0)) goto out;
     const double xs[3] = {1.0, 6.0, 0.25}, dys[3] = {0.01, 0.002, 0.05};
     void *y = gln_test_alloc(M * KOUT * 2), *dx = gln_test_alloc(M * KIN * 2);
     for (int s = 0; s < 3; s++) {
@@ -526,15 +568,8 @@ static void test_delayed_scaling_three_steps(void) {
             break;
         }
         float af[3 * N], ab[2 * N];
-        int64_t r0 = 0;
-        for (int e = 0; e < N; e++) {
-            af[3 * e] = block_amax(b.x, f.dt, r0, SPLITS[e], KIN);
-            af[3 * e + 1] = block_amax(f.w[e], f.dt, 0, KOUT, KIN);
-            af[3 * e + 2] = -1;
-            ab[2 * e] = block_amax(b.dy, f.dt, r0, SPLITS[e], KOUT);
-            ab[2 * e + 1] = -1;
-            r0 += SPLITS[e];
-        }
+        fwd_amaxes(&f, &b, af);
+        bwd_amaxes(&f, &b, ab);
         gln_grouped_linear_saved_t *sv = NULL;
         CHECK_OK(fwd(&f, &b, GLN_MICROBATCH_FIRST, y, &sv));
         ds_predict(&pf, af, 3, N, 448.0f, 1, GLN_AMAX_ALGO_MAX);
@@ -573,12 +608,7 @@ out:
  * enter the next training forward's update. */
 static void test_delayed_inference_keeps_state(void) {
     fix_t f;
-    if (!fix_init(&f, GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, 0, 0, 1)) goto out;
-    CHECK_OK(gln_grouped_linear_destroy(f.layer));
-    f.layer = NULL;
-    f.cfg.amax_history_len = 3;
-    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &f.cfg, &f.layer));
-    if (!f.layer) goto out;
+    if (!fix_init_delayed(&f, 1, 3, 0, 0, 0)) goto out;
     batch_t b1, b2;
     batch_make(&b1, f.dt, 1.0, 0.1, 61);
     batch_make(&b2, f.dt, 5.0, 0.1, 62);
@@ -588,13 +618,7 @@ static void test_delayed_inference_keeps_state(void) {
     if (ds_snapshot(f.layer, 0, &before)) {
         if (ds_snapshot(f.layer, 1, &bwd_before)) {
             float af[3 * N];
-            int64_t r0 = 0;
-            for (int e = 0; e < N; e++) {
-                af[3 * e] = block_amax(b2.x, f.dt, r0, SPLITS[e], KIN);
-                af[3 * e + 1] = block_amax(f.w[e], f.dt, 0, KOUT, KIN);
-                af[3 * e + 2] = -1;
-                r0 += SPLITS[e];
-            }
+            fwd_amaxes(&f, &b2, af);
             CHECK_OK(fwd(&f, &b2, GLN_MICROBATCH_UNSET, y, NULL));
             ds_state_t want = before;
             want.hist = malloc((size_t)before.slots * before.len * sizeof(float));
@@ -606,13 +630,7 @@ static void test_delayed_inference_keeps_state(void) {
             /* the next training forward's update includes the recorded inference amaxes */
             gln_grouped_linear_saved_t *sv = NULL;
             float a1[3 * N];
-            r0 = 0;
-            for (int e = 0; e < N; e++) {
-                a1[3 * e] = block_amax(b1.x, f.dt, r0, SPLITS[e], KIN);
-                a1[3 * e + 1] = block_amax(f.w[e], f.dt, 0, KOUT, KIN);
-                a1[3 * e + 2] = -1;
-                r0 += SPLITS[e];
-            }
+            fwd_amaxes(&f, &b1, a1);
             CHECK_OK(fwd(&f, &b1, GLN_MICROBATCH_UNSET, y, &sv));
             want.fp8_max = malloc(want.slots * sizeof(float));
             ds_predict(&want, a1, 3, N, 448.0f, 0, GLN_AMAX_ALGO_MAX);
@@ -630,6 +648,162 @@ static void test_delayed_inference_keeps_state(void) {
     batch_free(&b2);
 out:
     fix_free(&f);
+}
+
+/* Two FP8_DELAYED layers with history 3 and margin 0: `opt` with the given always_roll /
+ * amax_nan_propagate, `def` with the defaults (both fixtures must be freed). */
+static int fix_pair_delayed(fix_t *opt, fix_t *def, int always_roll, int nan_propagate) {
+    int ok = fix_init_delayed(opt, 0, 3, 0, always_roll, nan_propagate);
+    return fix_init_delayed(def, 0, 3, 0, 0, 0) && ok;
+}
+
+/* Hist[row][slot] of a state snapshot. */
+static float ds_hist(const ds_state_t *s, int row, int slot) { return s->hist[row * s->slots + slot]; }
+
+/* cfg.always_roll: a step whose newest amax is 0 for expert 0 (all its x and dy rows zero)
+ * rolls that slot's history under always_roll and leaves it alone under TE's bulk rule.  (A roll
+ * moves row 0 to the last row, as TE's torch.roll(-1): after step 1 the history is [0, 0, a1];
+ * step 2 gives [0, a1, 0] rolled, [0, 0, a1] untouched.)  The whole state equals the
+ * prediction of each rule. */
+static void test_delayed_always_roll(void) {
+    fix_t fr, fd;
+    if (!fix_pair_delayed(&fr, &fd, 1, 0)) goto out;
+    batch_t b1, b2;
+    batch_make(&b1, fr.dt, 1.0, 0.1, 81);
+    batch_make(&b2, fr.dt, 2.0, 0.2, 82);
+    memset(b2.x, 0, (size_t)SPLITS[0] * KIN * gln_dtype_size(fr.dt));  /* expert 0: x = 0 */
+    memset(b2.dy, 0, (size_t)SPLITS[0] * KOUT * gln_dtype_size(fr.dt)); /* and dy = 0 */
+    void *y = gln_test_alloc(M * KOUT * 2), *dx = gln_test_alloc(M * KIN * 2);
+    const float a1 = block_amax(b1.x, fr.dt, 0, SPLITS[0], KIN);
+    fix_t *fs[2] = {&fr, &fd};
+    for (int k = 0; k < 2; k++) {
+        fix_t *f = fs[k];
+        const int roll = f->cfg.always_roll;
+        ds_state_t pf, pb;
+        step(f, &b1, GLN_MICROBATCH_UNSET, y, dx);
+        if (!ds_snapshot(f->layer, 0, &pf)) continue;
+        if (!ds_snapshot(f->layer, 1, &pb)) {
+            ds_free(&pf);
+            continue;
+        }
+        float af[3 * N], ab[2 * N];
+        fwd_amaxes(f, &b2, af);
+        bwd_amaxes(f, &b2, ab);
+        CHECK(af[0] == 0.0f && ab[0] == 0.0f);
+        step(f, &b2, GLN_MICROBATCH_UNSET, y, dx);
+        ds_predict_ex(&pf, af, 3, N, 448.0f, 0, GLN_AMAX_ALGO_MAX, roll);
+        ds_predict_ex(&pb, ab, 2, N, 57344.0f, 0, GLN_AMAX_ALGO_MAX, roll);
+        ds_compare(f->layer, 0, &pf, roll ? "always_roll: forward state" : "bulk rule: forward state");
+        ds_compare(f->layer, 1, &pb, roll ? "always_roll: backward state" : "bulk rule: backward state");
+        ds_state_t got;
+        if (ds_snapshot(f->layer, 0, &got)) {
+            if (roll)
+                CHECK_MSG(ds_hist(&got, 0, 0) == 0.0f && ds_hist(&got, 1, 0) == a1 && ds_hist(&got, 2, 0) == 0.0f,
+                          "always_roll: input slot 0 history [%g, %g, %g], want [0, %g, 0]",
+                          ds_hist(&got, 0, 0), ds_hist(&got, 1, 0), ds_hist(&got, 2, 0), a1);
+            else
+                CHECK_MSG(ds_hist(&got, 0, 0) == 0.0f && ds_hist(&got, 1, 0) == 0.0f && ds_hist(&got, 2, 0) == a1,
+                          "bulk rule: input slot 0 history [%g, %g, %g], want [0, 0, %g]",
+                          ds_hist(&got, 0, 0), ds_hist(&got, 1, 0), ds_hist(&got, 2, 0), a1);
+            CHECK_MSG(got.scale[0] == 448.0f / a1, "input slot 0 scale %.9g, want 448 / %g", got.scale[0], a1);
+            ds_free(&got);
+        }
+        ds_free(&pf);
+        ds_free(&pb);
+    }
+    gln_test_free(y);
+    gln_test_free(dx);
+    batch_free(&b1);
+    batch_free(&b2);
+out:
+    fix_free(&fr);
+    fix_free(&fd);
+}
+
+/* cfg.amax_nan_propagate under FP8_DELAYED: a NaN in expert 0's x reaches the cast's amax, the
+ * history (row 0, then rolled) and the window max, so expert 0's input scale stays 1 while the
+ * NaN is in the window; by default the NaN is ignored everywhere and the scale follows the
+ * finite amaxes (hand-derived: 448 / max of the two steps' finite amaxes). */
+static void test_delayed_nan_propagate(void) {
+    fix_t fp, fd;
+    if (!fix_pair_delayed(&fp, &fd, 0, 1)) goto out;
+    batch_t b1, b2;
+    batch_make(&b1, fp.dt, 1.0, 0.1, 91);
+    batch_make(&b2, fp.dt, 3.0, 0.1, 92);
+    gln_store(b1.x, fp.dt, 2 * KIN + 5, NAN); /* expert 0, row 2 */
+    const float a1 = block_amax(b1.x, fp.dt, 0, SPLITS[0], KIN); /* finite max (NaN compares false) */
+    const float a2 = block_amax(b2.x, fp.dt, 0, SPLITS[0], KIN);
+    void *y = gln_test_alloc(M * KOUT * 2);
+    fix_t *fs[2] = {&fp, &fd};
+    for (int k = 0; k < 2; k++) {
+        fix_t *f = fs[k];
+        const int prop = f->cfg.amax_nan_propagate;
+        for (int s = 0; s < 2; s++) {
+            gln_grouped_linear_saved_t *sv = NULL;
+            CHECK_OK(fwd(f, s ? &b2 : &b1, GLN_MICROBATCH_UNSET, y, &sv));
+            if (sv) CHECK_OK(gln_grouped_linear_saved_release(sv));
+        }
+        ds_state_t got;
+        if (!ds_snapshot(f->layer, 0, &got)) continue;
+        /* after two rolls: row 1 = step 1's amax, row 2 = step 2's */
+        if (prop)
+            CHECK_MSG(isnan(ds_hist(&got, 1, 0)) && ds_hist(&got, 2, 0) == a2 && got.scale[0] == 1.0f,
+                      "nan_propagate: input slot 0 history rows 1, 2 = %g, %g (want NaN, %g), scale %.9g (want 1)",
+                      ds_hist(&got, 1, 0), ds_hist(&got, 2, 0), a2, got.scale[0]);
+        else
+            CHECK_MSG(ds_hist(&got, 1, 0) == a1 && ds_hist(&got, 2, 0) == a2 &&
+                          got.scale[0] == 448.0f / (a1 > a2 ? a1 : a2),
+                      "default: input slot 0 history rows 1, 2 = %g, %g (want %g, %g), scale %.9g",
+                      ds_hist(&got, 1, 0), ds_hist(&got, 2, 0), a1, a2, got.scale[0]);
+        /* the other experts never saw a NaN */
+        CHECK_MSG(got.scale[6] == 448.0f / fmaxf(block_amax(b1.x, fp.dt, 7, SPLITS[2], KIN),
+                                                 block_amax(b2.x, fp.dt, 7, SPLITS[2], KIN)),
+                  "nan_propagate %d: expert 2's input scale %.9g", prop, got.scale[6]);
+        ds_free(&got);
+    }
+    gln_test_free(y);
+    batch_free(&b1);
+    batch_free(&b2);
+out:
+    fix_free(&fp);
+    fix_free(&fd);
+}
+
+/* cfg.amax_nan_propagate reaches the casts of a non-delayed recipe: under FP8_CURRENT a NaN in
+ * expert 0's x makes that member's scale 1, which is the scale an amax of exactly 448 gives.  So
+ * every y row but the NaN one equals, bit for bit, the default layer's y for the same x with
+ * the NaN replaced by 448; the default layer fed the NaN (ignored: scale 448 / finite amax)
+ * gives different expert-0 rows. */
+static void test_current_nan_propagate(void) {
+    fix_t fp, fd;
+    int ok = fix_init(&fd, GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, 0, 0, 0);
+    fix_setup(&fp, GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, 0, 0, 0);
+    fp.cfg.amax_nan_propagate = 1;
+    ok = fix_create(&fp) && ok;
+    if (!ok) goto out;
+    batch_t bn, b448;
+    batch_make(&bn, fp.dt, 1.0, 0.1, 93);
+    batch_make(&b448, fp.dt, 1.0, 0.1, 93);
+    const size_t nan_at = 2 * KIN + 5, yrow = KOUT * 2;
+    gln_store(bn.x, fp.dt, nan_at, NAN);
+    gln_store(b448.x, fp.dt, nan_at, 448.0);
+    CHECK(block_amax(b448.x, fp.dt, 0, SPLITS[0], KIN) == 448.0f);
+    void *yp = gln_test_alloc(M * yrow), *yd = gln_test_alloc(M * yrow), *yi = gln_test_alloc(M * yrow);
+    fwd_infer(&fp, &bn, GLN_MICROBATCH_UNSET, yp);
+    fwd_infer(&fd, &b448, GLN_MICROBATCH_UNSET, yd);
+    fwd_infer(&fd, &bn, GLN_MICROBATCH_UNSET, yi);
+    gln_check_bitwise("nan_propagate y rows 0-1 = y(NaN -> 448) rows 0-1", yp, yd, 2 * yrow);
+    gln_check_bitwise("nan_propagate y rows 3.. = y(NaN -> 448) rows 3..", (char *)yp + 3 * yrow,
+                      (char *)yd + 3 * yrow, (M - 3) * yrow);
+    CHECK_MSG(memcmp(yp, yi, 2 * yrow) != 0, "the default layer (NaN ignored) gave the propagating layer's y");
+    gln_test_free(yp);
+    gln_test_free(yd);
+    gln_test_free(yi);
+    batch_free(&bn);
+    batch_free(&b448);
+out:
+    fix_free(&fp);
+    fix_free(&fd);
 }
 
 /* FP8 recipe with FP32 activations: the bias is added as bf16, as in TE (§2.3 step 4).  A bias
@@ -768,10 +942,15 @@ BOTH_PATHS(test_delayed_scaling_three_steps)
 BOTH_PATHS(test_pipeline_reverse_backward)
 BOTH_PATHS(test_delayed_inference_keeps_state)
 BOTH_PATHS(test_fp8_fp32_bias_is_bf16)
+BOTH_PATHS(test_delayed_always_roll)
+BOTH_PATHS(test_delayed_nan_propagate)
+BOTH_PATHS(test_current_nan_propagate)
 #define BOTH(fn) GLN_CASE(fn##_split), GLN_CASE(fn##_grouped)
 
 GLN_TEST_MAIN(BOTH(test_fused_first_then_next), BOTH(test_fused_unset_accumulates),
               BOTH(test_nonfused_accumulate_zero_grad), BOTH(test_delayed_wgrad_fifo),
               BOTH(test_backward_dw_empty_queue), BOTH(test_weight_cache),
               BOTH(test_delayed_scaling_three_steps), BOTH(test_pipeline_reverse_backward),
-              BOTH(test_delayed_inference_keeps_state), BOTH(test_fp8_fp32_bias_is_bf16))
+              BOTH(test_delayed_inference_keeps_state), BOTH(test_fp8_fp32_bias_is_bf16),
+              BOTH(test_delayed_always_roll), BOTH(test_delayed_nan_propagate),
+              BOTH(test_current_nan_propagate))

@@ -5,9 +5,11 @@
  * Slots: forward 3N (input 3i, weight 3i+1, output 3i+2 unused), backward 2N (grad_output 2i,
  * grad_input 2i+1 unused).  scale starts at 1, the history at 0.  A quantization stages the
  * current scales into a backend array, quantizes with them, and max-accumulates the amaxes it
- * saw into history row 0.  Schedule: the forward slots are updated (one
- * gln_delayed_scaling_update step) at the end of every forward, the backward slots at the end
- * of every backward — so each step's data uses the scales derived from the previous steps. */
+ * saw into history row 0 (NaN ignored unless cfg->amax_nan_propagate).  The update follows TE's
+ * bulk rule unless cfg->always_roll (gln_delayed_update_options_t).  Schedule: the forward slots
+ * are updated (one gln_delayed_scaling_update_ex step) at the end of every training forward,
+ * the backward slots at the end of every backward — so each step's data uses the scales
+ * derived from the previous steps. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -15,7 +17,11 @@
 #include "numerics/numerics.h"
 
 gln_status_t gln_fp8_state_init(gln_fp8_state_t *st, int32_t slots, int32_t history_len,
-                                float fp8_max) {
+                                float fp8_max, const gln_grouped_linear_config_t *cfg) {
+    gln_delayed_update_options_t opts = GLN_DELAYED_UPDATE_OPTIONS_INIT;
+    opts.always_roll = cfg->always_roll;
+    opts.amax_nan_propagate = cfg->amax_nan_propagate;
+    st->opts = opts;
     st->slots = slots;
     st->history_len = history_len;
     st->scale = malloc((size_t)slots * sizeof(float));
@@ -63,8 +69,8 @@ gln_status_t gln_fp8_state_record(gln_context_t *ctx, gln_fp8_state_t *st, int32
     if (s == GLN_STATUS_SUCCESS) {
         for (int32_t i = 0; i < n; i++) {
             float *h = &st->amax_history[first + i * stride]; /* row 0 */
-            /* NaN is ignored, as in every amax (TE's fmaxf rule). */
-            *h = gln_f32_max_fin(*h, tmp[i]);
+            /* NaN is ignored, as in every amax (TE's fmaxf rule), unless the layer propagates it. */
+            *h = gln_f32_max_amax(*h, tmp[i], st->opts.amax_nan_propagate);
         }
     }
     free(tmp);
@@ -72,8 +78,8 @@ gln_status_t gln_fp8_state_record(gln_context_t *ctx, gln_fp8_state_t *st, int32
 }
 
 gln_status_t gln_fp8_state_update(gln_fp8_state_t *st, int margin, gln_amax_algo_t algo) {
-    return gln_delayed_scaling_update(st->slots, st->history_len, st->amax_history, st->scale,
-                                      st->fp8_max, margin, algo);
+    return gln_delayed_scaling_update_ex(st->slots, st->history_len, st->amax_history, st->scale,
+                                         st->fp8_max, margin, algo, &st->opts);
 }
 
 gln_status_t gln_fp8_stage_values(gln_context_t *ctx, const float *scales, int32_t n, float *scale,

@@ -9,8 +9,8 @@ static gln_status_t layer_setup(gln_grouped_linear_t *L) {
     GLN_TRY(gln_layer_params_init(L));
     if (!L->recipe.delayed) return GLN_STATUS_SUCCESS;
     int32_t len = L->cfg.amax_history_len;
-    GLN_TRY(gln_fp8_state_init(&L->fp8_fwd, 3 * L->n, len, gln_fp8_max(L->recipe.input.fp8_dtype)));
-    return gln_fp8_state_init(&L->fp8_bwd, 2 * L->n, len, gln_fp8_max(L->recipe.grad.fp8_dtype));
+    GLN_TRY(gln_fp8_state_init(&L->fp8_fwd, 3 * L->n, len, gln_fp8_max(L->recipe.input.fp8_dtype), &L->cfg));
+    return gln_fp8_state_init(&L->fp8_bwd, 2 * L->n, len, gln_fp8_max(L->recipe.grad.fp8_dtype), &L->cfg);
 }
 
 static void layer_free(gln_grouped_linear_t *L) {

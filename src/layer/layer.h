@@ -41,14 +41,16 @@ gln_fp8_format_t gln_layer_fp8_format_resolve(gln_recipe_t recipe, gln_fp8_forma
 
 /* ---------------------------------------------------------------- fp8_state.c */
 
-/* Delayed scaling state, host memory: scale[slots], amax_history[L][slots], fp8_max[slots]. */
+/* Delayed scaling state, host memory: scale[slots], amax_history[L][slots], fp8_max[slots];
+ * opts = the layer's always_roll / amax_nan_propagate, used by record and update. */
 typedef struct gln_fp8_state {
     int32_t slots, history_len;
     float *scale, *amax_history, *fp8_max;
+    gln_delayed_update_options_t opts;
 } gln_fp8_state_t;
 
 gln_status_t gln_fp8_state_init(gln_fp8_state_t *st, int32_t slots, int32_t history_len,
-                                float fp8_max);
+                                float fp8_max, const gln_grouped_linear_config_t *cfg);
 void gln_fp8_state_free(gln_fp8_state_t *st);
 /* Copy scale[first + i*stride] (i < n) into the backend array `scale` and zero `amax`. */
 gln_status_t gln_fp8_state_stage(gln_context_t *ctx, const gln_fp8_state_t *st, int32_t first,

@@ -2,6 +2,7 @@
  * routine rejects every invalid value and every unsupported combination, naming the reason, so
  * nothing fails later deep inside a forward or backward. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "common/checked.h"
@@ -10,12 +11,15 @@
 
 static const char *FN = "gln_grouped_linear_create";
 
+/* Known versions: the first (up to params) and the current one (always_roll and
+ * amax_nan_propagate added).  Only the bytes of the caller's version are read. */
 gln_status_t gln_layer_config_load(const gln_grouped_linear_config_t *in, gln_grouped_linear_config_t *out) {
     gln_grouped_linear_config_t def = GLN_GROUPED_LINEAR_CONFIG_INIT;
-    GLN_REQUIRE_ARG(in->size >= sizeof(size_t) && in->size <= sizeof def,
-                    "%s: cfg->size %zu is not a known version (expected %zu; start from "
+    const size_t v1 = offsetof(gln_grouped_linear_config_t, always_roll);
+    GLN_REQUIRE_ARG(in->size == v1 || in->size == sizeof def,
+                    "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
                     "GLN_GROUPED_LINEAR_CONFIG_INIT)",
-                    FN, in->size, sizeof def);
+                    FN, in->size, v1, sizeof def);
     *out = def;
     memcpy(out, in, in->size);
     out->size = sizeof def;
@@ -70,6 +74,12 @@ static gln_status_t check_scaling_options(const gln_grouped_linear_config_t *c) 
         GLN_TRY(gln_check_elems(FN, "cfg->amax_history_len x 3 num_experts", c->amax_history_len,
                                 3 * (int64_t)c->num_experts, NULL));
     }
+    GLN_REQUIRE_ARG(c->always_roll == 0 || c->always_roll == 1,
+                    "%s: cfg->always_roll %d must be 0 (TE's bulk update) or 1 (roll every slot)", FN,
+                    c->always_roll);
+    GLN_REQUIRE_ARG(c->amax_nan_propagate == 0 || c->amax_nan_propagate == 1,
+                    "%s: cfg->amax_nan_propagate %d must be 0 (ignore NaN, TE's rule) or 1 (propagate)",
+                    FN, c->amax_nan_propagate);
     GLN_REQUIRE_ARG(isfinite(c->amax_epsilon) && c->amax_epsilon >= 0.0f,
                     "%s: cfg->amax_epsilon %g must be finite and >= 0", FN, (double)c->amax_epsilon);
     GLN_REQUIRE_ARG(c->e8m0_rounding == GLN_E8M0_ROUND_UP || c->e8m0_rounding == GLN_E8M0_ROUND_FLOOR,
@@ -117,37 +127,35 @@ static gln_status_t check_pointer_list(const char *name, void *const *list, int3
     return GLN_STATUS_SUCCESS;
 }
 
-/* single_grouped_weight / single_grouped_bias (TE's one packed parameter instead of N): set, the
- * packed pointer is the only accepted form; unset, the packed pointer is refused. */
+/* One single_grouped_<name> flag (TE's one packed parameter instead of N): set, the packed
+ * pointer is the only accepted form; unset, the packed pointer is refused.  `list` is the name
+ * of the per-expert list (weights / biases), `shape` the packed buffer's shape. */
+static gln_status_t check_packing_flag(const char *name, const char *list, const char *shape, int flag,
+                                       const void *packed, const void *per_expert) {
+    if (flag)
+        GLN_REQUIRE_ARG(packed && !per_expert,
+                        "%s: cfg->single_grouped_%s = 1 requires cfg->params.%s_packed (one %s buffer) "
+                        "and cfg->params.%s = NULL; for per-expert or layer-owned %s set "
+                        "single_grouped_%s = 0",
+                        FN, name, name, shape, list, list, name);
+    else
+        GLN_REQUIRE_ARG(!packed,
+                        "%s: cfg->params.%s_packed requires cfg->single_grouped_%s = 1 (0 given); with "
+                        "single_grouped_%s = 0 pass per-expert cfg->params.%s or no %s (layer-owned)",
+                        FN, name, name, name, list, list);
+    return GLN_STATUS_SUCCESS;
+}
+
 static gln_status_t check_single_grouped(const gln_grouped_linear_config_t *c) {
     const gln_grouped_linear_params_t *p = &c->params;
-    if (c->single_grouped_weight) {
-        GLN_REQUIRE_ARG(!p->distributed,
-                        "%s: cfg->single_grouped_weight = 1 cannot be combined with "
-                        "cfg->params.distributed (a distributed group materializes per-expert "
-                        "weights); set single_grouped_weight = 0", FN);
-        GLN_REQUIRE_ARG(p->weight_packed && !p->weights,
-                        "%s: cfg->single_grouped_weight = 1 requires cfg->params.weight_packed (one "
-                        "[N, K_out, K_in] buffer) and cfg->params.weights = NULL; for per-expert or "
-                        "layer-owned weights set single_grouped_weight = 0", FN);
-    } else {
-        GLN_REQUIRE_ARG(!p->weight_packed,
-                        "%s: cfg->params.weight_packed requires cfg->single_grouped_weight = 1 (0 "
-                        "given); with single_grouped_weight = 0 pass per-expert cfg->params.weights "
-                        "or no weights (layer-owned)", FN);
-    }
-    if (c->single_grouped_bias) {
-        GLN_REQUIRE_ARG(p->bias_packed && !p->biases,
-                        "%s: cfg->single_grouped_bias = 1 requires cfg->params.bias_packed (one "
-                        "[N, K_out] buffer) and cfg->params.biases = NULL; for per-expert or "
-                        "layer-owned biases set single_grouped_bias = 0", FN);
-    } else {
-        GLN_REQUIRE_ARG(!p->bias_packed,
-                        "%s: cfg->params.bias_packed requires cfg->single_grouped_bias = 1 (0 "
-                        "given); with single_grouped_bias = 0 pass per-expert cfg->params.biases "
-                        "or no biases (layer-owned)", FN);
-    }
-    return GLN_STATUS_SUCCESS;
+    GLN_REQUIRE_ARG(!(c->single_grouped_weight && p->distributed),
+                    "%s: cfg->single_grouped_weight = 1 cannot be combined with "
+                    "cfg->params.distributed (a distributed group materializes per-expert "
+                    "weights); set single_grouped_weight = 0", FN);
+    GLN_TRY(check_packing_flag("weight", "weights", "[N, K_out, K_in]", c->single_grouped_weight,
+                               p->weight_packed, p->weights));
+    return check_packing_flag("bias", "biases", "[N, K_out]", c->single_grouped_bias, p->bias_packed,
+                              p->biases);
 }
 
 static gln_status_t check_params(const gln_grouped_linear_config_t *c) {

@@ -20,6 +20,7 @@ static void recipe_role(const gln_grouped_linear_config_t *cfg, gln_scaling_mode
     q->delayed = cfg->recipe == GLN_RECIPE_FP8_DELAYED;
     q->amax_epsilon = cfg->amax_epsilon;
     q->e8m0_rounding = cfg->e8m0_rounding;
+    q->amax_nan_propagate = cfg->amax_nan_propagate;
     if (cfg->recipe == GLN_RECIPE_FP8_CURRENT) q->power_2_scale = cfg->power_2_scales != 0;
     if (cfg->recipe == GLN_RECIPE_FP8_BLOCK) q->power_2_scale = !cfg->block_fp32_scales;
     if (cfg->recipe == GLN_RECIPE_FP8_DELAYED) q->amax_epsilon = 0.0f; /* unused by delayed */
