@@ -13,6 +13,20 @@
  *   - Pointers inside tensors live in the memory of the context's backend (host memory for the
  *     CPU backend, device memory for CUDA).  Token splits may be in host or backend memory.
  *   - Option structs are versioned: always start from their _INIT macro.
+ *
+ * Threads (nothing in the library is locked unless said here)
+ *   - Distinct contexts may be used from several threads at once, each with the objects made
+ *     from it (layers, saved states, sharded weight groups, MoE calls).
+ *   - One CPU context may be shared by threads at once when each uses its own layers and weight
+ *     groups: the context's only mutable state, its cache of freed blocks, is locked.  A CUDA
+ *     context is for one thread at a time: every call shares its scratch (FP8 scales, the amax
+ *     and cuBLASLt workspaces) and enqueues on its one stream.
+ *   - One layer (with its saved states), one sharded weight group, one communicator: one thread
+ *     at a time.  A layer's quantized-weight cache, its inference output buffer, its
+ *     delayed-scaling state and its delayed-wgrad queue are unsynchronized, so two threads in
+ *     one layer race.  Never destroy an object while another thread uses it.
+ *   - gln_last_error() is per thread.  gln_set_log_callback may be called at any time, from any
+ *     thread (see there).
  */
 #ifndef GROUPLIN_H
 #define GROUPLIN_H
@@ -65,7 +79,12 @@ typedef enum gln_log_level {
     GLN_LOG_DEBUG = 3
 } gln_log_level_t;
 typedef void (*gln_log_fn)(gln_log_level_t level, const char *message, void *user);
-/* Process-wide; pass NULL to silence.  Errors are also reported here when a callback is set. */
+/* Process-wide; pass NULL to silence.  Errors are also reported here when a callback is set.
+ * Safe at any time, from any thread, also while other threads' calls are failing: each message
+ * reaches a callback together with that callback's `user`, and once this returns the previous
+ * callback is running nowhere and is never called again (its `user` may be freed).  Callbacks may
+ * run on several threads at once.  A callback may call the library; a gln_set_log_callback made
+ * inside a callback takes effect when that callback returns. */
 GLN_API void gln_set_log_callback(gln_log_fn fn, void *user);
 
 GLN_API void gln_version(int *major, int *minor, int *patch);
