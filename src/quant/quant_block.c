@@ -72,6 +72,7 @@ static void gln_quantize_block_2d(const gln_quant_config_t *cfg, const gln_tenso
 
 gln_status_t gln_quantize_block_ref(const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                     gln_tensor_t *out) {
+    if (gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS; /* no data, no scale */
     if (cfg->mode == GLN_SCALING_BLOCK_2D) {
         gln_quantize_block_2d(cfg, in, out);
         return GLN_STATUS_SUCCESS;

@@ -34,6 +34,7 @@ gln_status_t gln_quantize_mxfp8_ref(const gln_quant_config_t *cfg, const gln_ten
                                     gln_tensor_t *out) {
     const int64_t R = in->rows, C = in->cols;
     const gln_scaling_mode_t mode = GLN_SCALING_MXFP8_1D;
+    if (gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS; /* no data, no scale */
     if (cfg->rowwise) {
         uint8_t *s = (uint8_t *)out->scale_inv;
         memset(s, 0, (size_t)gln_member_scale_elems(mode, R, C, 0));

@@ -5,6 +5,8 @@
 #include "tensor/tensor.h"
 
 gln_status_t gln_quantize_ref(const gln_quant_config_t *cfg, const gln_tensor_t *in, gln_tensor_t *out) {
+    /* empty: only a per-tensor scale is written (gln_tensor_is_empty) */
+    if (cfg->mode != GLN_SCALING_TENSOR && gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS;
     switch (cfg->mode) {
     case GLN_SCALING_TENSOR: return gln_quantize_tensor_ref(cfg, in, out);
     case GLN_SCALING_MXFP8_1D: return gln_quantize_mxfp8_ref(cfg, in, out);
@@ -25,6 +27,7 @@ static float gln_decode_scale(const gln_tensor_t *in, int columnwise, int64_t r,
 
 gln_status_t gln_dequantize_to_f32_ref(const gln_tensor_t *in, int columnwise, float *out) {
     const int64_t R = in->rows, C = in->cols;
+    if (gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS;
     const uint8_t *q = (const uint8_t *)(columnwise ? in->col_data : in->data);
     const int transposed = columnwise && gln_scaling_transposes(in->scaling);
     for (int64_t r = 0; r < R; r++)
@@ -37,6 +40,7 @@ gln_status_t gln_dequantize_to_f32_ref(const gln_tensor_t *in, int columnwise, f
 
 gln_status_t gln_dequantize_ref(const gln_tensor_t *in, int columnwise, gln_tensor_t *out) {
     const int64_t R = in->rows, C = in->cols;
+    if (gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS;
     const uint8_t *q = (const uint8_t *)(columnwise ? in->col_data : in->data);
     const int transposed = columnwise && gln_scaling_transposes(in->scaling);
     for (int64_t r = 0; r < R; r++)

@@ -31,7 +31,7 @@ gln_status_t gln_quantize_tensor_ref(const gln_quant_config_t *cfg, const gln_te
     const float scale_inv = 1.0f / scale;
     uint8_t *q = (uint8_t *)out->data;
     uint8_t *qt = (uint8_t *)out->col_data;
-    for (int64_t r = 0; r < R; r++) {
+    for (int64_t r = 0; r < R && C > 0; r++) { /* [R, 0]: no R empty steps */
         for (int64_t c = 0; c < C; c++) {
             uint8_t b = gln_fp8_encode(gln_hp_load(in->data, in->dtype, r * C + c) * scale, cfg->fp8_dtype);
             if (cfg->rowwise) q[r * C + c] = b;

@@ -10,6 +10,12 @@
 static inline int64_t gln_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 static inline int64_t gln_ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
 
+/* 1 when a [rows, cols] tensor has no element.  Every buffer of an empty tensor is empty, and
+ * so is every scale grid except the one scale of per-tensor scaling (each grid of the layout
+ * table has a factor ceil(0 / block) or pad(0)): operations on empty tensors return at once,
+ * whatever the other dimension (an [R, 0] tensor must not cost R steps). */
+static inline int gln_tensor_is_empty(const gln_tensor_t *t) { return t->rows == 0 || t->cols == 0; }
+
 /* 1 for the high-precision dtypes (fp32, bf16, fp16): the one definition of the idea. */
 static inline int gln_dtype_is_high_precision(gln_dtype_t d) {
     return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;

@@ -183,8 +183,9 @@ static gln_status_t quantize_tensor_fast(const gln_quant_config_t *cfg, const gl
     uint8_t *q = cfg->rowwise ? (uint8_t *)out->data : NULL;
     uint8_t *qt = cfg->columnwise ? (uint8_t *)out->col_data : NULL;
     encode_job_t j = {in, scale, cfg->fp8_dtype, q, qt};
-    gln_cpu_parallel_for(gln_cpu_threads((size_t)(R * C), GLN_CPU_QUANT_MIN), (R + TILE_ROWS - 1) / TILE_ROWS,
-                         encode_range, &j);
+    if (!gln_tensor_is_empty(in)) /* [R, 0]: no R / 64 empty tiles */
+        gln_cpu_parallel_for(gln_cpu_threads((size_t)(R * C), GLN_CPU_QUANT_MIN),
+                             (R + TILE_ROWS - 1) / TILE_ROWS, encode_range, &j);
     if (cfg->rowwise) ((float *)out->scale_inv)[0] = scale_inv;
     if (cfg->columnwise) ((float *)out->col_scale_inv)[0] = scale_inv;
     return GLN_STATUS_SUCCESS;
@@ -310,6 +311,8 @@ static gln_status_t quantize_mxfp8_fast(const gln_quant_config_t *cfg, const gln
 }
 
 gln_status_t gln_cpu_quantize_fast(const gln_quant_config_t *cfg, const gln_tensor_t *in, gln_tensor_t *out) {
+    /* empty: only a per-tensor scale is written (gln_tensor_is_empty) */
+    if (cfg->mode != GLN_SCALING_TENSOR && gln_tensor_is_empty(in)) return GLN_STATUS_SUCCESS;
     switch (cfg->mode) {
     case GLN_SCALING_TENSOR: return quantize_tensor_fast(cfg, in, out);
     case GLN_SCALING_MXFP8_1D: return quantize_mxfp8_fast(cfg, in, out);
