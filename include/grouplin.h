@@ -27,6 +27,12 @@
  *     one layer race.  Never destroy an object while another thread uses it.
  *   - gln_last_error() is per thread.  gln_set_log_callback may be called at any time, from any
  *     thread (see there).
+ *
+ * Documentation (docs/ in the source tree): design.md — the library's layers, the backend table,
+ * the layer's forward / backward stages, which inputs and buffers may be reused or freed after a
+ * call returns, what a saved context holds, and how gradients accumulate; numerics.md — GEMM
+ * numerics and determinism; te-differences.md — TransformerEngine defaults and the options for
+ * the other behaviour; distributed.md — multi-rank calls.
  */
 #ifndef GROUPLIN_H
 #define GROUPLIN_H
@@ -634,9 +640,11 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
 
 /* dy [rows, K_out]; dx [rows, K_in] (NULL: no dgrad; dx->data == NULL: library-allocated,
  * owned by `saved`).  Weight gradients go to main_grad (fused: overwrite on FIRST, else
- * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads);
- * bias gradients are accumulated into the layer's bias-gradient buffers.  With
- * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw.  A second
+ * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads;
+ * FIRST included); bias gradients are accumulated into the layer's bias-gradient buffers on
+ * every backward (FIRST included, also with delay_wgrad_compute: dbias is not delayed).  With
+ * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw (docs/design.md
+ * §4–5: what may be reused after the call, how gradients accumulate).  A second
  * backward on one context returns GLN_STATUS_INVALID_STATE.  Every check that can refuse the
  * call (including completing a distributed finalize still in flight and the group's
  * grad_buffer lookups) runs before anything is written: a refused call leaves dx, all
@@ -651,11 +659,15 @@ GLN_API gln_status_t gln_grouped_linear_saved_release(gln_grouped_linear_saved_t
  * later NEXT re-quantizes (a safety check: NEXT assumes unchanged weights; FIRST and UNSET
  * always quantize the current weights). */
 GLN_API gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer);
-/* Parameter and gradient access (backend memory, param dtype; wgrad/bgrad in param dtype). */
+/* Parameter and gradient access (backend memory, param dtype; bgrad and a non-fused wgrad in the
+ * param dtype, a fused wgrad is the FP32 main_grad). */
 GLN_API gln_status_t gln_grouped_linear_weight(gln_grouped_linear_t *layer, int32_t expert, void **weight,
                                        void **bias);
 GLN_API gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32_t expert, void **wgrad,
                                       void **bgrad);
+/* Zero the layer-owned gradient buffers: non-fused wgrad, bias gradients and a layer-owned
+ * main_grad.  A caller-owned main_grad is never touched (FIRST overwrites it), and queued
+ * delayed wgrads stay queued. */
 GLN_API gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer);
 /* Delayed scaling state (amax history [L][slots], scales [slots]); slots per expert i:
  * forward input 3i, weight 3i+1, (output 3i+2, unused); backward grad_output 2i. */

@@ -319,6 +319,65 @@ out:
     fix_free(&f);
 }
 
+/* The layer's bias gradients against the reference db (fused layers: only db is checked). */
+static void check_db(fix_t *f, const double *db, const double *dbe, const char *tag) {
+    char what[160];
+    for (int e = 0; e < N; e++) {
+        void *bg = NULL;
+        CHECK_OK(gln_grouped_linear_grads(f->layer, e, NULL, &bg));
+        snprintf(what, sizeof what, "%s db[%d]", tag, e);
+        CHECK_MSG(bg != NULL, "%s is NULL", what);
+        if (bg) gln_layer_ref_check(what, bg, f->dt, db + e * KOUT, dbe + e * KOUT, KOUT);
+    }
+}
+
+/* docs/design.md §5: FIRST overwrites a fused main_grad but not the bias gradients, which add
+ * up over every backward until zero_grad (which zeroes them and leaves the caller's main_grad
+ * alone); with delay_wgrad_compute dbias is already there after backward (before backward_dw),
+ * while main_grad is not touched until backward_dw. */
+static void test_dbias_accumulation_rules(void) {
+    for (int delay = 0; delay < 2; delay++) {
+        fix_t f;
+        if (!fix_init(&f, GLN_RECIPE_NONE, GLN_DTYPE_FP32, 1, delay, 1)) {
+            fix_free(&f);
+            continue;
+        }
+        batch_t b1, b2;
+        batch_make(&b1, f.dt, 1.0, 0.1, 101);
+        batch_make(&b2, f.dt, 2.0, 0.3, 102);
+        void *y = gln_test_alloc(M * KOUT * 4), *dx = gln_test_alloc(M * KIN * 4);
+        gln_layer_ref_out_t r1, r2;
+        mg_fill(&f, NAN, 0);
+        if (fix_ref(&f, &b1, NULL, &r1)) {
+            if (fix_ref(&f, &b2, NULL, &r2)) {
+                step(&f, &b1, GLN_MICROBATCH_FIRST, y, dx);
+                check_db(&f, r1.db, r1.db_err, delay ? "delayed, after backward 1 (before backward_dw)" : "after backward 1");
+                if (delay) {
+                    CHECK_MSG(isnan(f.mg[0][0]), "delayed: main_grad written before backward_dw");
+                    CHECK_OK(gln_grouped_linear_backward_dw(f.layer));
+                }
+                step(&f, &b2, GLN_MICROBATCH_FIRST, y, dx);
+                if (delay) CHECK_OK(gln_grouped_linear_backward_dw(f.layer));
+                check_mg(&f, r2.dw, r2.dw_err, "FIRST twice: main_grad = the second microbatch's wgrad");
+                acc_into(r1.db, r1.db_err, r2.db, r2.db_err, N * KOUT);
+                check_db(&f, r1.db, r1.db_err, "FIRST twice: db = the sum of both microbatches");
+                CHECK_OK(gln_grouped_linear_zero_grad(f.layer));
+                memset(r1.db, 0, N * KOUT * sizeof(double));
+                memset(r1.db_err, 0, N * KOUT * sizeof(double));
+                check_db(&f, r1.db, r1.db_err, "after zero_grad");
+                check_mg(&f, r2.dw, r2.dw_err, "zero_grad leaves the caller's main_grad alone");
+                gln_layer_ref_out_free(&r2);
+            }
+            gln_layer_ref_out_free(&r1);
+        }
+        gln_test_free(y);
+        gln_test_free(dx);
+        batch_free(&b1);
+        batch_free(&b2);
+        fix_free(&f);
+    }
+}
+
 /* ---------------------------------------------------------------- delayed wgrad */
 
 static int mg_equal(fix_t *f, float *const *snap) {
@@ -945,6 +1004,7 @@ BOTH_PATHS(test_fp8_fp32_bias_is_bf16)
 BOTH_PATHS(test_delayed_always_roll)
 BOTH_PATHS(test_delayed_nan_propagate)
 BOTH_PATHS(test_current_nan_propagate)
+BOTH_PATHS(test_dbias_accumulation_rules)
 #define BOTH(fn) GLN_CASE(fn##_split), GLN_CASE(fn##_grouped)
 
 GLN_TEST_MAIN(BOTH(test_fused_first_then_next), BOTH(test_fused_unset_accumulates),
@@ -953,4 +1013,4 @@ GLN_TEST_MAIN(BOTH(test_fused_first_then_next), BOTH(test_fused_unset_accumulate
               BOTH(test_delayed_scaling_three_steps), BOTH(test_pipeline_reverse_backward),
               BOTH(test_delayed_inference_keeps_state), BOTH(test_fp8_fp32_bias_is_bf16),
               BOTH(test_delayed_always_roll), BOTH(test_delayed_nan_propagate),
-              BOTH(test_current_nan_propagate))
+              BOTH(test_current_nan_propagate), BOTH(test_dbias_accumulation_rules))
