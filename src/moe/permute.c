@@ -150,8 +150,9 @@ gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int3
     GLN_TRY(gln_moe_scratch(fn, 2 * h, &buf));
     float *dyt = buf, *row = buf + h;
     for (int64_t t = 0; t < tokens; t++) {
-        gln_cpu_widen((const char *)dy->data + (size_t)(t * h) * gln_dtype_size(dy->dtype), dy->dtype,
-                      (size_t)h, dyt);
+        if (h > 0) /* dy has no data to address without features */
+            gln_cpu_widen((const char *)dy->data + (size_t)(t * h) * gln_dtype_size(dy->dtype),
+                          dy->dtype, (size_t)h, dyt);
         for (int32_t j = 0; j < k; j++) {
             const int64_t r = row_of[t * k + j];
             const float g = gates[t * k + j];

@@ -158,10 +158,10 @@ gln_status_t gln_cpu_gemm_ws_alloc(gln_context_t *ctx, gln_cpu_gemm_ws_t *ws, vo
     for (int i = 0; i < 7; i++) total += round16(sizes[i]);
     *block = NULL;
     GLN_TRY(gln_ctx_alloc(ctx, total * sizeof(float), block));
-    float *base = *block;
+    float *base = *block; /* NULL when every size is 0: then no offset is applied to it */
     for (int i = 0; i < 7; i++) {
         *ptrs[i] = sizes[i] ? base : NULL;
-        base += round16(sizes[i]);
+        if (sizes[i]) base += round16(sizes[i]);
     }
     return GLN_STATUS_SUCCESS;
 }

@@ -39,7 +39,8 @@ gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_
         const int64_t m = dy->splits[i];
         gln_tensor_t *db = &dbias[i];
         if (m == 0 && accumulate) continue; /* empty expert: nothing to add */
-        const void *x = (const char *)p->data + (size_t)row0 * (size_t)cols * esize;
+        /* an empty member has no rows to address (p->data may be NULL when every member is) */
+        const void *x = m ? (const char *)p->data + (size_t)row0 * (size_t)cols * esize : NULL;
         column_sums(x, p->dtype, m, cols, acc);
         if (accumulate) {
             for (int64_t j = 0; j < cols; j++) acc[j] += gln_cpu_load(db->data, db->dtype, (size_t)j);
