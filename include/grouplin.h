@@ -169,6 +169,14 @@ typedef struct gln_context_options {
 GLN_API int gln_backend_available(gln_backend_kind_t backend);
 GLN_API const char *gln_backend_name(gln_backend_kind_t backend);
 
+/* On the CPU backend, creation also makes OpenBLAS map the GEMM buffers of the context's
+ * threads (128 MiB of address space each in the x86-64 builds of Debian and Ubuntu; one pool
+ * for all contexts, kept until exit), so that under an address-space limit (ulimit -v) this
+ * returns GLN_STATUS_OUT_OF_MEMORY instead of OpenBLAS retrying the mapping forever in the
+ * first GEMM.  Under such a limit also start the process with OPENBLAS_NUM_THREADS=1:
+ * OpenBLAS's own worker threads, which grouplin never uses, map a buffer each when the library
+ * is loaded, and one that cannot retries forever and keeps the process from exiting.  Then
+ * options->num_threads gives grouplin its threads. */
 GLN_API gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx);
 GLN_API gln_status_t gln_context_destroy(gln_context_t *ctx);
 GLN_API gln_backend_kind_t gln_context_backend(const gln_context_t *ctx);

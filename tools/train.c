@@ -22,7 +22,7 @@ static const char *const CMD = "train";
 typedef struct train_opts {
     const tool_recipe_t *recipes[TOOL_MAX_RECIPES];
     int nrec;
-    int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches;
+    int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches, threads;
     double lr, expect_drop;
     int path, act, backend, exact, plot, quiet, progress;
     const char *out_dir, *dump;
@@ -30,7 +30,8 @@ typedef struct train_opts {
 
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
-    O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES
+    O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
+    O_THREADS
 };
 
 static const struct option longopts[] = {
@@ -45,7 +46,8 @@ static const struct option longopts[] = {
     {"quiet", no_argument, NULL, O_QUIET},       {"progress", no_argument, NULL, O_PROGRESS},
     {"expect-loss-drop", required_argument, NULL, O_EXPECT},
     {"dump-losses", required_argument, NULL, O_DUMP},
-    {"batches", required_argument, NULL, O_BATCHES}, {NULL, 0, NULL, 0}};
+    {"batches", required_argument, NULL, O_BATCHES}, {"threads", required_argument, NULL, O_THREADS},
+    {NULL, 0, NULL, 0}};
 
 static const char help[] =
     "usage: grouplin train [options]\n"
@@ -71,6 +73,8 @@ static const char help[] =
     "  --path split|grouped   grouped linear execution path (default split)\n"
     "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
     "  --backend cpu|cuda     (default cpu)\n"
+    "  --threads N            CPU threads of the library (default 0: OPENBLAS_NUM_THREADS, else\n"
+    "                         all cores)\n"
     "  --out DIR              where loss.csv and loss.png go (default .; created, one level,\n"
     "                         before training starts)\n"
     "  --exact-data           small fixed-point data and weights so that runs on any number of\n"
@@ -112,6 +116,7 @@ static int handle(int code, const char *arg, void *user) {
     case O_EXPECT: return opt_double(CMD, "expect-loss-drop", arg, 1.0, 1e12, &o->expect_drop);
     case O_DUMP: o->dump = arg; return CLI_OK;
     case O_BATCHES: return opt_i64(CMD, "batches", arg, 0, INT64_MAX, &o->batches);
+    case O_THREADS: return opt_i64(CMD, "threads", arg, 0, 1024, &o->threads);
     }
     return opt_usage_error(CMD, "internal: unhandled option %d", code);
 }
@@ -441,7 +446,9 @@ int cmd_train(int argc, char **argv) {
              (tr.all_loss = tool_alloc((size_t)o.tokens, sizeof(double), "the gathered losses"));
     for (int r = 0; r < o.nrec; r++)
         ok = ok && (losses[r] = tool_alloc((size_t)o.steps, sizeof(double), "the loss history"));
-    gln_status_t st = ok ? gln_context_create(NULL, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
+    gln_context_options_t co = GLN_CONTEXT_OPTIONS_INIT;
+    co.num_threads = (int)o.threads;
+    gln_status_t st = ok ? gln_context_create(&co, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
     if (st == GLN_STATUS_SUCCESS) {
         /* The teacher: same shape, its own seed, FP32 throughout, never trained. */
         moe_model_config_t tc = model_config(&o, tool_recipe_find("fp32"), tr.T);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_blas_buffers.h"
 #include "backend/cpu/cpu_block_cache.h"
 #include "common/context.h"
 #include "common/error.h"
@@ -19,8 +20,10 @@
 
 static gln_status_t cpu_init(gln_context_t *ctx) {
     /* OpenBLAS stays at 1 thread; this context's num_threads is applied by the wrappers
-     * below to its own calls only (0: OPENBLAS_NUM_THREADS or all cores). */
+     * below to its own calls only (0: OPENBLAS_NUM_THREADS or all cores).  OpenBLAS's GEMM
+     * buffers for those threads are mapped now, where failing is clean (cpu_blas_buffers.h). */
     gln_cpu_threads_init();
+    GLN_TRY(gln_cpu_blas_buffers_reserve(gln_cpu_ctx_threads(ctx->num_threads), "gln_context_create"));
     ctx->backend_state = gln_cpu_block_cache_create(); /* NULL: no reuse, still correct */
     return GLN_STATUS_SUCCESS;
 }
@@ -28,6 +31,7 @@ static gln_status_t cpu_init(gln_context_t *ctx) {
 static void cpu_fini(gln_context_t *ctx) {
     gln_cpu_block_cache_destroy(ctx->backend_state);
     ctx->backend_state = NULL;
+    gln_cpu_blas_buffers_release(gln_cpu_ctx_threads(ctx->num_threads));
 }
 
 static gln_status_t cpu_malloc(gln_context_t *ctx, size_t bytes, void **ptr) {
