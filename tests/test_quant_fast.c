@@ -134,13 +134,18 @@ static void sweep(gln_scaling_mode_t mode) {
                                 if (variant == 2) continue;
                                 cfg.power_2_scale = variant == 0;
                             }
-                            char what[128];
-                            snprintf(what, sizeof what, "mode %d %lldx%lld %s->%s usage %d variant %d%s",
-                                     (int)mode, (long long)R, (long long)C,
-                                     gln_dtype_name(in_dtypes[d]), gln_dtype_name(fp8s[f]), usage,
-                                     variant, specials ? " specials" : "");
-                            check_one(&cfg, &in, what);
-                            cases++;
+                            /* inputs with NaN: under both amax rules (the fast paths' NaN
+                             * fallback must follow cfg.amax_nan_propagate) */
+                            for (int nanp = 0; nanp <= specials; nanp++) {
+                                cfg.amax_nan_propagate = nanp;
+                                char what[140];
+                                snprintf(what, sizeof what, "mode %d %lldx%lld %s->%s usage %d variant %d%s%s",
+                                         (int)mode, (long long)R, (long long)C,
+                                         gln_dtype_name(in_dtypes[d]), gln_dtype_name(fp8s[f]), usage,
+                                         variant, specials ? " specials" : "", nanp ? " nan-propagate" : "");
+                                check_one(&cfg, &in, what);
+                                cases++;
+                            }
                         }
                 gln_test_free(x);
             }
