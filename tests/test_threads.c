@@ -50,7 +50,7 @@ static void on_message(char want, gln_log_level_t level, const char *message, vo
 static void log_a(gln_log_level_t level, const char *message, void *user) { on_message('A', level, message, user); }
 static void log_b(gln_log_level_t level, const char *message, void *user) { on_message('B', level, message, user); }
 
-enum { FAILERS = 3, SWITCHES = 2000 };
+enum { FAILERS = 3, SWITCHES = 1000 };
 static atomic_int stop_failing;
 static pthread_barrier_t start; /* the switching begins once every failing thread runs */
 
