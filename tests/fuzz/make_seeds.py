@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz harnesses: tests/fuzz/corpus/<name>/<seed>.
+
+Each seed is a header that spells out a meaningful case in the byte format the harness reads
+(tests/fuzz/fuzz.h: one byte per choice, reduced into its range; sizes are a selector byte then
+a value byte), followed by deterministic pseudo-random bytes that become the tensor data and
+the remaining choices.  The first byte is the input's flags: 0 here, so no seed draws wild sizes
+or NaN / Inf data (the fuzzer mutates its way there).  Rerun after changing a harness's read
+order:  python3 tests/fuzz/make_seeds.py
+"""
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def size(v):
+    """fz_size: a selector byte that is not wild (low nibble != 0xf), then the value byte."""
+    return bytes([0x00, v])
+
+
+def feature(v, add=120):
+    """A size <= 40, then a byte choosing whether to add `add` (fuzz_layer: 120, fuzz_quant:
+    100, fuzz_moe: 100)."""
+    big = v > 40
+    return size(v - (add if big else 0)) + bytes([0xF0 if big else 0x00])
+
+
+def layer(n, kin, kout, bias, pdt, adt, recipe, fmt, path, flags, hist, splits, params=(0, 0, 0),
+          parity=1):
+    h = bytes([0, n]) + feature(kin) + feature(kout)
+    h += bytes([bias, pdt, adt, recipe, fmt, path, flags, hist])
+    h += bytes([2, 0, 0, 0]) + struct.pack("<I", 1234) + bytes([1, parity])  # margin 1, max, eps 0, e8m0 up
+    h += bytes(params)
+    return h, b"".join(size(s) for s in splits) + bytes([0])
+
+
+def write(name, seeds, payload=4096):
+    d = os.path.join(HERE, "corpus", name)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        os.remove(os.path.join(d, old))
+    rng = random.Random(name)
+    for label, head in seeds:
+        body = bytes(rng.randrange(0, 0xF8) for _ in range(payload))  # below the special codes
+        with open(os.path.join(d, label), "wb") as f:
+            f.write(head + body)
+
+
+def main():
+    # Layer: recipe x path x dtypes x parameter forms; config then splits, then data.
+    L = []
+    for label, args in [
+        ("bf16_none_split", dict(n=4, kin=24, kout=40, bias=1, pdt=1, adt=1, recipe=0, fmt=2, path=0,
+                                 flags=0x00, hist=1, splits=(0, 5, 17, 3))),
+        ("fp16_delayed_grouped", dict(n=3, kin=33, kout=16, bias=1, pdt=2, adt=2, recipe=1, fmt=1, path=1,
+                                      flags=0x00, hist=2, splits=(7, 0, 9))),
+        ("bf16_current_caller_fused", dict(n=2, kin=32, kout=24, bias=1, pdt=1, adt=1, recipe=2, fmt=2,
+                                           path=0, flags=0x01, hist=1, splits=(6, 11), params=(1, 1, 1))),
+        ("bf16_mxfp8_grouped_packed", dict(n=2, kin=160, kout=40, bias=1, pdt=1, adt=1, recipe=3, fmt=0,
+                                           path=1, flags=0xC1, hist=1, splits=(13, 4), params=(2, 2, 2))),
+        ("fp32_block_split_delaywgrad", dict(n=2, kin=130, kout=20, bias=0, pdt=0, adt=0, recipe=4, fmt=2,
+                                             path=0, flags=0x02, hist=1, splits=(9, 3))),
+    ]:
+        head, tail = layer(**args)
+        L.append((label, head + tail))
+    write("layer", L)
+
+    # Quant / GEMM: one operation per seed (ops byte 0, then the operation's selector).
+    quant = [("0_layout_mxfp8", bytes([0, 0, 0, 3, 4]) + size(130) + size(70)),
+             ("1_offsets_block1d", bytes([0, 0, 1, 4, 4]) + size(200) + size(0) + size(129) + size(5)
+              + size(0) + bytes([0, 1])),
+             ("2_quantize_mxfp8", bytes([0, 0, 2, 2, 0, 0x03]) + feature(17) + feature(140, 100) + bytes([1, 1, 1])),
+             ("2_quantize_tensor_current", bytes([0, 0, 2, 1, 1, 0x03]) + feature(5) + feature(33)
+              + bytes([0])),
+             ("3_grouped_quantize_block1d", bytes([0, 0, 3, 3, 0, 0x03, 2]) + feature(133, 100)
+              + bytes([0, 7, 19, 1])),
+             ("4_gemm", bytes([0, 0, 4])),
+             ("5_grouped_gemm", bytes([0, 0, 5])),
+             ("6_amax_cast", bytes([0, 0, 6])),
+             ("7_swizzle", bytes([0, 0, 7])),
+             ("8_quant_gemm_mxfp8", bytes([0, 0, 8, 0]) + feature(20) + feature(24) + feature(130, 100)
+              + bytes([2, 0, 0, 2, 0, 0, 0]))]
+    write("quant", quant, payload=2048)
+
+    # MoE: activations alone (first choice byte odd), or router -> plan -> permutation.
+    moe = [("activations_swiglu", bytes([0, 1, 0]) + size(9) + feature(20, 100) + bytes([0, 1, 1])),
+           ("activations_gelu", bytes([0, 1, 1]) + size(5) + size(33) + bytes([0xF0, 0, 2, 0])),
+           ("route_permute_top2", bytes([0, 0]) + size(12) + bytes([8, 2])),
+           ("route_permute_top1", bytes([0, 0]) + size(7) + bytes([3, 1])),
+           ("route_permute_top4", bytes([0, 0]) + size(20) + bytes([5, 4]))]
+    write("moe", moe, payload=2048)
+
+    # Communicator: collectives, then the sharded group (+ a layer) over the self communicator.
+    # collective: call, dtype + 1, op + 1, count, buffer layout; sharded: experts + 1, dims, ...
+    comm = [("allgather_fp32", bytes([0, 0, 1, 0, 1, 1]) + size(40) + bytes([1])),
+            ("reduce_scatter_int64", bytes([0, 0, 1, 1, 8, 1]) + size(37) + bytes([1])),
+            ("allreduce_in_place", bytes([0, 0, 1, 2, 1, 2]) + size(19) + bytes([2])),
+            ("sharded_layer", bytes([0, 0, 0, 3]) + size(8) + size(12) + bytes([1, 1, 0, 0])),
+            ("mixed", bytes([0, 3]))]
+    write("comm", comm, payload=1024)
+
+
+if __name__ == "__main__":
+    main()
