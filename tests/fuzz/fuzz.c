@@ -87,8 +87,7 @@ int64_t fz_size(fz_t *f, int64_t max, int *wild) {
 float fz_value(fz_t *f) {
     uint8_t b = fz_u8(f);
     if (f->specials && b >= 0xf8) {
-        static const float S[8] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 65504.0f, 1e30f,
-                                   1e-40f};
+        static const float S[8] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 65504.0f, 1e30f, 1e-40f};
         return S[b - 0xf8];
     }
     return (float)((int)b - 128) / 16.0f;
@@ -121,7 +120,8 @@ static int g_nbufs;
 
 void *fz_alloc(fz_t *f, size_t bytes) {
     if (bytes == 0 && fz_bool(f)) return NULL;
-    FZ_ASSERT(g_nbufs < FZ_MAX_BUFFERS, "harness: more than %d buffers in one input", FZ_MAX_BUFFERS);
+    FZ_ASSERT(g_nbufs < FZ_MAX_BUFFERS, "harness: more than %d buffers in one input",
+              FZ_MAX_BUFFERS);
     void *p = malloc(bytes ? bytes : 1);
     FZ_ASSERT(p != NULL, "harness: malloc(%zu) failed", bytes);
     g_bufs[g_nbufs++] = p;
@@ -212,8 +212,8 @@ static int verbose(void) {
 
 gln_status_t fz_status(gln_status_t st, const char *call) {
     if (verbose())
-        fprintf(stderr, "fuzz: %s -> %s%s%s\n", call, gln_status_string(st),
-                st ? ": " : "", st ? gln_last_error() : "");
+        fprintf(stderr, "fuzz: %s -> %s%s%s\n", call, gln_status_string(st), st ? ": " : "",
+                st ? gln_last_error() : "");
     if (st == GLN_STATUS_SUCCESS) return st;
     FZ_ASSERT(st > GLN_STATUS_SUCCESS && st <= GLN_STATUS_INTERNAL_ERROR,
               "%s returned %d, not a gln_status_t", call, (int)st);

@@ -23,8 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef struct fz {
     const uint8_t *p;
     size_t n, i;
-    int wild;      /* wild sizes allowed for this run (GLN_FUZZ_NO_WILD unset) */
-    int specials;  /* this input may put NaN / Inf / huge values into tensors */
+    int wild;     /* wild sizes allowed for this run (GLN_FUZZ_NO_WILD unset) */
+    int specials; /* this input may put NaN / Inf / huge values into tensors */
 } fz_t;
 
 /* A reader over one input; reads the first byte as the input's flags. */
@@ -71,9 +71,9 @@ void fz_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn))
 #endif
     ;
-#define FZ_ASSERT(cond, ...)                                                                    \
-    do {                                                                                        \
-        if (!(cond)) fz_fail(__VA_ARGS__);                                                      \
+#define FZ_ASSERT(cond, ...)               \
+    do {                                   \
+        if (!(cond)) fz_fail(__VA_ARGS__); \
     } while (0)
 /* A failing status must be a known status with a non-empty gln_last_error(); returns st. */
 gln_status_t fz_status(gln_status_t st, const char *call);

@@ -53,17 +53,27 @@ static void collective(fz_t *f, gln_comm_t *comm) {
     gln_status_t st;
     const char *name;
     switch (call) {
-    case 0: name = "gln_comm_allgather"; st = gln_comm_allgather(comm, send, recv, count, dtype); break;
+    case 0:
+        name = "gln_comm_allgather";
+        st = gln_comm_allgather(comm, send, recv, count, dtype);
+        break;
     case 1:
         name = "gln_comm_reduce_scatter";
         st = gln_comm_reduce_scatter(comm, send, recv, count, dtype, op);
         break;
-    case 2: name = "gln_comm_allreduce"; st = gln_comm_allreduce(comm, send, recv, count, dtype, op); break;
-    default: name = "gln_comm_barrier"; st = gln_comm_barrier(comm); break;
+    case 2:
+        name = "gln_comm_allreduce";
+        st = gln_comm_allreduce(comm, send, recv, count, dtype, op);
+        break;
+    default:
+        name = "gln_comm_barrier";
+        st = gln_comm_barrier(comm);
+        break;
     }
     fz_status(st, name);
     if (call == 3) {
-        FZ_ASSERT(st == GLN_STATUS_SUCCESS, "barrier on the self communicator failed: %s", gln_last_error());
+        FZ_ASSERT(st == GLN_STATUS_SUCCESS, "barrier on the self communicator failed: %s",
+                  gln_last_error());
         return;
     }
     int reduce = call == 1 || call == 2;
@@ -78,8 +88,9 @@ static void collective(fz_t *f, gln_comm_t *comm) {
         fz_refused(st, name, "invalid arguments");
         return;
     }
-    FZ_ASSERT(st == GLN_STATUS_SUCCESS, "%s refused valid arguments (count %zu, dtype %d, op %d, layout %d): %s",
-              name, count, (int)dtype, (int)op, layout, gln_last_error());
+    FZ_ASSERT(st == GLN_STATUS_SUCCESS,
+              "%s refused valid arguments (count %zu, dtype %d, op %d, layout %d): %s", name, count,
+              (int)dtype, (int)op, layout, gln_last_error());
     if (count) FZ_ASSERT(memcmp(recv, want, bytes) == 0, "%s over one rank changed the data", name);
 }
 
@@ -94,25 +105,32 @@ static void sharded(fz_t *f, gln_context_t *ctx, gln_comm_t *comm) {
     cfg.async_finalize = fz_bool(f);
     if (fz_u8(f) == 0xff) cfg.size -= 1; /* not a known version: refused */
     gln_sharded_weights_t *sw = NULL;
-    gln_status_t st = fz_status(gln_sharded_weights_create(ctx, comm, &cfg, &sw), "gln_sharded_weights_create");
+    gln_status_t st =
+        fz_status(gln_sharded_weights_create(ctx, comm, &cfg, &sw), "gln_sharded_weights_create");
     if (wild) fz_refused(st, "gln_sharded_weights_create", "wild sizes");
     if (st != GLN_STATUS_SUCCESS) return;
     int64_t n = cfg.num_experts * cfg.out_features * cfg.in_features;
-    float *full = fz_alloc(f, (size_t)n * sizeof(float)), *back = fz_alloc(f, (size_t)n * sizeof(float));
+    float *full = fz_alloc(f, (size_t)n * sizeof(float)),
+          *back = fz_alloc(f, (size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) full[i] = fz_value(f);
-    if (fz_status(gln_sharded_weights_load_full(sw, full), "gln_sharded_weights_load_full") == GLN_STATUS_SUCCESS) {
+    if (fz_status(gln_sharded_weights_load_full(sw, full), "gln_sharded_weights_load_full") ==
+        GLN_STATUS_SUCCESS) {
         float *master, *grad;
         int64_t len, off;
         FZ_ASSERT(gln_sharded_weights_shard(sw, &master, &grad, &len, &off) == GLN_STATUS_SUCCESS,
                   "shard: %s", gln_last_error());
-        FZ_ASSERT(off == 0 && len >= n, "one rank: shard [%lld, +%lld) for %lld weights", (long long)off,
-                  (long long)len, (long long)n);
-        FZ_ASSERT(n == 0 || memcmp(master, full, (size_t)n * sizeof(float)) == 0, "master shard != load_full");
-        FZ_ASSERT(gln_sharded_weights_sync_working(sw) == GLN_STATUS_SUCCESS, "sync_working: %s", gln_last_error());
-        if (fz_status(gln_sharded_weights_gather_master(sw, back), "gln_sharded_weights_gather_master") ==
-            GLN_STATUS_SUCCESS)
-            FZ_ASSERT(n == 0 || memcmp(back, full, (size_t)n * sizeof(float)) == 0, "gather_master != load_full");
-        fz_status(gln_sharded_weights_gather_main_grad(sw, back), "gln_sharded_weights_gather_main_grad");
+        FZ_ASSERT(off == 0 && len >= n, "one rank: shard [%lld, +%lld) for %lld weights",
+                  (long long)off, (long long)len, (long long)n);
+        FZ_ASSERT(n == 0 || memcmp(master, full, (size_t)n * sizeof(float)) == 0,
+                  "master shard != load_full");
+        FZ_ASSERT(gln_sharded_weights_sync_working(sw) == GLN_STATUS_SUCCESS, "sync_working: %s",
+                  gln_last_error());
+        if (fz_status(gln_sharded_weights_gather_master(sw, back),
+                      "gln_sharded_weights_gather_master") == GLN_STATUS_SUCCESS)
+            FZ_ASSERT(n == 0 || memcmp(back, full, (size_t)n * sizeof(float)) == 0,
+                      "gather_master != load_full");
+        fz_status(gln_sharded_weights_gather_main_grad(sw, back),
+                  "gln_sharded_weights_gather_main_grad");
     }
     /* A layer over the group: one forward + backward on tame data. */
     gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
@@ -124,8 +142,8 @@ static void sharded(fz_t *f, gln_context_t *ctx, gln_comm_t *comm) {
     lc.activation_dtype = (gln_dtype_t)fz_pick(f, 3);
     lc.params.distributed = gln_sharded_weights_protocol(sw);
     gln_grouped_linear_t *layer = NULL;
-    if (fz_status(gln_grouped_linear_create(ctx, &lc, &layer), "gln_grouped_linear_create (sharded)") ==
-        GLN_STATUS_SUCCESS) {
+    if (fz_status(gln_grouped_linear_create(ctx, &lc, &layer),
+                  "gln_grouped_linear_create (sharded)") == GLN_STATUS_SUCCESS) {
         int64_t splits[3] = {0, 0, 0}, rows = 0;
         for (int i = 0; i < lc.num_experts; i++) rows += splits[i] = fz_int(f, 0, 6);
         gln_tensor_t x = fz_tensor(f, lc.activation_dtype, rows, lc.in_features);
@@ -137,9 +155,10 @@ static void sharded(fz_t *f, gln_context_t *ctx, gln_comm_t *comm) {
         fa.y = &y;
         fa.input_requires_grad = 0;
         gln_grouped_linear_saved_t *saved = NULL;
-        if (fz_status(gln_grouped_linear_forward(layer, &fa, &saved), "gln_grouped_linear_forward (sharded)") ==
-            GLN_STATUS_SUCCESS) {
-            fz_status(gln_grouped_linear_backward(saved, &dy, NULL), "gln_grouped_linear_backward (sharded)");
+        if (fz_status(gln_grouped_linear_forward(layer, &fa, &saved),
+                      "gln_grouped_linear_forward (sharded)") == GLN_STATUS_SUCCESS) {
+            fz_status(gln_grouped_linear_backward(saved, &dy, NULL),
+                      "gln_grouped_linear_backward (sharded)");
             gln_grouped_linear_saved_release(saved);
         }
         fz_status(gln_sharded_weights_wait(sw), "gln_sharded_weights_wait");
@@ -149,18 +168,22 @@ static void sharded(fz_t *f, gln_context_t *ctx, gln_comm_t *comm) {
                   "materialized weights still live (%zu bytes) after forward + backward", live);
         gln_grouped_linear_destroy(layer);
     }
-    FZ_ASSERT(gln_sharded_weights_destroy(sw) == GLN_STATUS_SUCCESS, "destroy: %s", gln_last_error());
+    FZ_ASSERT(gln_sharded_weights_destroy(sw) == GLN_STATUS_SUCCESS, "destroy: %s",
+              gln_last_error());
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_t f = fz_begin(data, size);
     gln_context_t *ctx = fz_context();
     gln_comm_t *comm = NULL;
-    FZ_ASSERT(gln_comm_create_self(&comm) == GLN_STATUS_SUCCESS, "comm_create_self: %s", gln_last_error());
+    FZ_ASSERT(gln_comm_create_self(&comm) == GLN_STATUS_SUCCESS, "comm_create_self: %s",
+              gln_last_error());
     int ops = 1 + fz_pick(&f, 4);
     for (int o = 0; o < ops; o++) {
-        if (fz_pick(&f, 4) == 0) sharded(&f, ctx, comm);
-        else collective(&f, comm);
+        if (fz_pick(&f, 4) == 0)
+            sharded(&f, ctx, comm);
+        else
+            collective(&f, comm);
         fz_free_all();
     }
     FZ_ASSERT(gln_comm_destroy(comm) == GLN_STATUS_SUCCESS, "comm_destroy");

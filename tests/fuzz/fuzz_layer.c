@@ -18,12 +18,11 @@
 #include "fuzz.h"
 
 enum { MAX_EXPERTS = 4, MAX_SPLIT = 24 };
-#define MAX_ELEMS ((int64_t)1 << 56) /* the library's documented element limit per tensor */
 
 typedef struct layer_case {
     gln_grouped_linear_config_t cfg;
-    int wild;          /* some value must make create refuse */
-    int parity;        /* also run the other path and compare bitwise */
+    int wild;   /* some value must make create refuse */
+    int parity; /* also run the other path and compare bitwise */
     void *weights[MAX_EXPERTS], *biases[MAX_EXPERTS];
     float *main_grads[MAX_EXPERTS];
 } layer_case_t;
@@ -79,9 +78,9 @@ static void read_config(fz_t *f, layer_case_t *lc) {
     c.in_features = feature_dim(f, &wild);
     c.out_features = feature_dim(f, &wild);
     c.bias = fz_bool(f);
-    c.param_dtype = (gln_dtype_t)fz_pick(f, 4);       /* 3 = fp8_e4m3: refused */
+    c.param_dtype = (gln_dtype_t)fz_pick(f, 4); /* 3 = fp8_e4m3: refused */
     c.activation_dtype = (gln_dtype_t)fz_pick(f, 4);
-    c.recipe = (gln_recipe_t)fz_pick(f, 6);           /* 5: refused */
+    c.recipe = (gln_recipe_t)fz_pick(f, 6); /* 5: refused */
     c.fp8_format = (gln_fp8_format_t)fz_pick(f, 4);
     c.path = (gln_path_t)fz_pick(f, 3);
     uint8_t flags = fz_u8(f);
@@ -106,7 +105,7 @@ static void read_config(fz_t *f, layer_case_t *lc) {
     c.init_std = INIT_STD[fz_pick(f, 6)];
     /* A wild dim only counts when the layer-owned storage would pass 2^56 elements. */
     if (wild && c.in_features >= 0 && c.out_features >= 0 && c.num_experts >= 1 &&
-        prod_or_max(prod_or_max(c.in_features, c.out_features), c.num_experts) <= MAX_ELEMS &&
+        prod_or_max(prod_or_max(c.in_features, c.out_features), c.num_experts) <= GLN_MAX_ELEMS &&
         c.amax_history_len != INT32_MAX) {
         c.in_features &= 31;
         c.out_features &= 31;
@@ -162,8 +161,9 @@ static void run_step(fz_t *f, gln_grouped_linear_t *layer, const gln_grouped_lin
     out->y = y;
     out->dx = gln_tensor_make(c->activation_dtype, 0, 0, NULL);
     if (out->fwd != GLN_STATUS_SUCCESS) return;
-    FZ_ASSERT(covered >= 0 && covered <= x->rows, "forward accepted splits summing to %lld for %lld rows",
-              (long long)covered, (long long)x->rows);
+    FZ_ASSERT(covered >= 0 && covered <= x->rows,
+              "forward accepted splits summing to %lld for %lld rows", (long long)covered,
+              (long long)x->rows);
     check_written("forward y", &y, covered, tame);
     if (inference) return;
     FZ_ASSERT(saved != NULL && saved != (void *)&fa, "forward succeeded without a saved context");
@@ -202,7 +202,8 @@ static void run_step(fz_t *f, gln_grouped_linear_t *layer, const gln_grouped_lin
         memcpy(keep.data, y.data, y_bytes);
         out->y = keep;
     }
-    FZ_ASSERT(gln_grouped_linear_saved_release(saved) == GLN_STATUS_SUCCESS, "saved_release failed");
+    FZ_ASSERT(gln_grouped_linear_saved_release(saved) == GLN_STATUS_SUCCESS,
+              "saved_release failed");
 }
 
 static void poke_accessors(fz_t *f, gln_grouped_linear_t *layer, int32_t n) {
@@ -215,7 +216,8 @@ static void poke_accessors(fz_t *f, gln_grouped_linear_t *layer, int32_t n) {
     fz_status(gln_grouped_linear_fp8_state(layer, fz_bool(f), &scale, &hist, &slots, &len),
               "gln_grouped_linear_fp8_state");
     if (fz_bool(f)) fz_status(gln_grouped_linear_zero_grad(layer), "gln_grouped_linear_zero_grad");
-    if (fz_bool(f)) fz_status(gln_grouped_linear_weights_updated(layer), "gln_grouped_linear_weights_updated");
+    if (fz_bool(f))
+        fz_status(gln_grouped_linear_weights_updated(layer), "gln_grouped_linear_weights_updated");
 }
 
 static int same_bits(const gln_tensor_t *a, const gln_tensor_t *b, int64_t rows) {
@@ -232,8 +234,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&lc, 0, sizeof lc);
     read_config(&f, &lc);
     gln_grouped_linear_t *layer = (gln_grouped_linear_t *)&lc; /* must be reset to NULL */
-    gln_status_t st = fz_status(gln_grouped_linear_create(ctx, &lc.cfg, &layer),
-                                "gln_grouped_linear_create");
+    gln_status_t st =
+        fz_status(gln_grouped_linear_create(ctx, &lc.cfg, &layer), "gln_grouped_linear_create");
     if (lc.wild)
         FZ_ASSERT(st != GLN_STATUS_SUCCESS,
                   "gln_grouped_linear_create succeeded on wild sizes: N %d, in %lld, out %lld, "
@@ -257,7 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rows < 0) rows = 0;
     gln_tensor_t x = fz_tensor(&f, c->activation_dtype, rows, c->in_features);
     if (fz_u8(&f) == 0xff) x.dtype = (gln_dtype_t)((x.dtype + 1) % 3); /* wrong dtype: refused */
-    int64_t dy_rows = fz_u8(&f) == 0xff ? rows + 1 : rows;              /* wrong shape: refused */
+    int64_t dy_rows = fz_u8(&f) == 0xff ? rows + 1 : rows;             /* wrong shape: refused */
     gln_tensor_t dy = fz_tensor(&f, c->activation_dtype, dy_rows, c->out_features);
     int options = fz_u8(&f);
 
@@ -278,18 +280,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         run_out_t r1, r2;
         int opt = options & ~(1 << 4 | 1 << 5); /* host splits, with a saved context */
         FZ_ASSERT(gln_grouped_linear_create(ctx, c, &l1) == GLN_STATUS_SUCCESS, "parity create 1");
-        fz_status(gln_grouped_linear_create(ctx, &c2, &l2), "gln_grouped_linear_create (other path)");
+        fz_status(gln_grouped_linear_create(ctx, &c2, &l2),
+                  "gln_grouped_linear_create (other path)");
         FZ_ASSERT(l2 != NULL, "the other path refused a configuration the first accepted: %s",
                   gln_last_error());
         fz_t f1 = f, f2 = f; /* both runs draw the same poison choices */
         run_step(&f1, l1, c, &x, splits, &dy, opt, &r1);
         run_step(&f2, l2, &c2, &x, splits, &dy, opt, &r2);
-        FZ_ASSERT(r1.fwd == r2.fwd, "forward status differs between paths: %d vs %d", r1.fwd, r2.fwd);
+        FZ_ASSERT(r1.fwd == r2.fwd, "forward status differs between paths: %d vs %d", r1.fwd,
+                  r2.fwd);
         if (r1.fwd == GLN_STATUS_SUCCESS)
-            FZ_ASSERT(same_bits(&r1.y, &r2.y, rows), "y differs between the split and grouped paths");
-        FZ_ASSERT(r1.bwd == r2.bwd, "backward status differs between paths: %d vs %d", r1.bwd, r2.bwd);
+            FZ_ASSERT(same_bits(&r1.y, &r2.y, rows),
+                      "y differs between the split and grouped paths");
+        FZ_ASSERT(r1.bwd == r2.bwd, "backward status differs between paths: %d vs %d", r1.bwd,
+                  r2.bwd);
         if (r1.bwd == GLN_STATUS_SUCCESS && r1.dx.data)
-            FZ_ASSERT(same_bits(&r1.dx, &r2.dx, rows), "dx differs between the split and grouped paths");
+            FZ_ASSERT(same_bits(&r1.dx, &r2.dx, rows),
+                      "dx differs between the split and grouped paths");
         gln_grouped_linear_destroy(l1);
         gln_grouped_linear_destroy(l2);
     }

@@ -21,7 +21,6 @@
 
 #include "fuzz.h"
 
-#define MAX_ELEMS ((int64_t)1 << 56)
 enum { MAX_N = 4, MAX_DIM = 40 };
 
 static int64_t dim(fz_t *f, int *wild) {
@@ -35,7 +34,9 @@ static int64_t pad(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 static int too_big(int64_t r, int64_t c) {
     int64_t p;
-    return r < 0 || c < 0 || __builtin_mul_overflow(r, c, &p) || p > MAX_ELEMS;
+    /* grouplin.h: each dimension in [0, GLN_MAX_DIM], at most GLN_MAX_ELEMS elements */
+    return r < 0 || c < 0 || r > GLN_MAX_DIM || c > GLN_MAX_DIM ||
+           __builtin_mul_overflow(r, c, &p) || p > GLN_MAX_ELEMS;
 }
 
 /* The padded scale grid of grouplin.h's table (rows, cols) for a valid mode and shape. */
@@ -43,16 +44,22 @@ static void grid(gln_scaling_mode_t mode, int64_t R, int64_t C, int col, int64_t
     switch (mode) {
     case GLN_SCALING_TENSOR: *gr = 1, *gc = 1; return;
     case GLN_SCALING_MXFP8_1D:
-        if (!col) *gr = pad(R, 128), *gc = pad(ceil_div(C, 32), 4);
-        else *gr = pad(ceil_div(R, 32), 4), *gc = pad(C, 128);
+        if (!col)
+            *gr = pad(R, 128), *gc = pad(ceil_div(C, 32), 4);
+        else
+            *gr = pad(ceil_div(R, 32), 4), *gc = pad(C, 128);
         return;
     case GLN_SCALING_BLOCK_1D:
-        if (!col) *gr = ceil_div(C, 128), *gc = pad(R, 4);
-        else *gr = ceil_div(R, 128), *gc = pad(C, 4);
+        if (!col)
+            *gr = ceil_div(C, 128), *gc = pad(R, 4);
+        else
+            *gr = ceil_div(R, 128), *gc = pad(C, 4);
         return;
     case GLN_SCALING_BLOCK_2D:
-        if (!col) *gr = ceil_div(R, 128), *gc = pad(ceil_div(C, 128), 4);
-        else *gr = ceil_div(C, 128), *gc = pad(ceil_div(R, 128), 4);
+        if (!col)
+            *gr = ceil_div(R, 128), *gc = pad(ceil_div(C, 128), 4);
+        else
+            *gr = ceil_div(C, 128), *gc = pad(ceil_div(R, 128), 4);
         return;
     default: *gr = 0, *gc = 0; return;
     }
@@ -77,7 +84,8 @@ static void op_layout(fz_t *f) {
         fz_refused(st, "gln_quant_layout", "an invalid mode / dtype / shape");
         return;
     }
-    FZ_ASSERT(st == GLN_STATUS_SUCCESS, "gln_quant_layout refused a valid request: %s", gln_last_error());
+    FZ_ASSERT(st == GLN_STATUS_SUCCESS, "gln_quant_layout refused a valid request: %s",
+              gln_last_error());
     size_t es = gln_dtype_size(dtype);
     FZ_ASSERT(L.data_bytes == (size_t)(rows * cols) * es, "data_bytes %zu for [%lld, %lld]",
               L.data_bytes, (long long)rows, (long long)cols);
@@ -91,10 +99,12 @@ static void op_layout(fz_t *f) {
     int64_t gr, gc, cr, cc;
     grid(mode, rows, cols, 0, &gr, &gc);
     grid(mode, rows, cols, 1, &cr, &cc);
-    FZ_ASSERT(L.scale_rows == gr && L.scale_cols == gc, "mode %d [%lld, %lld]: rowwise grid [%lld, %lld], expected [%lld, %lld]",
-              (int)mode, (long long)rows, (long long)cols, (long long)L.scale_rows,
-              (long long)L.scale_cols, (long long)gr, (long long)gc);
-    FZ_ASSERT(L.col_scale_rows == cr && L.col_scale_cols == cc, "mode %d [%lld, %lld]: columnwise grid [%lld, %lld], expected [%lld, %lld]",
+    FZ_ASSERT(L.scale_rows == gr && L.scale_cols == gc,
+              "mode %d [%lld, %lld]: rowwise grid [%lld, %lld], expected [%lld, %lld]", (int)mode,
+              (long long)rows, (long long)cols, (long long)L.scale_rows, (long long)L.scale_cols,
+              (long long)gr, (long long)gc);
+    FZ_ASSERT(L.col_scale_rows == cr && L.col_scale_cols == cc,
+              "mode %d [%lld, %lld]: columnwise grid [%lld, %lld], expected [%lld, %lld]",
               (int)mode, (long long)rows, (long long)cols, (long long)L.col_scale_rows,
               (long long)L.col_scale_cols, (long long)cr, (long long)cc);
     FZ_ASSERT(L.scale_bytes == (size_t)(gr * gc) * scale_size(mode) &&
@@ -109,27 +119,31 @@ static void op_offsets(fz_t *f) {
     int64_t splits[MAX_N + 1] = {0}, cols = fz_size(f, 300, &wild), sum = 0;
     for (int i = 0; i < MAX_N; i++) {
         splits[i] = fz_size(f, 300, &wild);
-        if (i < num && splits[i] > 0) sum += splits[i] > MAX_ELEMS ? MAX_ELEMS : splits[i];
+        if (i < num && splits[i] > 0) sum += splits[i] > GLN_MAX_ELEMS ? GLN_MAX_ELEMS : splits[i];
     }
-    int wild_used = cols < 0 || cols > MAX_ELEMS;
+    int wild_used = cols < 0 || cols > GLN_MAX_ELEMS;
     for (int i = 0; i < num; i++) wild_used |= splits[i] < 0 || splits[i] > 300;
     int64_t ro[MAX_N + 1], co[MAX_N + 1];
     int which = fz_pick(f, 3); /* 0: both, 1: row only, 2: column only */
-    gln_status_t st_off = fz_status(gln_grouped_scale_offsets(mode, num, splits, cols, which == 2 ? NULL : ro,
-                                                          which == 1 ? NULL : co),
-                                "gln_grouped_scale_offsets");
+    gln_status_t st_off =
+        fz_status(gln_grouped_scale_offsets(mode, num, splits, cols, which == 2 ? NULL : ro,
+                                            which == 1 ? NULL : co),
+                  "gln_grouped_scale_offsets");
     int valid = mode >= 0 && mode <= 4 && num >= 1;
     for (int i = 0; i < num && valid; i++) valid = !too_big(splits[i], cols);
     if (!valid) {
         fz_refused(st_off, "gln_grouped_scale_offsets", "invalid mode / num / splits / cols");
     } else if (!wild_used) {
-        FZ_ASSERT(st_off == GLN_STATUS_SUCCESS, "gln_grouped_scale_offsets refused: %s", gln_last_error());
+        FZ_ASSERT(st_off == GLN_STATUS_SUCCESS, "gln_grouped_scale_offsets refused: %s",
+                  gln_last_error());
         for (int i = 0; i < num; i++) {
             int64_t gr, gc, cr, cc;
             grid(mode, splits[i], cols, 0, &gr, &gc);
             grid(mode, splits[i], cols, 1, &cr, &cc);
-            if (i == 0 && which != 2) FZ_ASSERT(ro[0] == 0, "row_offsets[0] = %lld", (long long)ro[0]);
-            if (i == 0 && which != 1) FZ_ASSERT(co[0] == 0, "col_offsets[0] = %lld", (long long)co[0]);
+            if (i == 0 && which != 2)
+                FZ_ASSERT(ro[0] == 0, "row_offsets[0] = %lld", (long long)ro[0]);
+            if (i == 0 && which != 1)
+                FZ_ASSERT(co[0] == 0, "col_offsets[0] = %lld", (long long)co[0]);
             if (which != 2)
                 FZ_ASSERT(ro[i + 1] - ro[i] == (mode ? gr * gc : 0), "row_offsets step %d", i);
             if (which != 1)
@@ -138,15 +152,21 @@ static void op_offsets(fz_t *f) {
     }
     int64_t rb = -1, cb = -1, rows = sum + fz_int(f, 0, 3);
     if (wild_used && fz_bool(f)) rows = fz_size(f, 300, &wild);
-    gln_status_t st = fz_status(gln_grouped_scale_bound(mode, num, rows, cols, &rb, &cb), "gln_grouped_scale_bound");
+    gln_status_t st = fz_status(gln_grouped_scale_bound(mode, num, rows, cols, &rb, &cb),
+                                "gln_grouped_scale_bound");
     if (!(mode >= 0 && mode <= 4 && num >= 1) || too_big(rows, cols) || too_big(1, cols)) {
         fz_refused(st, "gln_grouped_scale_bound", "invalid mode / num / rows / cols");
         return;
     }
     if (st != GLN_STATUS_SUCCESS || st_off != GLN_STATUS_SUCCESS || !valid || wild_used) return;
-    FZ_ASSERT(rb >= 0 && cb >= 0, "negative scale bounds %lld / %lld", (long long)rb, (long long)cb);
-    if (which != 2) FZ_ASSERT(ro[num] <= rb, "row offsets %lld exceed the bound %lld", (long long)ro[num], (long long)rb);
-    if (which != 1) FZ_ASSERT(co[num] <= cb, "col offsets %lld exceed the bound %lld", (long long)co[num], (long long)cb);
+    FZ_ASSERT(rb >= 0 && cb >= 0, "negative scale bounds %lld / %lld", (long long)rb,
+              (long long)cb);
+    if (which != 2)
+        FZ_ASSERT(ro[num] <= rb, "row offsets %lld exceed the bound %lld", (long long)ro[num],
+                  (long long)rb);
+    if (which != 1)
+        FZ_ASSERT(co[num] <= cb, "col offsets %lld exceed the bound %lld", (long long)co[num],
+                  (long long)cb);
 }
 
 /* Quantized-tensor buffers for mode / dtype / shape (exact sizes; a copy may be left out). */
@@ -167,7 +187,8 @@ static gln_tensor_t quant_buffers(fz_t *f, gln_scaling_mode_t mode, gln_dtype_t 
     if (t.data && bytes) memset(t.data, 0xA5, bytes);
     if (t.col_data && bytes) memset(t.col_data, 0xA5, bytes);
     if (t.scale_inv && scale_elems) memset(t.scale_inv, 0xA5, (size_t)scale_elems * ss);
-    if (t.col_scale_inv && col_scale_elems) memset(t.col_scale_inv, 0xA5, (size_t)col_scale_elems * ss);
+    if (t.col_scale_inv && col_scale_elems)
+        memset(t.col_scale_inv, 0xA5, (size_t)col_scale_elems * ss);
     if (mode == GLN_SCALING_TENSOR) {
         t.amax = fz_alloc(f, sizeof(float));
         t.scale = fz_alloc(f, sizeof(float));
@@ -210,7 +231,8 @@ static void op_quantize(fz_t *f, gln_context_t *ctx) {
     gln_tensor_t in = fz_tensor(f, hp_dtype(f), rows, cols);
     gln_quant_layout_t L;
     if (gln_quant_layout(q.mode, q.fp8_dtype, rows, cols, &L) != GLN_STATUS_SUCCESS) {
-        gln_tensor_t out = quant_buffers(f, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, rows, cols, 1, 1, 1, 1);
+        gln_tensor_t out =
+            quant_buffers(f, GLN_SCALING_TENSOR, GLN_DTYPE_FP8_E4M3, rows, cols, 1, 1, 1, 1);
         out.scaling = q.mode;
         out.dtype = q.fp8_dtype;
         fz_refused(gln_quantize(ctx, &q, &in, &out), "gln_quantize", "an invalid mode / dtype");
@@ -219,8 +241,9 @@ static void op_quantize(fz_t *f, gln_context_t *ctx) {
     /* Buffers for the requested copies (rarely one left out), sometimes for the others too. */
     int row = q.rowwise ? fz_u8(f) != 0 : fz_u8(f) == 0;
     int col = q.columnwise ? fz_u8(f) != 0 : fz_u8(f) == 0;
-    gln_tensor_t out = quant_buffers(f, q.mode, q.fp8_dtype, rows, cols, row, col,
-                                     L.scale_rows * L.scale_cols, L.col_scale_rows * L.col_scale_cols);
+    gln_tensor_t out =
+        quant_buffers(f, q.mode, q.fp8_dtype, rows, cols, row, col, L.scale_rows * L.scale_cols,
+                      L.col_scale_rows * L.col_scale_cols);
     gln_status_t st = fz_status(gln_quantize(ctx, &q, &in, &out), "gln_quantize");
     if (st != GLN_STATUS_SUCCESS) return;
     size_t count = (size_t)(rows * cols);
@@ -234,10 +257,11 @@ static void op_quantize(fz_t *f, gln_context_t *ctx) {
         if (!(c ? q.columnwise : q.rowwise)) continue;
         gln_tensor_t d = fz_tensor_poisoned(f, hp_dtype(f), rows, cols);
         st = fz_status(gln_dequantize(ctx, &out, c, &d), "gln_dequantize");
-        FZ_ASSERT(st == GLN_STATUS_SUCCESS, "dequantize of a successful quantize (copy %d) failed: %s",
-                  c, gln_last_error());
+        FZ_ASSERT(st == GLN_STATUS_SUCCESS,
+                  "dequantize of a successful quantize (copy %d) failed: %s", c, gln_last_error());
         if (!f->specials && !(q.delayed && q.mode == GLN_SCALING_TENSOR))
-            FZ_ASSERT(fz_all_finite(d.data, d.dtype, count), "dequantized copy %d is not finite", c);
+            FZ_ASSERT(fz_all_finite(d.data, d.dtype, count), "dequantized copy %d is not finite",
+                      c);
     }
 }
 
@@ -247,7 +271,8 @@ static void op_grouped_quantize(fz_t *f, gln_context_t *ctx) {
     int wild = 0, num = (int)fz_int(f, 1, MAX_N);
     int64_t splits[MAX_N], cols = dim(f, &wild), sum = 0;
     for (int i = 0; i < num; i++) sum += splits[i] = fz_int(f, 0, 24);
-    if (wild || q.mode == GLN_SCALING_NONE || q.mode > GLN_SCALING_BLOCK_2D || !fp8(q.fp8_dtype)) return;
+    if (wild || q.mode == GLN_SCALING_NONE || q.mode > GLN_SCALING_BLOCK_2D || !fp8(q.fp8_dtype))
+        return;
     q.rowwise |= !q.columnwise;
     int64_t ro[MAX_N + 1], co[MAX_N + 1];
     FZ_ASSERT(gln_grouped_scale_offsets(q.mode, num, splits, cols, ro, co) == GLN_STATUS_SUCCESS,
@@ -266,35 +291,50 @@ static void op_grouped_quantize(fz_t *f, gln_context_t *ctx) {
         if (q.columnwise) out.packed.col_scale_inv = fz_alloc(f, num * sizeof(float));
         for (int i = 0; i < num; i++) out.packed.amax[i] = 0.0f, out.packed.scale[i] = 1.0f + i;
     }
-    if (fz_status(gln_grouped_quantize(ctx, &q, &in, &out), "gln_grouped_quantize") != GLN_STATUS_SUCCESS)
+    if (fz_status(gln_grouped_quantize(ctx, &q, &in, &out), "gln_grouped_quantize") !=
+        GLN_STATUS_SUCCESS)
         return;
     size_t ss = scale_size(q.mode);
     int64_t row0 = 0;
     for (int i = 0; i < num; i++) {
         gln_quant_layout_t L;
-        FZ_ASSERT(gln_quant_layout(q.mode, q.fp8_dtype, splits[i], cols, &L) == GLN_STATUS_SUCCESS, "layout");
-        gln_tensor_t mi = gln_tensor_make(idt, splits[i], cols,
-                                          packed.data ? (char *)packed.data + (size_t)(row0 * cols) * gln_dtype_size(idt) : NULL);
-        gln_tensor_t mo = quant_buffers(f, q.mode, q.fp8_dtype, splits[i], cols, q.rowwise, q.columnwise,
-                                        L.scale_rows * L.scale_cols, L.col_scale_rows * L.col_scale_cols);
+        FZ_ASSERT(gln_quant_layout(q.mode, q.fp8_dtype, splits[i], cols, &L) == GLN_STATUS_SUCCESS,
+                  "layout");
+        gln_tensor_t mi = gln_tensor_make(
+            idt, splits[i], cols,
+            packed.data ? (char *)packed.data + (size_t)(row0 * cols) * gln_dtype_size(idt) : NULL);
+        gln_tensor_t mo =
+            quant_buffers(f, q.mode, q.fp8_dtype, splits[i], cols, q.rowwise, q.columnwise,
+                          L.scale_rows * L.scale_cols, L.col_scale_rows * L.col_scale_cols);
         if (per_tensor && mo.scale) *mo.scale = 1.0f + i;
-        if (fz_status(gln_quantize(ctx, &q, &mi, &mo), "gln_quantize (member)") != GLN_STATUS_SUCCESS)
-            fz_fail("member %d: grouped quantize succeeded, quantize alone failed: %s", i, gln_last_error());
+        if (fz_status(gln_quantize(ctx, &q, &mi, &mo), "gln_quantize (member)") !=
+            GLN_STATUS_SUCCESS)
+            fz_fail("member %d: grouped quantize succeeded, quantize alone failed: %s", i,
+                    gln_last_error());
         size_t db = (size_t)(splits[i] * cols);
         size_t off = (size_t)(row0 * cols);
         if (q.rowwise && db)
-            FZ_ASSERT(memcmp((char *)out.packed.data + off, mo.data, db) == 0, "member %d: rowwise data differs", i);
+            FZ_ASSERT(memcmp((char *)out.packed.data + off, mo.data, db) == 0,
+                      "member %d: rowwise data differs", i);
         if (q.columnwise && db)
-            FZ_ASSERT(memcmp((char *)out.packed.col_data + off, mo.col_data, db) == 0, "member %d: columnwise data differs", i);
+            FZ_ASSERT(memcmp((char *)out.packed.col_data + off, mo.col_data, db) == 0,
+                      "member %d: columnwise data differs", i);
         if (per_tensor) {
-            if (q.rowwise) FZ_ASSERT(memcmp(&((float *)out.packed.scale_inv)[i], mo.scale_inv, 4) == 0, "member %d: scale_inv differs", i);
-            if (!q.delayed) FZ_ASSERT(memcmp(&out.packed.amax[i], mo.amax, 4) == 0, "member %d: amax differs", i);
+            if (q.rowwise)
+                FZ_ASSERT(memcmp(&((float *)out.packed.scale_inv)[i], mo.scale_inv, 4) == 0,
+                          "member %d: scale_inv differs", i);
+            if (!q.delayed)
+                FZ_ASSERT(memcmp(&out.packed.amax[i], mo.amax, 4) == 0, "member %d: amax differs",
+                          i);
         } else {
             size_t rs = (size_t)(ro[i + 1] - ro[i]) * ss, cs = (size_t)(co[i + 1] - co[i]) * ss;
             if (q.rowwise && rs && db)
-                FZ_ASSERT(memcmp((char *)out.packed.scale_inv + ro[i] * ss, mo.scale_inv, rs) == 0, "member %d: rowwise scales differ", i);
+                FZ_ASSERT(memcmp((char *)out.packed.scale_inv + ro[i] * ss, mo.scale_inv, rs) == 0,
+                          "member %d: rowwise scales differ", i);
             if (q.columnwise && cs && db)
-                FZ_ASSERT(memcmp((char *)out.packed.col_scale_inv + co[i] * ss, mo.col_scale_inv, cs) == 0, "member %d: columnwise scales differ", i);
+                FZ_ASSERT(memcmp((char *)out.packed.col_scale_inv + co[i] * ss, mo.col_scale_inv,
+                                 cs) == 0,
+                          "member %d: columnwise scales differ", i);
         }
         row0 += splits[i];
     }
@@ -322,7 +362,8 @@ static void op_gemm(fz_t *f, gln_context_t *ctx) {
     size_t dn = (size_t)(dr * dc);
     float *d0 = fz_alloc(f, dn * sizeof(float));
     for (size_t i = 0; i < dn; i++) d0[i] = fz_load(D.data, dd, i);
-    gln_status_t st = fz_status(gln_gemm(ctx, layout, &A, &B, &D, use_bias ? &bias : NULL, acc), "gln_gemm");
+    gln_status_t st =
+        fz_status(gln_gemm(ctx, layout, &A, &B, &D, use_bias ? &bias : NULL, acc), "gln_gemm");
     if (layout > GLN_LAYOUT_NT || bc != (layout == GLN_LAYOUT_NT ? n : k)) {
         fz_refused(st, "gln_gemm", "an invalid layout or mismatched shapes");
         return;
@@ -335,9 +376,15 @@ static void op_gemm(fz_t *f, gln_context_t *ctx) {
             int64_t red = layout == GLN_LAYOUT_NT ? m : k;
             for (int64_t r = 0; r < red; r++) {
                 double a, b;
-                if (layout == GLN_LAYOUT_TN) a = fz_load(A.data, ad, (size_t)(j * k + r)), b = fz_load(B.data, bd, (size_t)(i * k + r));
-                else if (layout == GLN_LAYOUT_NN) a = fz_load(A.data, ad, (size_t)(r * n + j)), b = fz_load(B.data, bd, (size_t)(i * k + r));
-                else a = fz_load(A.data, ad, (size_t)(r * k + j)), b = fz_load(B.data, bd, (size_t)(r * n + i));
+                if (layout == GLN_LAYOUT_TN)
+                    a = fz_load(A.data, ad, (size_t)(j * k + r)),
+                    b = fz_load(B.data, bd, (size_t)(i * k + r));
+                else if (layout == GLN_LAYOUT_NN)
+                    a = fz_load(A.data, ad, (size_t)(r * n + j)),
+                    b = fz_load(B.data, bd, (size_t)(i * k + r));
+                else
+                    a = fz_load(A.data, ad, (size_t)(r * k + j)),
+                    b = fz_load(B.data, bd, (size_t)(r * n + i));
                 s += a * b;
             }
             if (use_bias) s += fz_load(bias.data, dd, (size_t)j);
@@ -359,7 +406,8 @@ static int quantized(fz_t *f, gln_context_t *ctx, const gln_quant_config_t *q, i
     gln_tensor_t in = fz_tensor(f, hp_dtype(f), rows, cols);
     *out = quant_buffers(f, q->mode, q->fp8_dtype, rows, cols, 1, 1, L.scale_rows * L.scale_cols,
                          L.col_scale_rows * L.col_scale_cols);
-    return fz_status(gln_quantize(ctx, q, &in, out), "gln_quantize (gemm operand)") == GLN_STATUS_SUCCESS;
+    return fz_status(gln_quantize(ctx, q, &in, out), "gln_quantize (gemm operand)") ==
+           GLN_STATUS_SUCCESS;
 }
 
 /* GEMMs on quantized operands (any mode, mixed with high precision): finite from tame data. */
@@ -378,14 +426,20 @@ static void op_quant_gemm(fz_t *f, gln_context_t *ctx) {
     default: ar = m, ac = k, br = m, bc = n, dr = n, dc = k; break;
     }
     gln_tensor_t A, B;
-    if (fz_bool(f)) A = fz_tensor(f, hp_dtype(f), ar, ac);
-    else if (!quantized(f, ctx, &qa, ar, ac, &A)) return;
-    if (fz_bool(f)) B = fz_tensor(f, hp_dtype(f), br, bc);
-    else if (!quantized(f, ctx, &qb, br, bc, &B)) return;
+    if (fz_bool(f))
+        A = fz_tensor(f, hp_dtype(f), ar, ac);
+    else if (!quantized(f, ctx, &qa, ar, ac, &A))
+        return;
+    if (fz_bool(f))
+        B = fz_tensor(f, hp_dtype(f), br, bc);
+    else if (!quantized(f, ctx, &qb, br, bc, &B))
+        return;
     gln_tensor_t D = fz_tensor_poisoned(f, hp_dtype(f), dr, dc);
-    if (fz_status(gln_gemm(ctx, layout, &A, &B, &D, NULL, 0), "gln_gemm (quantized)") == GLN_STATUS_SUCCESS &&
+    if (fz_status(gln_gemm(ctx, layout, &A, &B, &D, NULL, 0), "gln_gemm (quantized)") ==
+            GLN_STATUS_SUCCESS &&
         !f->specials)
-        FZ_ASSERT(fz_all_finite(D.data, D.dtype, (size_t)(dr * dc)), "quantized gemm: D not finite");
+        FZ_ASSERT(fz_all_finite(D.data, D.dtype, (size_t)(dr * dc)),
+                  "quantized gemm: D not finite");
 }
 
 /* Grouped GEMM = gln_gemm per member (high precision), and grouped dbias = exact sums. */
@@ -404,8 +458,10 @@ static void op_grouped_gemm(fz_t *f, gln_context_t *ctx) {
     g.accumulate = acc;
     /* TN: x [rows, kin] -> y [rows, kout]; NN: dy [rows, kout] -> dx [rows, kin];
      * NT: x [rows, kin], dy [rows, kout] -> dW [kout, kin]. */
-    int64_t bcols = layout == GLN_LAYOUT_TN ? kin : kout, dcols = layout == GLN_LAYOUT_NN ? kin : kout;
-    gln_grouped_tensor_t B = {num, splits, 0, fz_tensor(f, dt, rows, layout == GLN_LAYOUT_NT ? kout : bcols)};
+    int64_t bcols = layout == GLN_LAYOUT_TN ? kin : kout,
+            dcols = layout == GLN_LAYOUT_NN ? kin : kout;
+    gln_grouped_tensor_t B = {num, splits, 0,
+                              fz_tensor(f, dt, rows, layout == GLN_LAYOUT_NT ? kout : bcols)};
     gln_grouped_tensor_t Ag = {num, splits, 0, fz_tensor(f, dt, rows, kin)};
     gln_grouped_tensor_t D = {num, splits, 0, fz_tensor(f, dt, rows, dcols)};
     gln_tensor_t D0 = fz_tensor(f, dt, rows, dcols);
@@ -430,24 +486,29 @@ static void op_grouped_gemm(fz_t *f, gln_context_t *ctx) {
     if (fz_status(gln_grouped_gemm(ctx, &g), "gln_grouped_gemm") != GLN_STATUS_SUCCESS) return;
     int64_t row0 = 0;
     for (int i = 0; i < num; i++) {
-        char *bp = B.packed.data ? (char *)B.packed.data + (size_t)(row0 * B.packed.cols) * es : NULL;
+        char *bp =
+            B.packed.data ? (char *)B.packed.data + (size_t)(row0 * B.packed.cols) * es : NULL;
         gln_tensor_t Bi = gln_tensor_make(dt, splits[i], B.packed.cols, bp);
         if (layout == GLN_LAYOUT_NT) {
             char *ap = Ag.packed.data ? (char *)Ag.packed.data + (size_t)(row0 * kin) * es : NULL;
             gln_tensor_t Ai = gln_tensor_make(dt, splits[i], kin, ap);
             if (splits[i] == 0 && !acc) {
                 for (int64_t e = 0; e < kout * kin; e++)
-                    FZ_ASSERT(fz_load(Dl[i].data, dt, (size_t)e) == 0.0f, "NT member %d empty: not zeroed", i);
+                    FZ_ASSERT(fz_load(Dl[i].data, dt, (size_t)e) == 0.0f,
+                              "NT member %d empty: not zeroed", i);
             } else if (splits[i] > 0) {
-                FZ_ASSERT(gln_gemm(ctx, GLN_LAYOUT_NT, &Ai, &Bi, &Dref[i], NULL, acc) == GLN_STATUS_SUCCESS,
+                FZ_ASSERT(gln_gemm(ctx, GLN_LAYOUT_NT, &Ai, &Bi, &Dref[i], NULL, acc) ==
+                              GLN_STATUS_SUCCESS,
                           "member gemm: %s", gln_last_error());
-                FZ_ASSERT(kout * kin == 0 || memcmp(Dref[i].data, Dl[i].data, (size_t)(kout * kin) * es) == 0,
+                FZ_ASSERT(kout * kin == 0 ||
+                              memcmp(Dref[i].data, Dl[i].data, (size_t)(kout * kin) * es) == 0,
                           "NT member %d differs from gln_gemm", i);
             }
         } else if (splits[i] > 0 && dcols > 0) {
             char *dp = (char *)D0.data + (size_t)(row0 * dcols) * es;
             gln_tensor_t Di = gln_tensor_make(dt, splits[i], dcols, dp);
-            FZ_ASSERT(gln_gemm(ctx, layout, &A[i], &Bi, &Di, use_bias ? &bias[i] : NULL, acc) == GLN_STATUS_SUCCESS,
+            FZ_ASSERT(gln_gemm(ctx, layout, &A[i], &Bi, &Di, use_bias ? &bias[i] : NULL, acc) ==
+                          GLN_STATUS_SUCCESS,
                       "member gemm: %s", gln_last_error());
             FZ_ASSERT(memcmp(dp, (char *)D.packed.data + (size_t)(row0 * dcols) * es,
                              (size_t)(splits[i] * dcols) * es) == 0,
@@ -461,7 +522,8 @@ static void op_grouped_gemm(fz_t *f, gln_context_t *ctx) {
     float prev[MAX_N][200];
     for (int i = 0; i < num; i++)
         for (int64_t j = 0; j < B.packed.cols; j++) prev[i][j] = fz_load(db[i].data, dt, (size_t)j);
-    if (fz_status(gln_grouped_dbias(ctx, &B, db, acc), "gln_grouped_dbias") != GLN_STATUS_SUCCESS || f->specials)
+    if (fz_status(gln_grouped_dbias(ctx, &B, db, acc), "gln_grouped_dbias") != GLN_STATUS_SUCCESS ||
+        f->specials)
         return;
     row0 = 0;
     for (int i = 0; i < num; i++) {
@@ -513,12 +575,13 @@ static void op_swizzle(fz_t *f, gln_context_t *ctx) {
     if (wild) {
         uint8_t a[16], b[16];
         if (too_big(rows, cols))
-            fz_refused(gln_mxfp8_swizzle_scales(ctx, rows, cols, col, a, b), "gln_mxfp8_swizzle_scales",
-                       "a wild shape");
+            fz_refused(gln_mxfp8_swizzle_scales(ctx, rows, cols, col, a, b),
+                       "gln_mxfp8_swizzle_scales", "a wild shape");
         return;
     }
     gln_quant_layout_t L;
-    FZ_ASSERT(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, rows, cols, &L) == GLN_STATUS_SUCCESS,
+    FZ_ASSERT(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, rows, cols, &L) ==
+                  GLN_STATUS_SUCCESS,
               "layout");
     size_t bytes = col ? L.col_scale_bytes : L.scale_bytes;
     uint8_t *in = fz_alloc(f, bytes), *out = fz_alloc(f, bytes);
