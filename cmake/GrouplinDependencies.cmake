@@ -41,6 +41,26 @@ if(NOT GLN_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# CUTLASS (header-only) for the Hopper grouped GEMMs: the nvidia-cutlass wheel that
+# scripts/deps.sh installs into .venv ships its headers under cutlass_library/source/include.
+set(GLN_HAVE_CUTLASS OFF)
+if(GLN_HAVE_CUDA AND NOT GLN_CUTLASS STREQUAL "OFF")
+  if(NOT GLN_CUTLASS_DIR)
+    file(GLOB gln_cutlass_candidates
+         ${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/cutlass_library/source/include)
+    if(gln_cutlass_candidates)
+      list(GET gln_cutlass_candidates 0 gln_cutlass_found)
+      set(GLN_CUTLASS_DIR ${gln_cutlass_found} CACHE PATH "CUTLASS include directory" FORCE)
+    endif()
+  endif()
+  if(GLN_CUTLASS_DIR AND EXISTS ${GLN_CUTLASS_DIR}/cutlass/gemm/device/gemm_universal_adapter.h)
+    set(GLN_HAVE_CUTLASS ON)
+  elseif(GLN_CUTLASS STREQUAL "ON")
+    message(FATAL_ERROR "GLN_CUTLASS=ON but no CUTLASS headers were found (run scripts/deps.sh, "
+                        "or pass -DGLN_CUTLASS_DIR=<dir holding cutlass/ and cute/>)")
+  endif()
+endif()
+
 # Everything the library links against (used by the library, the tests and the tools).
 set(GLN_LINK_LIBS ${BLAS_LIBRARIES} Threads::Threads)
 if(GLN_LIBM)

@@ -81,6 +81,59 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
 gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
                                  const char *call);
 
+/* cuda_plan.cu: offsets[0..g->num] (device int64, scratch the callee allocates; free with
+ * gln_cuda_scratch_free) = member row offsets of g: from the group plan kernel for device
+ * splits, from the host prefix sums (one stream-ordered copy) for host splits. */
+gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t **offsets,
+                                    const char *call);
+
+/* ---- CUTLASS grouped GEMMs (cutlass/, built when GLN_HAVE_CUTLASS) ------------------------- */
+
+/* The instantiations.  CUTLASS's A is the grouped token-row operand, B the other one, D row-major. */
+typedef enum gln_cutlass_kernel {
+    GLN_CUTLASS_BF16_TN,      /* A [M,K] · B [N,K]ᵀ, bf16 -> bf16 (fprop) */
+    GLN_CUTLASS_BF16_NN,      /* A [M,K] · B [K,N], bf16 -> bf16 (dgrad) */
+    GLN_CUTLASS_BF16_NT_F32,  /* A [K,M]ᵀ · B [K,N], bf16 -> fp32 (wgrad into main_grad) */
+    GLN_CUTLASS_E4M3_TN,      /* E4M3 × E4M3, both K-major, -> bf16 (per-tensor FP8 fprop, dgrad) */
+    GLN_CUTLASS_E5M2_E4M3_TN, /* E5M2 gradient × E4M3 weight, K-major, -> bf16 (HYBRID dgrad) */
+    GLN_CUTLASS_KERNEL_COUNT_
+} gln_cutlass_kernel_t;
+
+/* One grouped GEMM in CUTLASS's terms: expert i computes D_i [M_i, N] = alpha_i · A_i · B_i
+ * (+ D_i when accumulating).  Expert i owns the rows offsets[i] .. offsets[i+1] of the grouped
+ * operands; that row count is M_i (split_is_k = 0: fprop, dgrad; then K_i = k) or K_i
+ * (split_is_k = 1: wgrad; then M_i = m).  A is grouped; B and D are grouped when their rows are
+ * the split dimension (B when split_is_k, D otherwise), else per-expert pointer lists. */
+typedef struct gln_cutlass_grouped {
+    gln_cutlass_kernel_t kernel;
+    int32_t num;
+    const int64_t *offsets;          /* device [num + 1] */
+    int split_is_k;
+    int64_t m, n, k;                 /* the fixed dimensions (the split one is ignored) */
+    const void *a;                   /* expert i's A starts at a + offsets[i] · a_row_bytes */
+    int64_t a_row_bytes;
+    const void *b;                   /* grouped B (split_is_k) ... */
+    int64_t b_row_bytes;
+    const void *const *b_list;       /* ... or host [num] of device pointers */
+    void *d;                         /* grouped D (!split_is_k) ... */
+    int64_t d_row_bytes;
+    void *const *d_list;             /* ... or host [num] of device pointers */
+    const float *a_scale;            /* FP8: device [num], A's per-expert decode scale; else NULL */
+    const float *const *b_scale_list;/* FP8: host [num] of device pointers to B's decode scale */
+    int accumulate;                  /* D += (beta = 1); else D = */
+} gln_cutlass_grouped_t;
+
+/* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */
+gln_status_t gln_cutlass_run_bf16_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_bf16_nn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_bf16_nt_f32(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e5m2_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+
+/* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
+ * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */
+gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, int *handled);
+
 /* ---- ops table slots ---------------------------------------------------------------------- */
 
 /* cuda_grouped.c */

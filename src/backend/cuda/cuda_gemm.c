@@ -398,10 +398,14 @@ gln_status_t gln_cuda_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const g
     return gemm_run(ctx, layout, A, B, D, bias, accumulate, "gln_gemm (cuda)");
 }
 
-/* ---- grouped GEMM: a loop of per-expert matmuls on the stream ----------------------------- */
+/* ---- grouped GEMM: one CUTLASS launch where a kernel fits (cuda_grouped_gemm.c), else a loop
+ * of per-expert matmuls on the stream ------------------------------------------------------ */
 
 gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args) {
     static const char *fn = "gln_grouped_gemm (cuda)";
+    int handled = 0;
+    gln_status_t cst = gln_cuda_grouped_gemm_cutlass(ctx, args, &handled);
+    if (handled) return cst;
     const gln_grouped_tensor_t *b = args->b;
     const int nt = args->layout == GLN_LAYOUT_NT;
     int64_t *splits = NULL, *a_splits = NULL;

@@ -50,6 +50,34 @@ extern "C" gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_groupe
     return gln_cuda_check_launch(call, "gln_group_plan_kernel");
 }
 
+extern "C" gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_grouped_tensor_t *g,
+                                              int64_t **offsets, const char *call) {
+    const size_t bytes = (size_t)(g->num + 1) * sizeof(int64_t);
+    *offsets = NULL;
+    gln_status_t status = gln_cuda_scratch_alloc(ctx, bytes, (void **)offsets, call);
+    if (status != GLN_STATUS_SUCCESS) return status;
+    if (g->splits_on_backend) {
+        status = gln_cuda_group_plan(ctx, g, *offsets, call);
+    } else { /* host splits, checked at the boundary: their prefix sums travel in stream order */
+        int64_t *h = (int64_t *)malloc(bytes);
+        if (!h) {
+            status = gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
+        } else {
+            for (int32_t i = 0; i <= g->num; i++) h[i] = i == 0 ? 0 : h[i - 1] + g->splits[i - 1];
+            status = gln_cuda_check(cudaMemcpyAsync(*offsets, h, bytes, cudaMemcpyHostToDevice,
+                                                    gln_cuda_state(ctx)->stream),
+                                    call, "cudaMemcpyAsync(offsets)");
+            /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
+            free(h);
+        }
+    }
+    if (status != GLN_STATUS_SUCCESS) {
+        gln_cuda_scratch_free(ctx, *offsets);
+        *offsets = NULL;
+    }
+    return status;
+}
+
 /* ---- grouped dbias from the plan ------------------------------------------------------------
  * db_i[j] = Σ_{r in member i} dy[r, j] in row order (+ db_i[j] when accumulating), one rounding:
  * one thread per (member, column), the CPU's loop order, so bitwise equal to the CPU backend.
@@ -85,22 +113,7 @@ extern "C" gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_gro
     if (p->cols == 0) return GLN_STATUS_SUCCESS;
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     int64_t *offsets = NULL;
-    gln_status_t status =
-        gln_cuda_scratch_alloc(ctx, (size_t)(dy->num + 1) * sizeof(int64_t), (void **)&offsets, fn);
-    if (status != GLN_STATUS_SUCCESS) return status;
-    if (dy->splits_on_backend) {
-        status = gln_cuda_group_plan(ctx, dy, offsets, fn);
-    } else { /* host splits, checked at the boundary: their prefix sums travel in stream order */
-        int64_t *h = (int64_t *)malloc((size_t)(dy->num + 1) * sizeof(int64_t));
-        if (!h) status = gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
-        for (int32_t i = 0; h && i <= dy->num; i++) h[i] = i == 0 ? 0 : h[i - 1] + dy->splits[i - 1];
-        if (h) {
-            status = gln_cuda_check(cudaMemcpyAsync(offsets, h, (size_t)(dy->num + 1) * sizeof(int64_t),
-                                                    cudaMemcpyHostToDevice, st), fn, "cudaMemcpyAsync(offsets)");
-            /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
-            free(h);
-        }
-    }
+    gln_status_t status = gln_cuda_group_offsets(ctx, dy, &offsets, fn);
     const unsigned int col_blocks = (unsigned int)((p->cols + GLN_CUDA_THREADS - 1) / GLN_CUDA_THREADS);
     for (int32_t first = 0; status == GLN_STATUS_SUCCESS && first < dy->num; first += GLN_DBIAS_CHUNK) {
         const int32_t n = dy->num - first < GLN_DBIAS_CHUNK ? dy->num - first : GLN_DBIAS_CHUNK;

@@ -1,0 +1,174 @@
+/* The CUDA grouped GEMM through one CUTLASS launch (cutlass/grouped_sm90.cuh): which argument
+ * sets a kernel covers, and their translation into gln_cutlass_grouped_t.
+ *
+ * Covered today (everything else takes the per-expert cuBLASLt loop of cuda_gemm.c, which has
+ * the same semantics):
+ *   TN (fprop)  bf16 x, bf16 W_i            -> bf16 y        no bias
+ *   NN (dgrad)  bf16 dy, bf16 W_i           -> bf16 dx
+ *   NT (wgrad)  bf16 dy, bf16 x             -> fp32 dW_i     (main_grad; accumulate or not)
+ *   TN / NN     per-tensor FP8 x or dy (rowwise) with per-tensor E4M3 W_i (rowwise for TN, the
+ *               transposed copy for NN)  -> bf16, E4M3 × E4M3 or E5M2 × E4M3 (HYBRID dgrad)
+ * with every row stride a multiple of 16 bytes, every base pointer 16-byte aligned (TMA), and
+ * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
+ * (device splits: computed on the device, no host synchronization) or from the host splits.
+ *
+ * GLN_CUDA_GROUPED_LOOP=1 in the environment forces the loop (for comparisons and benchmarks). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "tensor/tensor.h"
+
+#ifdef GLN_HAVE_CUTLASS
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
+
+static int forced_loop(void) {
+    const char *e = getenv("GLN_CUDA_GROUPED_LOOP");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* A per-tensor FP8 operand (its scaling and dtype), or bf16. */
+static int is_tensor_fp8(const gln_tensor_t *t) { return gln_dtype_is_fp8(t->dtype) && t->scaling == GLN_SCALING_TENSOR; }
+
+/* The kernel for TN / NN operands (b: the grouped activations or gradient, a: the weights), or
+ * GLN_CUTLASS_KERNEL_COUNT_ when none fits.  *fp8 tells whether the weights' copies are FP8. */
+static gln_cutlass_kernel_t pick_tn_nn(gln_gemm_layout_t layout, const gln_tensor_t *b, const gln_tensor_t *a0,
+                                       int *fp8) {
+    *fp8 = 0;
+    if (b->dtype == GLN_DTYPE_BF16 && a0->dtype == GLN_DTYPE_BF16)
+        return layout == GLN_LAYOUT_TN ? GLN_CUTLASS_BF16_TN : GLN_CUTLASS_BF16_NN;
+    if (!is_tensor_fp8(b) || !is_tensor_fp8(a0) || a0->dtype != GLN_DTYPE_FP8_E4M3) return GLN_CUTLASS_KERNEL_COUNT_;
+    *fp8 = 1;
+    return b->dtype == GLN_DTYPE_FP8_E4M3 ? GLN_CUTLASS_E4M3_TN : GLN_CUTLASS_E5M2_E4M3_TN;
+}
+
+/* TN / NN: fills g (offsets excepted) when a kernel fits; returns 0 otherwise. */
+static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, const void **b_ptrs,
+                      const float **b_scales) {
+    const gln_grouped_tensor_t *gb = args->b;
+    const gln_tensor_t *x = &gb->packed, *dp = &args->d_grouped->packed;
+    const gln_tensor_t *w0 = &args->a_list[0];
+    int fp8 = 0;
+    if (args->bias_list) return 0;
+    const gln_cutlass_kernel_t kernel = pick_tn_nn(args->layout, x, w0, &fp8);
+    if (kernel == GLN_CUTLASS_KERNEL_COUNT_ || dp->dtype != GLN_DTYPE_BF16) return 0;
+    const int tn = args->layout == GLN_LAYOUT_TN;
+    /* D [rows, n] = B [rows, k] · op(A): TN A_i [n, k]; NN A_i [k, n] (FP8: its copy [n, k]) */
+    const int64_t k = x->cols, n = tn ? w0->rows : w0->cols;
+    const size_t ex = gln_dtype_size(x->dtype), ew = gln_dtype_size(w0->dtype);
+    if (!fits_int(x->rows) || !fits_int(k) || !fits_int(n) || k == 0 || n == 0) return 0;
+    /* the weights' leading dimension: k (K-major: TN, or FP8 NN's transposed copy) or n */
+    const int64_t w_ld = (tn || fp8) ? k : n;
+    if ((k * (int64_t)ex) % 16 || (w_ld * (int64_t)ew) % 16 || (n * 2) % 16) return 0;
+    const void *xd = x->data;
+    if (!xd || !aligned16(xd) || !aligned16(dp->data)) return 0;
+    if (fp8 && !x->scale_inv) return 0;
+    for (int32_t i = 0; i < gb->num; i++) {
+        const gln_tensor_t *w = &args->a_list[i];
+        if (w->dtype != w0->dtype || w->scaling != w0->scaling || w->rows != w0->rows || w->cols != w0->cols) return 0;
+        const void *p = fp8 && !tn ? w->col_data : w->data;
+        const float *s = fp8 ? (const float *)(tn ? w->scale_inv : w->col_scale_inv) : NULL;
+        if (!p || !aligned16(p) || (fp8 && !s)) return 0;
+        b_ptrs[i] = p;
+        b_scales[i] = s;
+    }
+    memset(g, 0, sizeof *g);
+    g->kernel = kernel;
+    g->num = gb->num;
+    g->split_is_k = 0;
+    g->n = n, g->k = k;
+    g->a = xd, g->a_row_bytes = k * (int64_t)ex;
+    g->b_list = b_ptrs;
+    g->d = dp->data, g->d_row_bytes = n * 2;
+    g->a_scale = fp8 ? (const float *)x->scale_inv : NULL;
+    g->b_scale_list = fp8 ? b_scales : NULL;
+    g->accumulate = args->accumulate;
+    return 1;
+}
+
+/* NT (wgrad): dW_i [m, n] = dy_i [rows_i, m]ᵀ · x_i [rows_i, n], bf16 into fp32. */
+static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, void **d_ptrs) {
+    const gln_grouped_tensor_t *gdy = args->b, *gx = args->a_grouped;
+    const gln_tensor_t *dy = &gdy->packed, *x = &gx->packed;
+    if (dy->dtype != GLN_DTYPE_BF16 || x->dtype != GLN_DTYPE_BF16) return 0;
+    /* device splits: one plan for both operands, so they must be the same splits */
+    if (gdy->splits_on_backend != gx->splits_on_backend) return 0;
+    if (gdy->splits_on_backend && gdy->splits != gx->splits) return 0;
+    if (!gdy->splits_on_backend && gdy->splits != gx->splits &&
+        memcmp(gdy->splits, gx->splits, (size_t)gdy->num * sizeof(int64_t)) != 0)
+        return 0; /* the loop reports the mismatch */
+    const int64_t m = dy->cols, n = x->cols;
+    if (!fits_int(dy->rows) || !fits_int(x->rows) || !fits_int(m) || !fits_int(n) || m == 0 || n == 0) return 0;
+    if ((m * 2) % 16 || (n * 2) % 16) return 0;
+    if (!dy->data || !x->data || !aligned16(dy->data) || !aligned16(x->data)) return 0;
+    for (int32_t i = 0; i < gdy->num; i++) {
+        const gln_tensor_t *d = &args->d_list[i];
+        if (d->dtype != GLN_DTYPE_FP32 || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
+        d_ptrs[i] = d->data;
+    }
+    memset(g, 0, sizeof *g);
+    g->kernel = GLN_CUTLASS_BF16_NT_F32;
+    g->num = gdy->num;
+    g->split_is_k = 1;
+    g->m = m, g->n = n;
+    g->a = dy->data, g->a_row_bytes = m * 2;
+    g->b = x->data, g->b_row_bytes = n * 2;
+    g->d_list = d_ptrs;
+    g->accumulate = args->accumulate;
+    return 1;
+}
+
+static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    switch (g->kernel) {
+    case GLN_CUTLASS_BF16_TN: return gln_cutlass_run_bf16_tn(ctx, g, fn);
+    case GLN_CUTLASS_BF16_NN: return gln_cutlass_run_bf16_nn(ctx, g, fn);
+    case GLN_CUTLASS_BF16_NT_F32: return gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
+    case GLN_CUTLASS_E4M3_TN: return gln_cutlass_run_e4m3_tn(ctx, g, fn);
+    case GLN_CUTLASS_E5M2_E4M3_TN: return gln_cutlass_run_e5m2_e4m3_tn(ctx, g, fn);
+    default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
+    }
+}
+
+gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, int *handled) {
+    static const char *fn = "gln_grouped_gemm (cuda)";
+    *handled = 0;
+    if (forced_loop()) return GLN_STATUS_SUCCESS;
+    const int32_t num = args->b->num;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    void **ptrs = calloc((size_t)num, sizeof(void *));
+    const float **scales = calloc((size_t)num, sizeof(float *));
+    if (!ptrs || !scales) {
+        free(ptrs), free(scales);
+        return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)num);
+    }
+    gln_cutlass_grouped_t g;
+    const int fits = args->layout == GLN_LAYOUT_NT ? plan_nt(args, &g, ptrs)
+                                                   : plan_tn_nn(args, &g, (const void **)ptrs, scales);
+    if (fits) {
+        int64_t *offsets = NULL;
+        *handled = 1;
+        st = gln_cuda_group_offsets(ctx, args->b, &offsets, fn);
+        if (st == GLN_STATUS_SUCCESS) {
+            g.offsets = offsets;
+            st = run_kernel(ctx, &g, fn);
+        }
+        gln_cuda_scratch_free(ctx, offsets);
+    }
+    free(ptrs);
+    free(scales);
+    return st;
+}
+
+#else /* built without CUTLASS: the loop does every grouped GEMM */
+
+gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, int *handled) {
+    (void)ctx, (void)args;
+    *handled = 0;
+    return GLN_STATUS_SUCCESS;
+}
+
+#endif

@@ -1,0 +1,252 @@
+/* Hopper grouped GEMMs on CUTLASS's ptr-array kernels (TMA + warpgroup MMA, warp-specialized,
+ * persistent), driven entirely from the device: a setup kernel turns the group plan's row
+ * offsets into the per-expert problem shapes, operand pointers, strides and alphas, so the GEMM
+ * gets no host problem shapes and nothing waits for the host (the launch captures in a graph).
+ *
+ * Each instantiation lives in its own .cu file of this folder (they compile in parallel) and
+ * exports one C entry point gln_cutlass_run_<name>(); cuda_grouped_gemm.c picks the kernel.
+ *
+ * In CUTLASS's terms every expert i computes D_i [M_i, N] = alpha_i · A_i [M_i, K_i] · B_i [K_i, N]
+ * (+ beta · D_i), D row-major; exactly one of M_i, K_i is the expert's row count (see
+ * gln_cutlass_grouped_t in cuda_backend.h).  Empty experts get an M = 0 problem, which the
+ * persistent tile scheduler skips: none of their rows is touched.  A wgrad (K_i = rows) of an
+ * empty expert without accumulation is zeroed by a separate small kernel instead. */
+#ifndef GLN_BACKEND_CUDA_CUTLASS_GROUPED_SM90_CUH
+#define GLN_BACKEND_CUDA_CUTLASS_GROUPED_SM90_CUH
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+}
+
+namespace gln_cutlass {
+
+using cute::_1;
+
+/* One grouped-GEMM instantiation: operand types and layouts, tile shape, schedules.  Cluster
+ * 1×1×1 (experts are too short in M for multicast to pay on the small-expert shapes, and it
+ * keeps every tile independent). */
+template <class EA, class LA, class EB, class LB, class ED, class Tile, class KernelSchedule, class EpiSchedule>
+struct Grouped {
+    using ElementA = EA;
+    using ElementB = EB;
+    using ElementD = ED;
+    using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+    using Cluster = cute::Shape<_1, _1, _1>;
+    static constexpr int kAlignA = 16 / (int)sizeof(EA);
+    static constexpr int kAlignB = 16 / (int)sizeof(EB);
+    static constexpr int kAlignD = 16 / (int)sizeof(ED);
+
+    using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
+        cutlass::layout::RowMajor *, kAlignD, EpiSchedule,
+        cutlass::epilogue::fusion::LinearCombination<ED, float>>::CollectiveOp;
+
+    using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, EA, LA *, kAlignA, EB, LB *, kAlignB, float, Tile,
+        Cluster,
+        cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+            sizeof(typename Epilogue::SharedStorage))>,
+        KernelSchedule>::CollectiveOp;
+
+    using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+    using StrideA = typename Kernel::InternalStrideA;
+    using StrideB = typename Kernel::InternalStrideB;
+    using StrideD = typename Kernel::InternalStrideD;
+    using Shape = typename ProblemShape::UnderlyingProblemShape;
+};
+
+/* A packed stride of a rank-3 (rows, cols, batch) CUTLASS stride type: the one dynamic mode of
+ * the first two gets the leading dimension. */
+template <class Stride> __host__ __device__ inline Stride packed_stride(int64_t ld) {
+    Stride s{};
+    if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<1>(s))>>::value)
+        cute::get<0>(s) = ld;
+    else
+        cute::get<1>(s) = ld;
+    return s;
+}
+/* Is the mode-0 (M or N) index the contiguous one of this stride (an M- / N-major operand)? */
+template <class Stride> constexpr bool mode0_contiguous() {
+    return cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(Stride{}))>>::value;
+}
+
+/* The per-expert tables the setup kernel fills, carved out of one scratch allocation. */
+template <class G> struct Tables {
+    typename G::Shape *shapes;
+    const typename G::ElementA **a;
+    const typename G::ElementB **b;
+    typename G::ElementD **d;
+    typename G::StrideA *sa;
+    typename G::StrideB *sb;
+    typename G::StrideD *sd;
+    float *alpha;
+    const float **alpha_ptr;
+};
+
+/* Per-expert host values of one setup launch (list pointers travel by value in the kernel
+ * parameters: no host-to-device copy, so the launch captures in a graph). */
+#define GLN_CUTLASS_CHUNK 64
+struct Chunk {
+    int32_t first, count;
+    const void *b[GLN_CUTLASS_CHUNK];
+    void *d[GLN_CUTLASS_CHUNK];
+    const float *b_scale[GLN_CUTLASS_CHUNK];
+};
+
+template <class G>
+__global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
+    const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (j >= c.count) return;
+    const int32_t i = c.first + j;
+    const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
+    int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
+    if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
+    t.shapes[i] = typename G::Shape{(int)m, (int)g.n, (int)k};
+    t.a[i] = (const typename G::ElementA *)((const char *)g.a + r0 * g.a_row_bytes);
+    t.b[i] = (const typename G::ElementB *)(g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes
+                                                         : (const char *)c.b[j]);
+    t.d[i] = (typename G::ElementD *)(g.split_is_k ? (char *)c.d[j] : (char *)g.d + r0 * g.d_row_bytes);
+    t.sa[i] = packed_stride<typename G::StrideA>(mode0_contiguous<typename G::StrideA>() ? m : k);
+    t.sb[i] = packed_stride<typename G::StrideB>(mode0_contiguous<typename G::StrideB>() ? g.n : k);
+    t.sd[i] = packed_stride<typename G::StrideD>(g.n);
+    /* FP8: the two decode scales multiplied first, then applied to the FP32 accumulator (the
+     * CPU backend's (scale_a · scale_b) · acc). */
+    float alpha = g.a_scale ? g.a_scale[i] : 1.0f;
+    if (c.b_scale[j]) alpha *= *c.b_scale[j];
+    t.alpha[i] = alpha;
+    t.alpha_ptr[i] = &t.alpha[i];
+}
+
+/* D_i = 0 for the experts of a wgrad (K_i = rows) that got no rows, without accumulation. */
+template <class ED>
+__global__ void zero_empty_kernel(gln_cutlass_grouped_t g, Chunk c) {
+    const int32_t j = (int32_t)blockIdx.y, i = c.first + j;
+    if (g.offsets[i + 1] != g.offsets[i]) return;
+    const int64_t count = g.m * g.n;
+    ED *d = (ED *)c.d[j];
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x)
+        d[e] = ED(0);
+}
+
+static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static inline gln_status_t cutlass_status(cutlass::Status s, const char *fn, const char *what) {
+    if (s == cutlass::Status::kSuccess) return GLN_STATUS_SUCCESS;
+    return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: CUTLASS %s failed: %s", fn, what, cutlassGetStatusString(s));
+}
+
+static inline void fill_chunk(Chunk *c, const gln_cutlass_grouped_t *g, int32_t first) {
+    memset(c, 0, sizeof *c);
+    c->first = first;
+    c->count = g->num - first < GLN_CUTLASS_CHUNK ? g->num - first : GLN_CUTLASS_CHUNK;
+    for (int32_t j = 0; j < c->count; j++) {
+        if (g->b_list) c->b[j] = g->b_list[first + j];
+        if (g->d_list) c->d[j] = g->d_list[first + j];
+        if (g->b_scale_list) c->b_scale[j] = g->b_scale_list[first + j];
+    }
+}
+
+/* Run one grouped GEMM of instantiation G on the context's stream: setup, (zeroing of empty
+ * wgrads), the CUTLASS kernel.  Every size was checked by the caller (cuda_grouped_gemm.c). */
+template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    using Gemm = typename G::Gemm;
+    cudaStream_t stream = gln_cuda_state(ctx)->stream;
+    const size_t n = (size_t)g->num;
+    size_t off[10];
+    size_t bytes = 0;
+    const size_t sizes[9] = {sizeof(typename G::Shape), sizeof(void *), sizeof(void *), sizeof(void *),
+                             sizeof(typename G::StrideA), sizeof(typename G::StrideB), sizeof(typename G::StrideD),
+                             sizeof(float), sizeof(void *)};
+    for (int t = 0; t < 9; t++) off[t] = bytes, bytes = align_up(bytes + sizes[t] * n);
+    off[9] = bytes;
+
+    int device = 0, sm_count = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&device), fn, "cudaGetDevice"));
+    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), fn,
+                           "cudaDeviceGetAttribute(multiprocessor count)"));
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = device;
+    hw.sm_count = sm_count;
+
+    /* Arguments first (pointers into the tables are fixed once the scratch exists), so the
+     * workspace size can be asked before allocating. */
+    char *scratch = NULL;
+    Tables<G> t;
+    auto make_args = [&](char *base) {
+        t.shapes = (typename G::Shape *)(base + off[0]);
+        t.a = (const typename G::ElementA **)(base + off[1]);
+        t.b = (const typename G::ElementB **)(base + off[2]);
+        t.d = (typename G::ElementD **)(base + off[3]);
+        t.sa = (typename G::StrideA *)(base + off[4]);
+        t.sb = (typename G::StrideB *)(base + off[5]);
+        t.sd = (typename G::StrideD *)(base + off[6]);
+        t.alpha = (float *)(base + off[7]);
+        t.alpha_ptr = (const float **)(base + off[8]);
+        typename Gemm::Arguments args;
+        decltype(args.epilogue.thread) fusion;
+        fusion.alpha = 0.0f;
+        fusion.beta = g->accumulate ? 1.0f : 0.0f;
+        fusion.alpha_ptr = nullptr;
+        fusion.beta_ptr = nullptr;
+        fusion.alpha_ptr_array = t.alpha_ptr;
+        fusion.beta_ptr_array = nullptr;
+        fusion.dAlpha = {cute::_0{}, cute::_0{}, 1};
+        fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
+        args = typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                        {(int)g->num, t.shapes, nullptr},
+                                        {t.a, t.sa, t.b, t.sb},
+                                        {fusion, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
+                                        hw};
+        return args;
+    };
+    /* The workspace size depends only on the group count and the device, not on addresses. */
+    const size_t ws_bytes = Gemm::get_workspace_size(make_args((char *)256));
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, off[9] + ws_bytes + 256, (void **)&scratch, fn));
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    typename Gemm::Arguments args = make_args(scratch);
+    void *workspace = ws_bytes ? scratch + off[9] : nullptr;
+    Gemm gemm;
+
+    for (int32_t first = 0; first < g->num; first += GLN_CUTLASS_CHUNK) {
+        Chunk c;
+        fill_chunk(&c, g, first);
+        setup_kernel<G><<<1, GLN_CUTLASS_CHUNK, 0, stream>>>(t, *g, c);
+        GLN_CHECK(gln_cuda_check_launch(fn, "gln_cutlass setup_kernel"));
+        if (g->split_is_k && !g->accumulate) {
+            const int64_t count = g->m * g->n;
+            const unsigned int blocks = (unsigned int)(count / 256 + 1 < 64 ? count / 256 + 1 : 64);
+            zero_empty_kernel<typename G::ElementD><<<dim3(blocks, (unsigned int)c.count), 256, 0, stream>>>(*g, c);
+            GLN_CHECK(gln_cuda_check_launch(fn, "gln_cutlass zero_empty_kernel"));
+        }
+    }
+    GLN_CHECK(cutlass_status(gemm.can_implement(args), fn, "can_implement"));
+    GLN_CHECK(cutlass_status(gemm.initialize(args, workspace, stream), fn, "initialize"));
+    GLN_CHECK(cutlass_status(gemm.run(stream), fn, "run"));
+    GLN_CHECK(gln_cuda_check_launch(fn, "CUTLASS grouped GEMM"));
+fail:
+    gln_cuda_scratch_free(ctx, scratch);
+    return st;
+}
+
+} // namespace gln_cutlass
+
+#endif

@@ -1,0 +1,457 @@
+/* The CUDA grouped GEMM (one CUTLASS launch per call where a kernel fits, else the per-expert
+ * cuBLASLt loop) against the CPU backend, through the public API.
+ *
+ * Operands hold small integers (and FP8 decode scales are powers of two), so every product and
+ * every FP32 partial sum is exact whatever the summation order or tile shape: the CUDA result
+ * must equal the CPU's bit for bit, for both paths of the CUDA backend (CUTLASS, and the loop
+ * forced with GLN_CUDA_GROUPED_LOOP=1).  Cases: bf16 fprop (TN), dgrad (NN), wgrad into fp32
+ * (NT); per-tensor FP8 E4M3 × E4M3 fprop / dgrad and the HYBRID dgrad (E5M2 gradient ×
+ * E4M3 weight); with and without accumulation; host and device splits; splits with empty
+ * experts, one expert holding every row, 1 / 5 / 17 / 129-row experts, and 24 experts with
+ * K and N not multiples of the tile.  Outputs are NaN-poisoned (or hold old values when
+ * accumulating, or past the split rows) and followed by guard bytes; an empty expert's wgrad
+ * must be exactly 0 (or untouched when accumulating).  A CUDA-graph case captures a grouped
+ * GEMM with device splits on a caller's stream and replays it with other splits.
+ *
+ * Skips (exit 77) without a CUDA device. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "numerics/numerics.h"
+
+#ifdef GLN_TEST_HAVE_CUDA
+#include <cuda_runtime.h>
+/* The CUTLASS dispatch (internal, cuda_grouped_gemm.c): did a kernel take the call? */
+gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, int *handled);
+#endif
+
+static gln_context_t *g_cu, *g_cpu;
+
+#define GUARD 64
+#define GUARD_BYTE 0x5Au
+#define MAXE 32
+
+/* ---- device buffers ------------------------------------------------------------------------ */
+
+typedef struct dbuf {
+    void *d;
+    size_t bytes;
+} dbuf_t;
+
+static dbuf_t dev_new(const void *init, size_t bytes) {
+    dbuf_t b = {NULL, bytes};
+    unsigned char *h = malloc(bytes + GUARD);
+    memcpy(h, init, bytes);
+    memset(h + bytes, GUARD_BYTE, GUARD);
+    CHECK_OK(gln_malloc(g_cu, bytes + GUARD, &b.d));
+    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, h, bytes + GUARD, GLN_COPY_HOST_TO_BACKEND));
+    free(h);
+    return b;
+}
+
+static void dev_put(dbuf_t b, const void *src) {
+    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, src, b.bytes, GLN_COPY_HOST_TO_BACKEND));
+}
+
+/* The device bytes equal `want`, and the guard after them survived. */
+static void dev_check(dbuf_t b, const void *want, const char *what) {
+    unsigned char *h = calloc(1, b.bytes + GUARD);
+    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GUARD, GLN_COPY_BACKEND_TO_HOST));
+    gln_check_bitwise(what, h, want, b.bytes);
+    for (size_t i = 0; i < GUARD; i++)
+        if (h[b.bytes + i] != GUARD_BYTE) {
+            CHECK_MSG(0, "%s: guard byte %zu after the output overwritten", what, i);
+            break;
+        }
+    free(h);
+}
+
+static void dev_free(dbuf_t *b) {
+    if (b->d) CHECK_OK(gln_free(g_cu, b->d));
+    b->d = NULL;
+}
+
+/* ---- operands ------------------------------------------------------------------------------ */
+
+typedef enum kind { KIND_BF16, KIND_E4M3, KIND_HYBRID } kind_t;
+static const char *kind_name(kind_t k) { return k == KIND_BF16 ? "bf16" : k == KIND_E4M3 ? "e4m3" : "hybrid"; }
+
+/* A matrix on both sides: host bytes (for the CPU context) and a device copy. */
+typedef struct operand {
+    gln_dtype_t dtype;
+    int64_t rows, cols;
+    void *h, *h_col;       /* data and, for FP8, the transposed copy [cols, rows] */
+    dbuf_t d, d_col;
+} operand_t;
+
+static uint8_t fp8_code(gln_dtype_t dt, float v) {
+    return dt == GLN_DTYPE_FP8_E4M3 ? gln_f32_to_e4m3_bits(v) : gln_f32_to_e5m2_bits(v);
+}
+
+/* rows x cols integers in [-4, 4] (with transpose for FP8), or bf16 / fp32 of `fill` (NaN
+ * poison when fill is NAN). */
+static operand_t operand_new(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols, int random, float fill) {
+    operand_t o = {dt, rows, cols, NULL, NULL, {NULL, 0}, {NULL, 0}};
+    const size_t n = (size_t)rows * (size_t)cols, es = gln_dtype_size(dt);
+    o.h = calloc(n + 1, es);
+    for (size_t i = 0; i < n; i++) {
+        const float v = random ? (float)gln_rng_int(rng, -4, 4) : fill;
+        if (gln_dtype_is_fp8(dt)) ((uint8_t *)o.h)[i] = fp8_code(dt, v);
+        else gln_store(o.h, dt, i, v);
+    }
+    o.d = dev_new(o.h, n * es);
+    if (gln_dtype_is_fp8(dt)) {
+        o.h_col = calloc(n + 1, 1);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                ((uint8_t *)o.h_col)[c * rows + r] = ((uint8_t *)o.h)[r * cols + c];
+        o.d_col = dev_new(o.h_col, n);
+    }
+    return o;
+}
+
+static void operand_free(operand_t *o) {
+    dev_free(&o->d), dev_free(&o->d_col);
+    free(o->h), free(o->h_col);
+}
+
+/* The tensor view of an operand on the host or the device; FP8 with its decode scale(s) and,
+ * for a single tensor (not the packed tensor of a group), its transposed copy. */
+static gln_tensor_t view(const operand_t *o, int dev, const float *scale_h, const float *scale_d) {
+    gln_tensor_t t = gln_tensor_make(o->dtype, o->rows, o->cols, dev ? o->d.d : o->h);
+    if (gln_dtype_is_fp8(o->dtype)) {
+        t.scaling = GLN_SCALING_TENSOR;
+        t.scale_inv = (void *)(dev ? scale_d : scale_h);
+    }
+    return t;
+}
+static gln_tensor_t view_with_col(const operand_t *o, int dev, const float *scale_h, const float *scale_d) {
+    gln_tensor_t t = view(o, dev, scale_h, scale_d);
+    if (gln_dtype_is_fp8(o->dtype)) {
+        t.col_data = dev ? o->d_col.d : o->h_col;
+        t.col_scale_inv = t.scale_inv;
+    }
+    return t;
+}
+
+/* Powers of two 2^-3 .. 2^3 on the host and the device. */
+static void scales_new(gln_rng_t *rng, int n, float *h, dbuf_t *d) {
+    for (int i = 0; i < n; i++) h[i] = ldexpf(1.0f, (int)gln_rng_int(rng, -3, 3));
+    *d = dev_new(h, (size_t)n * sizeof(float));
+}
+
+/* ---- one case ------------------------------------------------------------------------------ */
+
+typedef struct gcase {
+    kind_t kind;
+    gln_gemm_layout_t layout;
+    int num;
+    const int64_t *splits;
+    int64_t kin, kout;
+    int dev_splits, accumulate;
+    int expect_cutlass;     /* 1: a CUTLASS kernel must take this call (when CUTLASS is built) */
+} gcase_t;
+
+static void set_loop(int on) {
+    if (on) setenv("GLN_CUDA_GROUPED_LOOP", "1", 1);
+    else unsetenv("GLN_CUDA_GROUPED_LOOP");
+}
+
+/* The GPU's output after `args` on the CUDA context: with the default dispatch, then through the
+ * CUTLASS entry point directly (checking it takes the call), then with the loop forced; each
+ * must equal the CPU's bytes.  `reset` restores the device outputs before each run. */
+typedef void (*reset_fn)(void *state);
+typedef void (*check_fn)(void *state, const char *what);
+
+static void run_three_ways(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_fn reset, check_fn check,
+                           void *state, const char *what) {
+    char w[512];
+    reset(state);
+    CHECK_OK(gln_grouped_gemm(g_cu, da));
+    snprintf(w, sizeof w, "%s [default dispatch]", what);
+    check(state, w);
+#if defined(GLN_TEST_HAVE_CUDA)
+    int handled = -1;
+    reset(state);
+    CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, da, &handled));
+#if defined(GLN_TEST_HAVE_CUTLASS)
+    CHECK_MSG(handled == c->expect_cutlass, "%s: CUTLASS took the call: %d, expected %d", what, handled,
+              c->expect_cutlass);
+#else
+    CHECK_MSG(handled == 0, "%s: built without CUTLASS but a CUTLASS kernel ran", what);
+#endif
+    if (handled == 1) {
+        snprintf(w, sizeof w, "%s [CUTLASS]", what);
+        check(state, w);
+    }
+#endif
+    set_loop(1);
+    reset(state);
+    CHECK_OK(gln_grouped_gemm(g_cu, da));
+    set_loop(0);
+    snprintf(w, sizeof w, "%s [loop]", what);
+    check(state, w);
+}
+
+/* TN / NN state: one grouped output (poisoned rows of the experts, old rows past them). */
+typedef struct tnnn_state {
+    dbuf_t dd;
+    void *init, *want;
+} tnnn_state_t;
+static void tnnn_reset(void *s) { dev_put(((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->init); }
+static void tnnn_check(void *s, const char *what) {
+    dev_check(((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->want, what);
+}
+
+/* NT state: per-expert fp32 outputs. */
+typedef struct nt_state {
+    int num;
+    dbuf_t dd[MAXE];
+    void *init[MAXE], *want[MAXE];
+} nt_state_t;
+static void nt_reset(void *s) {
+    nt_state_t *t = s;
+    for (int i = 0; i < t->num; i++) dev_put(t->dd[i], t->init[i]);
+}
+static void nt_check(void *s, const char *what) {
+    nt_state_t *t = s;
+    for (int i = 0; i < t->num; i++) {
+        char w[600];
+        snprintf(w, sizeof w, "%s expert %d", what, i);
+        dev_check(t->dd[i], t->want[i], w);
+    }
+}
+
+static void describe(const gcase_t *c, char *buf, size_t n) {
+    int len = snprintf(buf, n, "%s %s E%d kin %lld kout %lld%s acc=%d splits {", kind_name(c->kind),
+                       c->layout == GLN_LAYOUT_TN ? "TN" : c->layout == GLN_LAYOUT_NN ? "NN" : "NT", c->num,
+                       (long long)c->kin, (long long)c->kout, c->dev_splits ? " device splits" : "", c->accumulate);
+    for (int i = 0; i < c->num && len > 0 && (size_t)len < n; i++)
+        len += snprintf(buf + len, n - (size_t)len, "%s%lld", i ? "," : "", (long long)c->splits[i]);
+    if (len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, "}");
+}
+
+static void run_case(gln_rng_t *rng, const gcase_t *c) {
+    char what[400];
+    describe(c, what, sizeof what);
+    int64_t total = 0;
+    for (int i = 0; i < c->num; i++) total += c->splits[i];
+    const int64_t extra = 3, rows = total + extra; /* packed rows past the experts' */
+    const int fp8 = c->kind != KIND_BF16;
+    const gln_dtype_t wt = fp8 ? GLN_DTYPE_FP8_E4M3 : GLN_DTYPE_BF16;
+    const gln_dtype_t xt = c->kind == KIND_BF16 ? GLN_DTYPE_BF16 : GLN_DTYPE_FP8_E4M3;
+    const gln_dtype_t gt = c->kind == KIND_BF16 ? GLN_DTYPE_BF16
+                           : c->kind == KIND_HYBRID ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
+    dbuf_t dsplits = dev_new(c->splits, (size_t)c->num * sizeof(int64_t));
+    const int64_t *sp_d = c->dev_splits ? (const int64_t *)dsplits.d : c->splits;
+    gln_grouped_gemm_args_t ha = GLN_GROUPED_GEMM_ARGS_INIT, da = GLN_GROUPED_GEMM_ARGS_INIT;
+    ha.layout = da.layout = c->layout;
+    ha.accumulate = da.accumulate = c->accumulate;
+    float bsh[MAXE], wsh[MAXE];
+    dbuf_t bsd = {NULL, 0}, wsd[MAXE];
+
+    if (c->layout == GLN_LAYOUT_NT) {
+        /* wgrad: dW_i [kout, kin] = dy_i [m_i, kout]ᵀ · x_i [m_i, kin] (bf16 only) */
+        operand_t x = operand_new(rng, GLN_DTYPE_BF16, rows, c->kin, 1, 0), dy = operand_new(rng, GLN_DTYPE_BF16, rows, c->kout, 1, 0);
+        gln_grouped_tensor_t hx = {c->num, c->splits, 0, view(&x, 0, NULL, NULL)};
+        gln_grouped_tensor_t hdy = {c->num, c->splits, 0, view(&dy, 0, NULL, NULL)};
+        gln_grouped_tensor_t cx = {c->num, sp_d, c->dev_splits, view(&x, 1, NULL, NULL)};
+        gln_grouped_tensor_t cdy = {c->num, sp_d, c->dev_splits, view(&dy, 1, NULL, NULL)};
+        nt_state_t st;
+        st.num = c->num;
+        gln_tensor_t hd[MAXE], cd[MAXE];
+        const size_t dn = (size_t)c->kout * (size_t)c->kin;
+        for (int i = 0; i < c->num; i++) {
+            operand_t old = operand_new(rng, GLN_DTYPE_FP32, c->kout, c->kin, c->accumulate, NAN);
+            st.init[i] = old.h;
+            st.want[i] = malloc(dn * 4);
+            memcpy(st.want[i], old.h, dn * 4);
+            st.dd[i] = old.d;
+            hd[i] = gln_tensor_make(GLN_DTYPE_FP32, c->kout, c->kin, st.want[i]);
+            cd[i] = gln_tensor_make(GLN_DTYPE_FP32, c->kout, c->kin, st.dd[i].d);
+        }
+        ha.a_grouped = &hx, ha.b = &hdy, ha.d_list = hd;
+        da.a_grouped = &cx, da.b = &cdy, da.d_list = cd;
+        CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
+        for (int i = 0; i < c->num; i++) /* an empty expert: 0, or the old values */
+            if (c->splits[i] == 0 && !c->accumulate)
+                for (size_t e = 0; e < dn; e++) CHECK(((float *)st.want[i])[e] == 0.0f);
+        run_three_ways(c, &da, nt_reset, nt_check, &st, what);
+        for (int i = 0; i < c->num; i++) {
+            free(st.init[i]), free(st.want[i]);
+            dev_free(&st.dd[i]);
+        }
+        operand_free(&x), operand_free(&dy);
+    } else {
+        /* fprop TN: y [rows, kout] = x [rows, kin] · W_iᵀ; dgrad NN: dx [rows, kin] = dy [rows, kout] · W_i */
+        const int tn = c->layout == GLN_LAYOUT_TN;
+        const int64_t bk = tn ? c->kin : c->kout, dcols = tn ? c->kout : c->kin;
+        operand_t b = operand_new(rng, tn ? xt : gt, rows, bk, 1, 0);
+        operand_t w[MAXE];
+        gln_tensor_t hw[MAXE], cw[MAXE];
+        if (fp8) scales_new(rng, c->num, bsh, &bsd);
+        for (int i = 0; i < c->num; i++) {
+            w[i] = operand_new(rng, wt, c->kout, c->kin, 1, 0);
+            wsd[i].d = NULL;
+            if (fp8) scales_new(rng, 1, &wsh[i], &wsd[i]);
+            hw[i] = view_with_col(&w[i], 0, &wsh[i], NULL);
+            cw[i] = view_with_col(&w[i], 1, NULL, (const float *)wsd[i].d);
+        }
+        gln_grouped_tensor_t hb = {c->num, c->splits, 0, view(&b, 0, bsh, NULL)};
+        gln_grouped_tensor_t cb = {c->num, sp_d, c->dev_splits, view(&b, 1, NULL, (const float *)bsd.d)};
+        /* D: old values (small integers) everywhere; the experts' rows poisoned unless accumulating */
+        operand_t d = operand_new(rng, GLN_DTYPE_BF16, rows, dcols, 1, 0);
+        tnnn_state_t st = {d.d, malloc(d.d.bytes), malloc(d.d.bytes)};
+        memcpy(st.init, d.h, d.d.bytes);
+        if (!c->accumulate) gln_poison(st.init, GLN_DTYPE_BF16, (size_t)(total * dcols));
+        memcpy(st.want, st.init, d.d.bytes);
+        gln_grouped_tensor_t hd = {c->num, c->splits, 0, gln_tensor_make(GLN_DTYPE_BF16, rows, dcols, st.want)};
+        gln_grouped_tensor_t cd = {c->num, sp_d, c->dev_splits, gln_tensor_make(GLN_DTYPE_BF16, rows, dcols, d.d.d)};
+        ha.a_list = hw, ha.b = &hb, ha.d_grouped = &hd;
+        da.a_list = cw, da.b = &cb, da.d_grouped = &cd;
+        CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
+        /* the rows past the experts' keep their old values on the CPU too */
+        gln_check_bitwise("CPU trailing rows", (char *)st.want + (size_t)(total * dcols) * 2,
+                          (char *)d.h + (size_t)(total * dcols) * 2, (size_t)(extra * dcols) * 2);
+        run_three_ways(c, &da, tnnn_reset, tnnn_check, &st, what);
+        free(st.init), free(st.want);
+        operand_free(&d), operand_free(&b);
+        for (int i = 0; i < c->num; i++) {
+            operand_free(&w[i]);
+            dev_free(&wsd[i]);
+        }
+        dev_free(&bsd);
+    }
+    dev_free(&dsplits);
+}
+
+/* ---- the matrix ---------------------------------------------------------------------------- */
+
+static const int64_t s_mixed[] = {5, 0, 17, 1};
+static const int64_t s_one[] = {0, 0, 129, 0};
+static const int64_t s_none[] = {0, 0, 0, 0};
+static const int64_t s_odd[] = {1, 129, 5, 17};
+
+static void test_matrix(void) {
+    gln_rng_t rng = gln_rng_seed(1601);
+    int64_t s24[24];
+    for (int i = 0; i < 24; i++) s24[i] = i % 5 == 3 ? 0 : gln_rng_int(&rng, 1, 40);
+    const struct {
+        int num;
+        const int64_t *splits;
+        int64_t kin, kout;
+    } shapes[] = {{4, s_mixed, 64, 48}, {4, s_one, 64, 48}, {4, s_none, 64, 48}, {4, s_odd, 128, 96},
+                  {24, s24, 272, 208}};
+    const kind_t kinds[] = {KIND_BF16, KIND_E4M3, KIND_HYBRID};
+    const gln_gemm_layout_t layouts[] = {GLN_LAYOUT_TN, GLN_LAYOUT_NN, GLN_LAYOUT_NT};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            if (layouts[l] == GLN_LAYOUT_NT && kinds[k] != KIND_BF16) continue;
+            if (layouts[l] == GLN_LAYOUT_TN && kinds[k] == KIND_HYBRID) continue; /* = e4m3 fprop */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int v = 0; v < 4; v++) {
+                    gcase_t c = {kinds[k], layouts[l], shapes[s].num, shapes[s].splits, shapes[s].kin,
+                                 shapes[s].kout, v & 1, (v >> 1) & 1, 1};
+                    run_case(&rng, &c);
+                }
+        }
+}
+
+/* Arguments no kernel covers still give the right result (through the loop): bf16 rows that are
+ * not 16-byte strided (K = 60 in fprop, kout = 44 in wgrad); and the HYBRID fprop, whose
+ * activations stay E4M3, takes the E4M3 kernel. */
+static void test_fallbacks(void) {
+    gln_rng_t rng = gln_rng_seed(1602);
+    const gcase_t cases[] = {
+        {KIND_BF16, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0},
+        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 44, 0, 1, 0},
+        {KIND_HYBRID, GLN_LAYOUT_TN, 4, s_odd, 64, 48, 1, 0, 1}, /* x stays E4M3 in HYBRID fprop */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&rng, &cases[i]);
+}
+
+#ifdef GLN_TEST_HAVE_CUDA
+/* Capture a bf16 fprop with device splits on a caller's stream; replay it after writing other
+ * splits into the same device buffer: each replay equals the CPU's result for those splits. */
+static void test_graph_capture(void) {
+    gln_rng_t rng = gln_rng_seed(1603);
+    enum { E = 4 };
+    const int64_t kin = 64, kout = 48, rows = 160;
+    const int64_t sets[3][E] = {{5, 0, 17, 1}, {0, 0, 129, 0}, {40, 40, 40, 40}};
+    cudaStream_t user = NULL;
+    CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    o.stream = user;
+    gln_context_t *cu = NULL;
+    CHECK_OK(gln_context_create(&o, &cu));
+    if (!cu) return;
+    gln_context_t *saved = g_cu;
+    g_cu = cu; /* dev_* helpers allocate through the captured context */
+    operand_t x = operand_new(&rng, GLN_DTYPE_BF16, rows, kin, 1, 0);
+    operand_t w[E];
+    gln_tensor_t hw[E], cw[E];
+    for (int i = 0; i < E; i++) {
+        w[i] = operand_new(&rng, GLN_DTYPE_BF16, kout, kin, 1, 0);
+        hw[i] = view(&w[i], 0, NULL, NULL);
+        cw[i] = view(&w[i], 1, NULL, NULL);
+    }
+    operand_t y = operand_new(&rng, GLN_DTYPE_BF16, rows, kout, 0, NAN);
+    dbuf_t ds = dev_new(sets[0], sizeof sets[0]);
+    gln_grouped_tensor_t cx = {E, ds.d, 1, view(&x, 1, NULL, NULL)};
+    gln_grouped_tensor_t cy = {E, ds.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, y.d.d)};
+    gln_grouped_gemm_args_t da = GLN_GROUPED_GEMM_ARGS_INIT;
+    da.layout = GLN_LAYOUT_TN, da.a_list = cw, da.b = &cx, da.d_grouped = &cy;
+    CHECK_OK(gln_synchronize(cu));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CHECK(cudaStreamBeginCapture(user, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK_OK(gln_grouped_gemm(cu, &da));
+    CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
+    CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    for (int s = 0; s < 3 && exec; s++) {
+        dev_put(ds, sets[s]);
+        dev_put(y.d, y.h); /* NaN */
+        CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
+        CHECK_OK(gln_synchronize(cu));
+        void *want = malloc(y.d.bytes);
+        memcpy(want, y.h, y.d.bytes);
+        gln_grouped_tensor_t hx = {E, sets[s], 0, view(&x, 0, NULL, NULL)};
+        gln_grouped_tensor_t hy = {E, sets[s], 0, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, want)};
+        gln_grouped_gemm_args_t ha = da;
+        ha.a_list = hw, ha.b = &hx, ha.d_grouped = &hy;
+        CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
+        char what[80];
+        snprintf(what, sizeof what, "graph replay %d", s);
+        dev_check(y.d, want, what);
+        free(want);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    CHECK_OK(gln_context_async_error(cu));
+    dev_free(&ds);
+    operand_free(&x), operand_free(&y);
+    for (int i = 0; i < E; i++) operand_free(&w[i]);
+    g_cu = saved;
+    gln_context_destroy(cu);
+    cudaStreamDestroy(user);
+}
+#endif
+
+int main(int argc, char **argv) {
+    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
+    if (setup != 0) return setup;
+    static const gln_test_case_t cases[] = {
+        GLN_CASE(test_matrix),
+        GLN_CASE(test_fallbacks),
+#ifdef GLN_TEST_HAVE_CUDA
+        GLN_CASE(test_graph_capture),
+#endif
+    };
+    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    gln_context_destroy(g_cu);
+    gln_context_destroy(g_cpu);
+    return rc;
+}
