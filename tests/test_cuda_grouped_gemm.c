@@ -160,12 +160,13 @@ static void set_loop(int on) {
 }
 
 /* The GPU's output after `args` on the CUDA context: with the default dispatch, then through the
- * CUTLASS entry point directly (checking it takes the call), then with the loop forced; each
- * must equal the CPU's bytes.  `reset` restores the device outputs before each run. */
+ * CUTLASS entry point directly (checking it takes the call) with each tile regime forced, then
+ * with the loop forced; each must equal the CPU's bytes.  `reset` restores the device outputs
+ * before each run. */
 typedef void (*reset_fn)(void *state);
 typedef void (*check_fn)(void *state, const char *what);
 
-static void run_three_ways(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_fn reset, check_fn check,
+static void run_every_way(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_fn reset, check_fn check,
                            void *state, const char *what) {
     char w[512];
     reset(state);
@@ -173,18 +174,24 @@ static void run_three_ways(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_
     snprintf(w, sizeof w, "%s [default dispatch]", what);
     check(state, w);
 #if defined(GLN_TEST_HAVE_CUDA)
-    int handled = -1;
-    reset(state);
-    CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, da, &handled));
+    /* both tile regimes of the CUTLASS kernels (the test shapes pick the small one by default) */
+    static const char *tiles[] = {"small", "large"};
+    for (int t = 0; t < 2; t++) {
+        int handled = -1;
+        setenv("GLN_CUTLASS_TILES", tiles[t], 1);
+        reset(state);
+        CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, da, &handled));
+        unsetenv("GLN_CUTLASS_TILES");
 #if defined(GLN_TEST_HAVE_CUTLASS)
-    CHECK_MSG(handled == c->expect_cutlass, "%s: CUTLASS took the call: %d, expected %d", what, handled,
-              c->expect_cutlass);
+        CHECK_MSG(handled == c->expect_cutlass, "%s: CUTLASS took the call: %d, expected %d", what, handled,
+                  c->expect_cutlass);
 #else
-    CHECK_MSG(handled == 0, "%s: built without CUTLASS but a CUTLASS kernel ran", what);
+        CHECK_MSG(handled == 0, "%s: built without CUTLASS but a CUTLASS kernel ran", what);
 #endif
-    if (handled == 1) {
-        snprintf(w, sizeof w, "%s [CUTLASS]", what);
-        check(state, w);
+        if (handled == 1) {
+            snprintf(w, sizeof w, "%s [CUTLASS, %s tiles]", what, tiles[t]);
+            check(state, w);
+        }
     }
 #endif
     set_loop(1);
@@ -278,7 +285,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
         for (int i = 0; i < c->num; i++) /* an empty expert: 0, or the old values */
             if (c->splits[i] == 0 && !c->accumulate)
                 for (size_t e = 0; e < dn; e++) CHECK(((float *)st.want[i])[e] == 0.0f);
-        run_three_ways(c, &da, nt_reset, nt_check, &st, what);
+        run_every_way(c, &da, nt_reset, nt_check, &st, what);
         for (int i = 0; i < c->num; i++) {
             free(st.init[i]), free(st.want[i]);
             dev_free(&st.dd[i]);
@@ -315,7 +322,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
         /* the rows past the experts' keep their old values on the CPU too */
         gln_check_bitwise("CPU trailing rows", (char *)st.want + (size_t)(total * dcols) * 2,
                           (char *)d.h + (size_t)(total * dcols) * 2, (size_t)(extra * dcols) * 2);
-        run_three_ways(c, &da, tnnn_reset, tnnn_check, &st, what);
+        run_every_way(c, &da, tnnn_reset, tnnn_check, &st, what);
         free(st.init), free(st.want);
         operand_free(&d), operand_free(&b);
         for (int i = 0; i < c->num; i++) {

@@ -121,6 +121,7 @@ typedef struct gln_cutlass_grouped {
     const float *a_scale;            /* FP8: device [num], A's per-expert decode scale; else NULL */
     const float *const *b_scale_list;/* FP8: host [num] of device pointers to B's decode scale */
     int accumulate;                  /* D += (beta = 1); else D = */
+    int large_tiles;                 /* the large-expert instantiation, where one exists */
 } gln_cutlass_grouped_t;
 
 /* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */
@@ -129,6 +130,9 @@ gln_status_t gln_cutlass_run_bf16_nn(gln_context_t *ctx, const gln_cutlass_group
 gln_status_t gln_cutlass_run_bf16_nt_f32(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e5m2_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_bf16_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_bf16_nn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e4m3_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */

@@ -12,7 +12,13 @@
  * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
  * (device splits: computed on the device, no host synchronization) or from the host splits.
  *
- * GLN_CUDA_GROUPED_LOOP=1 in the environment forces the loop (for comparisons and benchmarks). */
+ * Tile regime, from shapes the host knows (never the device splits): experts averaging at least
+ * GLN_CUTLASS_LARGE_ROWS rows (packed rows / experts) take the large-tile instantiations
+ * (256×128 tiles, 1×2 clusters) where one exists, others the 128×128 ones, whose smaller tiles
+ * waste less on short experts and fill the GPU with more of them.
+ *
+ * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
+ * the loop; GLN_CUTLASS_TILES=small or =large forces a regime. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,16 @@
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
+
+#define GLN_CUTLASS_LARGE_ROWS 1024
+
+/* 1: large tiles, 0: small, from the environment override or the heuristic. */
+static int large_regime(int64_t packed_rows, int32_t num) {
+    const char *e = getenv("GLN_CUTLASS_TILES");
+    if (e && !strcmp(e, "small")) return 0;
+    if (e && !strcmp(e, "large")) return 1;
+    return packed_rows / num >= GLN_CUTLASS_LARGE_ROWS;
+}
 
 static int forced_loop(void) {
     const char *e = getenv("GLN_CUDA_GROUPED_LOOP");
@@ -87,6 +103,7 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     g->a_scale = fp8 ? (const float *)x->scale_inv : NULL;
     g->b_scale_list = fp8 ? b_scales : NULL;
     g->accumulate = args->accumulate;
+    g->large_tiles = large_regime(x->rows, gb->num);
     return 1;
 }
 
@@ -124,10 +141,13 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
 
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
     switch (g->kernel) {
-    case GLN_CUTLASS_BF16_TN: return gln_cutlass_run_bf16_tn(ctx, g, fn);
-    case GLN_CUTLASS_BF16_NN: return gln_cutlass_run_bf16_nn(ctx, g, fn);
+    case GLN_CUTLASS_BF16_TN:
+        return g->large_tiles ? gln_cutlass_run_bf16_tn_large(ctx, g, fn) : gln_cutlass_run_bf16_tn(ctx, g, fn);
+    case GLN_CUTLASS_BF16_NN:
+        return g->large_tiles ? gln_cutlass_run_bf16_nn_large(ctx, g, fn) : gln_cutlass_run_bf16_nn(ctx, g, fn);
     case GLN_CUTLASS_BF16_NT_F32: return gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
-    case GLN_CUTLASS_E4M3_TN: return gln_cutlass_run_e4m3_tn(ctx, g, fn);
+    case GLN_CUTLASS_E4M3_TN:
+        return g->large_tiles ? gln_cutlass_run_e4m3_tn_large(ctx, g, fn) : gln_cutlass_run_e4m3_tn(ctx, g, fn);
     case GLN_CUTLASS_E5M2_E4M3_TN: return gln_cutlass_run_e5m2_e4m3_tn(ctx, g, fn);
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }

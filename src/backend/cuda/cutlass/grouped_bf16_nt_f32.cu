@@ -4,7 +4,8 @@
 
 using GlnGrouped_bf16_nt_f32 =
     gln_cutlass::Grouped<cutlass::bfloat16_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t, cutlass::layout::RowMajor, float,
-                         cute::Shape<cute::_128, cute::_128, cute::_64>, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                         cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                          cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 
 extern "C" gln_status_t gln_cutlass_run_bf16_nt_f32(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {

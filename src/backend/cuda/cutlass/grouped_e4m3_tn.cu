@@ -6,7 +6,8 @@
 
 using GlnGrouped_e4m3_tn =
     gln_cutlass::Grouped<cutlass::float_e4m3_t, cutlass::layout::RowMajor, cutlass::float_e4m3_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
-                         cute::Shape<cute::_128, cute::_128, cute::_128>, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                         cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                          cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 
 extern "C" gln_status_t gln_cutlass_run_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {

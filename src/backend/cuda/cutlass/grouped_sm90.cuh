@@ -39,16 +39,15 @@ namespace gln_cutlass {
 
 using cute::_1;
 
-/* One grouped-GEMM instantiation: operand types and layouts, tile shape, schedules.  Cluster
- * 1×1×1 (experts are too short in M for multicast to pay on the small-expert shapes, and it
- * keeps every tile independent). */
-template <class EA, class LA, class EB, class LB, class ED, class Tile, class KernelSchedule, class EpiSchedule>
+/* One grouped-GEMM instantiation: operand types and layouts, tile and cluster shapes, schedules. */
+template <class EA, class LA, class EB, class LB, class ED, class Tile, class Cluster_, class KernelSchedule,
+          class EpiSchedule>
 struct Grouped {
     using ElementA = EA;
     using ElementB = EB;
     using ElementD = ED;
     using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
-    using Cluster = cute::Shape<_1, _1, _1>;
+    using Cluster = Cluster_;
     static constexpr int kAlignA = 16 / (int)sizeof(EA);
     static constexpr int kAlignB = 16 / (int)sizeof(EB);
     static constexpr int kAlignD = 16 / (int)sizeof(ED);
