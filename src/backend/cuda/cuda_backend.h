@@ -122,6 +122,7 @@ typedef struct gln_cutlass_grouped {
     const float *const *b_scale_list;/* FP8: host [num] of device pointers to B's decode scale */
     int accumulate;                  /* D += (beta = 1); else D = */
     int large_tiles;                 /* the large-expert instantiation, where one exists */
+    int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */
 } gln_cutlass_grouped_t;
 
 /* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */
@@ -132,7 +133,9 @@ gln_status_t gln_cutlass_run_e4m3_tn(gln_context_t *ctx, const gln_cutlass_group
 gln_status_t gln_cutlass_run_e5m2_e4m3_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_bf16_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_bf16_nn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
-gln_status_t gln_cutlass_run_e4m3_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e4m3_tn_fast(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
+                                                const char *call);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */

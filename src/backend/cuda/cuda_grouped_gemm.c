@@ -12,6 +12,11 @@
  * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
  * (device splits: computed on the device, no host synchronization) or from the host splits.
  *
+ * FP8 accumulation follows TransformerEngine's defaults: the forward GEMM (TN) uses the tensor
+ * cores' fast accumulation, dgrad (NN) promotes to FP32 every few K blocks.  On the H200 the
+ * promoted kernel with 256×128 tiles was measured at half the speed of the 128×128 one, so
+ * promoted FP8 has only the small-tile instantiation.
+ *
  * Tile regime, from shapes the host knows (never the device splits): experts averaging at least
  * GLN_CUTLASS_LARGE_ROWS rows (packed rows / experts) take the large-tile instantiations
  * (256×128 tiles, 1×2 clusters) where one exists, others the 128×128 ones, whose smaller tiles
@@ -104,6 +109,8 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     g->b_scale_list = fp8 ? b_scales : NULL;
     g->accumulate = args->accumulate;
     g->large_tiles = large_regime(x->rows, gb->num);
+    /* TE's FP8 GEMM accumulation: fast in the forward GEMM, promoted to FP32 in dgrad */
+    g->fast_accumulate = fp8 && tn;
     return 1;
 }
 
@@ -147,7 +154,8 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
         return g->large_tiles ? gln_cutlass_run_bf16_nn_large(ctx, g, fn) : gln_cutlass_run_bf16_nn(ctx, g, fn);
     case GLN_CUTLASS_BF16_NT_F32: return gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
     case GLN_CUTLASS_E4M3_TN:
-        return g->large_tiles ? gln_cutlass_run_e4m3_tn_large(ctx, g, fn) : gln_cutlass_run_e4m3_tn(ctx, g, fn);
+        if (!g->fast_accumulate) return gln_cutlass_run_e4m3_tn(ctx, g, fn);
+        return g->large_tiles ? gln_cutlass_run_e4m3_tn_fast_large(ctx, g, fn) : gln_cutlass_run_e4m3_tn_fast(ctx, g, fn);
     case GLN_CUTLASS_E5M2_E4M3_TN: return gln_cutlass_run_e5m2_e4m3_tn(ctx, g, fn);
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }
