@@ -113,6 +113,14 @@ gln_status_t gln_arg_bias(const char *fn, const char *name, const gln_tensor_t *
     return GLN_STATUS_SUCCESS;
 }
 
+gln_status_t gln_arg_gemm_dim(const char *fn, const gln_context_t *ctx, const char *what, int64_t v) {
+    const int64_t limit = ctx->ops->max_gemm_dim;
+    GLN_REQUIRE(limit == 0 || v <= limit, GLN_STATUS_NOT_SUPPORTED,
+                "%s: %s %lld exceeds the %s backend's GEMM dimension limit (%lld)", fn, what,
+                (long long)v, ctx->ops->name, (long long)limit);
+    return GLN_STATUS_SUCCESS;
+}
+
 int gln_arg_splits_readable(const gln_context_t *ctx, const gln_grouped_tensor_t *g) {
     return !g->splits_on_backend || ctx->kind == GLN_BACKEND_CPU;
 }

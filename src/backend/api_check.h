@@ -27,6 +27,9 @@ gln_status_t gln_arg_bias(const char *fn, const char *name, const gln_tensor_t *
  * and their sum <= packed.rows (the sum is returned in *sum, else *sum = -1). */
 gln_status_t gln_arg_grouped(const char *fn, const char *name, const gln_grouped_tensor_t *g,
                              int read_splits, int64_t *sum);
+/* One GEMM dimension `what` (m, n or k, named after the argument it comes from) within the
+ * context's backend limit (ops->max_gemm_dim; NOT_SUPPORTED past it). */
+gln_status_t gln_arg_gemm_dim(const char *fn, const gln_context_t *ctx, const char *what, int64_t v);
 /* Whether splits of g can be read on the host for this context (host splits, or CPU backend). */
 int gln_arg_splits_readable(const gln_context_t *ctx, const gln_grouped_tensor_t *g);
 

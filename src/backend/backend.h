@@ -12,6 +12,10 @@
 
 typedef struct gln_backend_ops {
     const char *name;
+    /* Largest m, n or k one GEMM of this backend takes (the CPU's BLAS counts in int); 0: no
+     * limit beyond the size limits of grouplin.h.  Checked at the public boundary (gln_gemm,
+     * gln_grouped_gemm, layer create and forward) so that no call fails on it inside. */
+    int64_t max_gemm_dim;
     gln_status_t (*init)(gln_context_t *ctx);
     void (*fini)(gln_context_t *ctx);
 

@@ -48,6 +48,35 @@ static gln_status_t check_shapes(const char *fn, gln_gemm_layout_t layout, const
     return GLN_STATUS_SUCCESS;
 }
 
+/* m, n (D's dims) and k (A's reduction dim) within the backend's GEMM limit.  Grouped GEMMs
+ * skip the dimension that is a split (m for TN / NN, k for NT: check_backend_splits). */
+enum { DIM_M = 1, DIM_N = 2, DIM_K = 4 };
+static gln_status_t check_backend_dims(const char *fn, const gln_context_t *ctx, gln_gemm_layout_t layout,
+                                       const gln_tensor_t *A, const char *an, const gln_tensor_t *D,
+                                       const char *dn, int dims) {
+    const layout_rule_t r = layout_rule(layout);
+    char what[96];
+    snprintf(what, sizeof what, "m (%s->rows)", dn);
+    if (dims & DIM_M) GLN_TRY(gln_arg_gemm_dim(fn, ctx, what, D->rows));
+    snprintf(what, sizeof what, "n (%s->cols)", dn);
+    if (dims & DIM_N) GLN_TRY(gln_arg_gemm_dim(fn, ctx, what, D->cols));
+    snprintf(what, sizeof what, "k (%s->%s)", an, dim_name(r.a_red_is_rows));
+    if (dims & DIM_K) GLN_TRY(gln_arg_gemm_dim(fn, ctx, what, dim_of(A, r.a_red_is_rows)));
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Every split of a grouped operand within the backend's GEMM limit (each is an m or a k). */
+static gln_status_t check_backend_splits(const char *fn, const gln_context_t *ctx, const char *name,
+                                         const gln_grouped_tensor_t *g) {
+    if (!ctx->ops->max_gemm_dim || !gln_arg_splits_readable(ctx, g)) return GLN_STATUS_SUCCESS;
+    char what[96];
+    for (int32_t i = 0; i < g->num; i++) {
+        snprintf(what, sizeof what, "%s->splits[%d]", name, (int)i);
+        GLN_TRY(gln_arg_gemm_dim(fn, ctx, what, g->splits[i]));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
 static gln_status_t check_layout(const char *fn, gln_gemm_layout_t layout) {
     GLN_REQUIRE_ARG(layout == GLN_LAYOUT_TN || layout == GLN_LAYOUT_NN || layout == GLN_LAYOUT_NT,
                     "%s: layout %d is not a layout (0 = TN, 1 = NN, 2 = NT)", fn, (int)layout);
@@ -68,6 +97,7 @@ gln_status_t gln_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_te
     GLN_TRY(gln_arg_operand_pair(fn, "A", A, "B", B));
     GLN_TRY(gln_arg_hp_tensor(fn, "D", D));
     GLN_TRY(check_shapes(fn, layout, A, "A", B, "B", D, "D"));
+    GLN_TRY(check_backend_dims(fn, ctx, layout, A, "A", D, "D", DIM_M | DIM_N | DIM_K));
     if (bias) GLN_TRY(gln_arg_bias(fn, "bias", bias, D->cols));
     if (!ctx->ops->gemm) return gln_backend_missing(ctx, fn, "gemm");
     return ctx->ops->gemm(ctx, layout, A, B, D, bias, accumulate != 0);
@@ -112,6 +142,7 @@ static gln_status_t check_list_a(const char *fn, gln_context_t *ctx, const gln_g
         gln_tensor_t d_view = *D;
         d_view.rows = B->rows;
         GLN_TRY(check_shapes(fn, layout, Ai, an, B, "args->b->packed", &d_view, "args->d_grouped->packed"));
+        GLN_TRY(check_backend_dims(fn, ctx, layout, Ai, an, &d_view, "args->d_grouped->packed", DIM_N | DIM_K));
         if (a->bias_list) {
             snprintf(bn, sizeof bn, "args->bias_list[%d]", (int)i);
             GLN_TRY(gln_arg_bias(fn, bn, &a->bias_list[i], D->cols));
@@ -145,6 +176,8 @@ static gln_status_t check_grouped_a(const char *fn, gln_context_t *ctx, const gl
         a_view.rows = B->rows;
         GLN_TRY(check_shapes(fn, GLN_LAYOUT_NT, &a_view, "args->a_grouped->packed", B, "args->b->packed",
                              &a->d_list[i], dn));
+        GLN_TRY(check_backend_dims(fn, ctx, GLN_LAYOUT_NT, &a_view, "args->a_grouped->packed", &a->d_list[i], dn,
+                                   DIM_M | DIM_N));
     }
     return GLN_STATUS_SUCCESS;
 }
@@ -171,6 +204,7 @@ gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t 
     } else {
         GLN_TRY(check_list_a(fn, ctx, &a));
     }
+    GLN_TRY(check_backend_splits(fn, ctx, "args->b", a.b));
     if (!ctx->ops->grouped_gemm) return gln_backend_missing(ctx, fn, "grouped_gemm");
     return ctx->ops->grouped_gemm(ctx, &a);
 }

@@ -40,9 +40,11 @@ static gln_status_t wgrad_outputs(gln_grouped_linear_t *L, const gln_grouped_lin
     for (int32_t i = 0; i < L->n; i++) {
         if (L->dist) {
             float *buf = NULL;
-            GLN_TRY(L->dist->grad_buffer(L->dist->impl, i, &buf));
+            gln_status_t st;
+            GLN_DIST_HOOK(st, "grad_buffer", i, L->dist->grad_buffer(L->dist->impl, i, &buf));
+            GLN_TRY(st);
             GLN_REQUIRE(buf != NULL, GLN_STATUS_INVALID_ARGUMENT,
-                        "%s: distributed grad_buffer(%d) returned NULL", FN, (int)i);
+                        "cfg->params.distributed->grad_buffer for expert %d returned a NULL buffer", (int)i);
             d[i] = gln_tensor_make(GLN_DTYPE_FP32, L->kout, L->kin, buf);
         } else if (L->cfg.fuse_wgrad_accumulation) {
             d[i] = gln_tensor_make(GLN_DTYPE_FP32, L->kout, L->kin, L->main_grads[i]);
@@ -127,8 +129,9 @@ static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_
         GLN_CHECK(gln_stage_wgrad(ctx, L->cfg.path, L->n, x, dy, d, accumulate));
         if (L->dist) {
             int pending = 0;
-            GLN_CHECK(L->dist->finalize_grads(L->dist->impl, s->microbatch != GLN_MICROBATCH_FIRST,
-                                              &pending));
+            GLN_DIST_HOOK(st, "finalize_grads", -1,
+                          L->dist->finalize_grads(L->dist->impl, s->microbatch != GLN_MICROBATCH_FIRST, &pending));
+            if (st != GLN_STATUS_SUCCESS) goto fail;
             L->dist_pending = pending != 0;
         }
     }
@@ -144,7 +147,9 @@ fail:
 static gln_status_t complete_pending_finalize(gln_grouped_linear_t *L) {
     if (!L->dist || !L->dist_pending) return GLN_STATUS_SUCCESS;
     L->dist_pending = 0;
-    return L->dist->wait(L->dist->impl);
+    gln_status_t st;
+    GLN_DIST_HOOK(st, "wait", -1, L->dist->wait(L->dist->impl));
+    return st;
 }
 
 
@@ -168,39 +173,41 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
      * the gradients and the saved context untouched). */
     GLN_TRY(gln_dist_agree_call(L, FN, GLN_CALL_LAYER_BACKWARD, do_dgrad, do_wgrad,
                                 do_dgrad + do_wgrad));
-    GLN_TRY(complete_pending_finalize(L));
+    /* Each step's failure is reported as "gln_grouped_linear_backward: <step>: <detail>". */
+    GLN_STEP(FN, "completing the previous finalize_grads", complete_pending_finalize(L));
     if (do_wgrad) {
         wd = calloc((size_t)L->n, sizeof *wd);
         GLN_REQUIRE(wd != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
-        GLN_CHECK(wgrad_outputs(L, s, wd, &accumulate));
+        GLN_STEP(FN, "looking up the wgrad outputs", wgrad_outputs(L, s, wd, &accumulate));
     }
     if (do_dgrad && L->dist)
-        GLN_CHECK(gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
+        GLN_STEP(FN, "materializing the weights for dgrad",
+                 gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
     s->done = 1; /* from here on gradients may be partly written: no second attempt */
 
-    GLN_CHECK(gln_lbuf_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
+    GLN_STEP(FN, "grouping dy", gln_lbuf_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
     if (quant && (do_dgrad || do_wgrad))
-        GLN_CHECK(gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
-    if (L->cfg.bias) GLN_CHECK(bias_grads(L, &dyw));
+        GLN_STEP(FN, "quantizing dy", gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
+    if (L->cfg.bias) GLN_STEP(FN, "bias gradients from dy", bias_grads(L, &dyw));
     if (do_dgrad) {
         gln_tensor_t dxd = *dx;
         if (!dxd.data) {
-            size_t bytes;
-            GLN_CHECK(gln_shape_bytes(FN, "dx", dxd.rows, dxd.cols, gln_dtype_size(dxd.dtype), &bytes));
-            GLN_CHECK(gln_ctx_alloc(ctx, bytes + 1, &dxbuf));
-            GLN_CHECK(gln_ctx_zero(ctx, dxbuf, bytes));
+            GLN_STEP(FN, "allocating dx", gln_output_alloc(ctx, &dxd, &dxbuf));
             dxd.data = dxbuf;
         }
-        GLN_CHECK(gln_lbuf_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
-        GLN_CHECK(gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
-        if (L->dist) GLN_CHECK(gln_materialize_release(L, &dmw));
+        GLN_STEP(FN, "grouping dx", gln_lbuf_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
+        GLN_STEP(FN, "dgrad GEMM into dx",
+                 gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
+        if (L->dist) GLN_STEP(FN, "releasing the dgrad weights", gln_materialize_release(L, &dmw));
     }
     if (s->have_mw) {
         s->have_mw = 0;
-        GLN_CHECK(gln_materialize_release(L, &s->mw));
+        GLN_STEP(FN, "releasing the forward's weights", gln_materialize_release(L, &s->mw));
     }
-    if (do_wgrad) GLN_CHECK(wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
-    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_update(&L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
+    if (do_wgrad) GLN_STEP(FN, "wgrad", wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
+    if (L->recipe.delayed)
+        GLN_STEP(FN, "updating the delayed scales",
+                 gln_fp8_state_update(&L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
     if (dxbuf) {
         s->owned_dx = dxbuf;
         dx->data = dxbuf;

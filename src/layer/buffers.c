@@ -154,6 +154,13 @@ gln_tensor_t gln_lbuf_member(const gln_lbuf_t *b, int32_t i) {
     return t;
 }
 
+gln_status_t gln_output_alloc(gln_context_t *ctx, const gln_tensor_t *t, void **buf) {
+    size_t bytes;
+    GLN_TRY(gln_shape_bytes(FN, "an output", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
+    GLN_TRY(gln_ctx_alloc(ctx, bytes + 1, buf)); /* +1: a valid address for zero rows too */
+    return gln_ctx_zero(ctx, *buf, bytes);
+}
+
 /* ------------------------------------------------------------------ weight sets */
 
 static gln_status_t wset_tensors(int32_t num, gln_wset_t *w) {

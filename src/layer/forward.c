@@ -128,17 +128,10 @@ static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved
     return GLN_STATUS_SUCCESS;
 }
 
-/* y->data == NULL: a zeroed buffer (rows past Σ splits on the grouped path read as 0). */
-static gln_status_t output_alloc(gln_grouped_linear_t *L, const gln_tensor_t *y, void **buf) {
-    size_t bytes;
-    GLN_TRY(gln_shape_bytes(FN, "args->y", y->rows, y->cols, gln_dtype_size(y->dtype), &bytes));
-    GLN_TRY(gln_ctx_alloc(L->ctx, bytes + 1, buf));
-    return gln_ctx_zero(L->ctx, *buf, bytes);
-}
-
 static gln_status_t forward_impl(gln_grouped_linear_t *layer,
                                  const gln_grouped_linear_forward_args_t *args,
                                  gln_grouped_linear_saved_t **saved) {
+    if (saved) *saved = NULL; /* a failed forward hands out no context, as create does */
     GLN_REQUIRE_NOT_NULL(FN, layer);
     GLN_REQUIRE_NOT_NULL(FN, args);
     /* Exactly the sizes of known versions (today one). */
@@ -149,7 +142,6 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
     memcpy(&a, args, sizeof a);
     GLN_TRY(gln_validate_forward(layer, &a));
-    if (saved) *saved = NULL;
     GLN_TRY(gln_dist_agree_call(layer, FN, GLN_CALL_LAYER_FORWARD, 0, 0, 1));
 
     gln_grouped_linear_t *L = layer;
@@ -165,33 +157,39 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     int need_dgrad = saved && a.input_requires_grad;
     int keep_xcol = need_wgrad && quant && !L->cfg.save_original_input;
 
+    /* Each step's failure is reported as "gln_grouped_linear_forward: <step>: <detail>". */
     if (saved) {
-        GLN_CHECK(saved_create(L, &a, &s));
+        GLN_STEP(FN, "creating the saved context", saved_create(L, &a, &s));
         s->need_dgrad = need_dgrad;
         s->need_wgrad = need_wgrad;
     }
     gln_tensor_t y = *a.y;
     if (!y.data) {
-        GLN_CHECK(output_alloc(L, &y, &ybuf));
+        /* zeroed: rows past Σ splits on the grouped path read as 0 */
+        GLN_STEP(FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
         y.data = ybuf;
     }
-    GLN_CHECK(gln_lbuf_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
-    GLN_CHECK(gln_lbuf_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
-    if (need_dgrad && L->dist && L->recipe.delayed) GLN_CHECK(save_weight_scales(L, s));
-    GLN_CHECK(gln_materialize(L, GLN_MSTAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL, &mw));
-    if (quant) GLN_CHECK(gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
-    if (L->cfg.bias) GLN_CHECK(bias_list(L, &bias));
-    GLN_CHECK(gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
+    GLN_STEP(FN, "grouping args->x", gln_lbuf_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    GLN_STEP(FN, "grouping args->y", gln_lbuf_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
+    if (need_dgrad && L->dist && L->recipe.delayed)
+        GLN_STEP(FN, "saving the weight scales", save_weight_scales(L, s));
+    GLN_STEP(FN, "materializing the weights",
+             gln_materialize(L, GLN_MSTAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL, &mw));
+    if (quant) GLN_STEP(FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
+    if (L->cfg.bias) GLN_STEP(FN, "preparing the biases", bias_list(L, &bias));
+    GLN_STEP(FN, "fprop GEMM into args->y",
+             gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
     if (need_dgrad && !L->dist) {
         s->mw = mw;
         s->have_mw = 1;
         memset(&mw, 0, sizeof mw);
     } else {
-        GLN_CHECK(gln_materialize_release(L, &mw));
+        GLN_STEP(FN, "releasing the weights", gln_materialize_release(L, &mw));
     }
-    if (need_wgrad) GLN_CHECK(save_input(L, s, &xw, &xq));
+    if (need_wgrad) GLN_STEP(FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq));
     if (L->recipe.delayed && saved)
-        GLN_CHECK(gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
+        GLN_STEP(FN, "updating the delayed scales",
+                 gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
 
     if (ybuf) {
         if (s) {

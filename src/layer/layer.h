@@ -15,6 +15,7 @@
  *   forward.c       gln_grouped_linear_forward and the saved context
  *   backward.c      gln_grouped_linear_backward, saved_release
  *   wgrad_queue.c   FIFO of delayed wgrad work, gln_grouped_linear_backward_dw
+ *   layer_error.c   failures inside a call reported under the public call, its step, the hook
  */
 #ifndef GLN_LAYER_LAYER_H
 #define GLN_LAYER_LAYER_H
@@ -93,6 +94,9 @@ gln_tensor_t gln_lbuf_member(const gln_lbuf_t *b, int32_t i);
 /* Describe caller memory (x, y, dy, dx) as an unowned grouped buffer (no storage freed). */
 gln_status_t gln_lbuf_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
                            int splits_on_backend, gln_lbuf_t *b);
+
+/* A zeroed buffer for a library-allocated output of t's shape and dtype (y, dx). */
+gln_status_t gln_output_alloc(gln_context_t *ctx, const gln_tensor_t *t, void **buf);
 
 /* N weights [rows, cols] (one allocation), high precision or quantized. */
 typedef struct gln_wset {
@@ -251,9 +255,10 @@ gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
                                   const gln_grouped_linear_forward_args_t *args);
 gln_status_t gln_validate_backward(const gln_grouped_linear_saved_t *s, const gln_tensor_t *dy,
                                    const gln_tensor_t *dx);
-/* Σ splits (host-readable splits only) and the check against `rows` for the layer's path. */
-gln_status_t gln_validate_splits(const char *fn, const char *what, gln_path_t path, int32_t n,
-                                 const int64_t *splits, int64_t rows);
+/* Σ splits (host-readable splits only) and the check against `rows` for the layer's path; each
+ * split within the backend's GEMM dimension limit. */
+gln_status_t gln_validate_splits(const char *fn, const gln_context_t *ctx, const char *what, gln_path_t path,
+                                 int32_t n, const int64_t *splits, int64_t rows);
 
 /* ---------------------------------------------------------------- wgrad_queue.c */
 
@@ -268,6 +273,37 @@ struct gln_wgrad_item {
 void gln_wgrad_queue_push(gln_grouped_linear_t *L, gln_wgrad_item_t *item);
 void gln_wgrad_item_free(gln_context_t *ctx, gln_wgrad_item_t *item);
 void gln_wgrad_queue_clear(gln_grouped_linear_t *L);
+
+/* ---------------------------------------------------------------- layer_error.c */
+
+#define GLN_LAYER_MESSAGE_MAX 1024
+/* A failure of step `step` (e.g. "quantizing args->x") inside public call `fn`: the detail the
+ * internal call recorded is re-reported as "fn: step: detail" (fn's own prefix not repeated;
+ * the status name when nothing was recorded).  Returns st. */
+gln_status_t gln_layer_step_failed(const char *fn, const char *step, gln_status_t st);
+/* Run a step of a layer call: store its status in `st`, on failure re-report it
+ * (gln_layer_step_failed) and jump to the function's `fail:` label. */
+#define GLN_STEP(fn, step, expr)                                                                \
+    do {                                                                                        \
+        st = (expr);                                                                            \
+        if (st != GLN_STATUS_SUCCESS) {                                                         \
+            st = gln_layer_step_failed((fn), (step), st);                                       \
+            goto fail;                                                                          \
+        }                                                                                       \
+    } while (0)
+/* Around a call of a distributed-weights hook: snapshot the last error before, then turn a
+ * failure into "cfg->params.distributed-><hook>[ for expert E] failed (<status>): <the hook's
+ * message, or that it left none>" — never an empty or stale message.  expert < 0: the hook
+ * covers every expert.  Use GLN_DIST_HOOK. */
+void gln_dist_hook_snapshot(char before[GLN_LAYER_MESSAGE_MAX]);
+gln_status_t gln_dist_hook_result(const char *hook, int32_t expert, const char *before, gln_status_t st);
+#define GLN_DIST_HOOK(st_out, hook, expert, call)                                               \
+    do {                                                                                        \
+        char before_[GLN_LAYER_MESSAGE_MAX];                                                    \
+        gln_dist_hook_snapshot(before_);                                                        \
+        gln_status_t hook_st_ = (call);                                                         \
+        (st_out) = gln_dist_hook_result((hook), (expert), before_, hook_st_);                   \
+    } while (0)
 
 /* Small helpers. */
 static inline size_t gln_align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "backend/api_check.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 #include "tensor/tensor.h"
@@ -196,8 +197,10 @@ static gln_status_t check_params(const gln_grouped_linear_config_t *c) {
 }
 
 gln_status_t gln_layer_config_validate(const gln_context_t *ctx, const gln_grouped_linear_config_t *c) {
-    (void)ctx;
     GLN_TRY(check_shapes_and_types(c));
+    /* K_in and K_out are GEMM dimensions of every stage */
+    GLN_TRY(gln_arg_gemm_dim(FN, ctx, "cfg->in_features", c->in_features));
+    GLN_TRY(gln_arg_gemm_dim(FN, ctx, "cfg->out_features", c->out_features));
     GLN_TRY(check_scaling_options(c));
     GLN_TRY(check_dist(c));
     GLN_TRY(check_params(c));

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "layer/layer.h"
+#include "tensor/tensor.h"
 #include "weights/sharded.h"
 
 gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
@@ -82,23 +83,28 @@ static gln_status_t dist_validate(gln_grouped_linear_t *L, const char *hook, con
     for (int32_t i = 0; i < L->n; i++) {
         const gln_tensor_t *t = &g[i];
         GLN_REQUIRE(t->rows == L->kout && t->cols == L->kin, GLN_STATUS_INVALID_ARGUMENT,
-                    "grouped linear: distributed %s returned weight %d of shape [%lld, %lld], "
+                    "cfg->params.distributed->%s returned weight %d of shape [%lld, %lld], "
                     "expected [%lld, %lld]",
                     hook, (int)i, (long long)t->rows, (long long)t->cols, (long long)L->kout,
                     (long long)L->kin);
         if (t->scaling == GLN_SCALING_NONE) {
+            GLN_REQUIRE(gln_dtype_is_high_precision(t->dtype), GLN_STATUS_INVALID_ARGUMENT,
+                        "cfg->params.distributed->%s returned weight %d of dtype %s with scaling "
+                        "none, expected fp32, bf16 or fp16", hook, (int)i, gln_dtype_name(t->dtype));
             GLN_REQUIRE(t->data != NULL, GLN_STATUS_INVALID_ARGUMENT,
-                        "grouped linear: distributed %s returned weight %d without data", hook, (int)i);
+                        "cfg->params.distributed->%s returned weight %d without data", hook, (int)i);
             continue;
         }
-        GLN_REQUIRE(r->quantized && t->scaling == r->weight.mode, GLN_STATUS_NOT_SUPPORTED,
-                    "grouped linear: distributed %s returned weight %d quantized with scaling mode "
+        GLN_REQUIRE(r->quantized && t->scaling == r->weight.mode && gln_dtype_is_fp8(t->dtype),
+                    GLN_STATUS_NOT_SUPPORTED,
+                    "cfg->params.distributed->%s returned weight %d quantized as %s with scaling mode "
                     "%d, which recipe %s cannot use (expected high precision%s)",
-                    hook, (int)i, (int)t->scaling, gln_recipe_name(L->cfg.recipe),
-                    r->quantized ? " or the recipe's weight scaling mode" : "");
-        GLN_REQUIRE((!need_row || t->data) && (!need_col || t->col_data), GLN_STATUS_NOT_SUPPORTED,
-                    "grouped linear: distributed %s returned quantized weight %d without the %s "
-                    "copy this GEMM stage needs",
+                    hook, (int)i, gln_dtype_name(t->dtype), (int)t->scaling, gln_recipe_name(L->cfg.recipe),
+                    r->quantized ? " or FP8 in the recipe's weight scaling mode" : "");
+        GLN_REQUIRE((!need_row || (t->data && t->scale_inv)) && (!need_col || (t->col_data && t->col_scale_inv)),
+                    GLN_STATUS_NOT_SUPPORTED,
+                    "cfg->params.distributed->%s returned quantized weight %d without the %s "
+                    "copy (data and scales) this GEMM stage needs",
                     hook, (int)i, need_row ? "rowwise" : "columnwise");
     }
     return GLN_STATUS_SUCCESS;
@@ -110,8 +116,9 @@ static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_mstage_t stage
     const gln_dist_weights_t *d = L->dist;
     const char *hook = stage == GLN_MSTAGE_FORWARD ? "materialize_forward" : "materialize_backward";
     gln_tensor_t *g = calloc((size_t)L->n, sizeof *g);
-    if (!g) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
-    st = stage == GLN_MSTAGE_FORWARD ? d->materialize_forward(d->impl, g) : d->materialize_backward(d->impl, g);
+    if (!g) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "out of host memory");
+    GLN_DIST_HOOK(st, hook, -1,
+                  stage == GLN_MSTAGE_FORWARD ? d->materialize_forward(d->impl, g) : d->materialize_backward(d->impl, g));
     if (st != GLN_STATUS_SUCCESS) {
         free(g);
         return st;
@@ -148,7 +155,7 @@ gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_mstage_t stage, gln_mi
 gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw) {
     gln_status_t st = GLN_STATUS_SUCCESS;
     if (mw->gathered) {
-        st = L->dist->release(L->dist->impl, mw->gathered);
+        GLN_DIST_HOOK(st, "release", -1, L->dist->release(L->dist->impl, mw->gathered));
         free(mw->gathered);
     }
     gln_wset_free(L->ctx, &mw->temp);

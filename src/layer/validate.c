@@ -1,6 +1,9 @@
 /* Boundary checks of gln_grouped_linear_forward / backward: everything is validated before any
  * work starts, so a rejected call writes nothing.  Messages name the call, the argument and the
  * valid range. */
+#include <stdio.h>
+
+#include "backend/api_check.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 
@@ -26,8 +29,8 @@ static gln_status_t check_act(const char *fn, const char *name, const gln_tensor
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_validate_splits(const char *fn, const char *what, gln_path_t path, int32_t n,
-                                 const int64_t *splits, int64_t rows) {
+gln_status_t gln_validate_splits(const char *fn, const gln_context_t *ctx, const char *what, gln_path_t path,
+                                 int32_t n, const int64_t *splits, int64_t rows) {
     /* rows <= GLN_MAX_DIM (checked with x) and the running sum never passes rows: no overflow */
     int64_t sum = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -38,6 +41,12 @@ gln_status_t gln_validate_splits(const char *fn, const char *what, gln_path_t pa
         GLN_REQUIRE_ARG(splits[i] <= rows - sum, "%s: %s sum %lld (through [%d]) exceeds x->rows %lld",
                         fn, what, (long long)(sum + splits[i]), (int)i, (long long)rows);
         sum += splits[i];
+    }
+    /* each expert's rows are a GEMM dimension (m of fprop / dgrad, k of wgrad) */
+    char name[64];
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s[%d]", what, (int)i);
+        GLN_TRY(gln_arg_gemm_dim(fn, ctx, name, splits[i]));
     }
     if (path == GLN_PATH_SPLIT)
         GLN_REQUIRE_ARG(sum == rows, "%s: %s sum %lld must equal x->rows %lld on the split path", fn,
@@ -67,7 +76,7 @@ gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
     /* Backend-resident splits are host-readable on the CPU backend only; on CUDA the grouped
      * kernels check them on the device. */
     if (!a->splits_on_backend || L->ctx->kind == GLN_BACKEND_CPU)
-        GLN_TRY(gln_validate_splits(FWD, "args->m_splits", L->cfg.path, L->n, a->m_splits,
+        GLN_TRY(gln_validate_splits(FWD, L->ctx, "args->m_splits", L->cfg.path, L->n, a->m_splits,
                                     a->x->rows));
     return GLN_STATUS_SUCCESS;
 }

@@ -5,6 +5,7 @@
  * "backend memory" is host memory here. */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign under -std=c11 */
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,7 @@ static gln_status_t cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_ten
 
 static const gln_backend_ops_t cpu_ops = {
     .name = "cpu",
+    .max_gemm_dim = INT_MAX, /* sgemm_ takes int dimensions */
     .init = cpu_init,
     .fini = cpu_fini,
     .malloc = cpu_malloc,
