@@ -13,11 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define GLN_HD __host__ __device__
-#else
-#define GLN_HD
-#endif
+#include "common/host_device.h"
 
 #define GLN_FP8_E4M3_MAX 448.0f
 #define GLN_FP8_E5M2_MAX 57344.0f

@@ -1,14 +1,12 @@
-/* Tensor descriptors: the single definition of quantized layouts (buffer sizes, scale grids,
- * where the scale of element (r, c) lives), grouped-tensor member views and the generic
- * argument checks every public call applies to tensors. */
+/* Tensor descriptors: quantized buffer sizes (on the one layout definition of
+ * tensor/scale_layout.h: scale grids, member scale sizes, where the scale of element (r, c)
+ * lives), grouped-tensor member views and the generic argument checks every public call
+ * applies to tensors. */
 #ifndef GLN_TENSOR_TENSOR_H
 #define GLN_TENSOR_TENSOR_H
 
 #include "grouplin.h"
-
-/* Round n up to a multiple of m (m > 0, n >= 0). */
-static inline int64_t gln_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-static inline int64_t gln_ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
+#include "tensor/scale_layout.h" /* scale grids, member scale sizes, scale placement */
 
 /* 1 when a [rows, cols] tensor has no element.  Every buffer of an empty tensor is empty, and
  * so is every scale grid except the one scale of per-tensor scaling (each grid of the layout
@@ -21,28 +19,13 @@ static inline int gln_dtype_is_high_precision(gln_dtype_t d) {
     return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
 }
 
-/* Elements along one block edge per mode: 32 (MXFP8), 128 (block), 0 otherwise. */
-int64_t gln_scaling_block(gln_scaling_mode_t mode);
-/* Bytes of one scale element: 4 (TENSOR, BLOCK_*), 1 (MXFP8), 0 (NONE). */
-size_t gln_scale_elem_size(gln_scaling_mode_t mode);
-/* 1 when the columnwise data copy is stored transposed ([cols, rows]): TENSOR and BLOCK_*. */
-int gln_scaling_transposes(gln_scaling_mode_t mode);
 const char *gln_scaling_name(gln_scaling_mode_t mode);
 int gln_scaling_mode_valid(gln_scaling_mode_t mode);
-
-/* Index into the rowwise (columnwise = 0) or columnwise scale buffer of the scale applied to
- * logical element (r, c) of a [rows, cols] tensor; -1 for GLN_SCALING_NONE.  THE definition of
- * scale placement, used by the quantizers and the GEMMs alike. */
-int64_t gln_scale_index(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise, int64_t r,
-                        int64_t c);
 
 /* gln_quant_layout for internal callers: failures are reported under `fn`, the public call
  * that needed the layout. */
 gln_status_t gln_layout_compute(const char *fn, gln_scaling_mode_t mode, gln_dtype_t dtype, int64_t rows,
                                 int64_t cols, gln_quant_layout_t *layout);
-
-/* Scale elements of one member (rowwise / columnwise) for m rows: TENSOR always 1. */
-int64_t gln_member_scale_elems(gln_scaling_mode_t mode, int64_t rows, int64_t cols, int columnwise);
 
 /* Generic checks of a tensor argument named `name` of call `fn`: non-NULL, rows / cols in
  * [0, GLN_MAX_DIM] and rows·cols <= GLN_MAX_ELEMS, a

@@ -20,6 +20,7 @@ extern "C" {
 #include "common/error.h"
 #include "numerics/numerics.h"
 #include "quant/quant.h"
+#include "tensor/scale_layout.h"
 #include "tensor/tensor.h"
 }
 
@@ -58,7 +59,7 @@ __global__ void gln_block1d_rowwise_kernel(const void *x, int dtype, int64_t R, 
             const int64_t c = cb * GLN_BLK + j * 32 + lane;
             if (c < C) q[(size_t)r * (size_t)C + (size_t)c] = gln_dev_to_fp8(gln_dev_mul(v[j], scale), k.fp8);
         }
-        if (lane == 0) s[cb * gc + r] = 1.0f / scale;
+        if (lane == 0) s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_1D, 0, r, cb * GLN_BLK, gc)] = 1.0f / scale;
     }
 }
 
@@ -78,7 +79,7 @@ __global__ void gln_block1d_colwise_kernel(const void *x, int dtype, int64_t R, 
             const float v = gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c);
             qt[(size_t)c * (size_t)R + (size_t)(r0 + i)] = gln_dev_to_fp8(gln_dev_mul(v, scale), k.fp8);
         }
-        s[rb * gc + c] = 1.0f / scale;
+        s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_1D, 1, r0, c, gc)] = 1.0f / scale;
     }
 }
 
@@ -110,8 +111,8 @@ __global__ void gln_block2d_kernel(const void *x, int dtype, int64_t R, int64_t 
             if (qt) qt[(size_t)c * (size_t)R + (size_t)r] = b;
         }
         if (threadIdx.x == 0) {
-            if (s) s[tr * gc + tc] = 1.0f / scale;
-            if (cs) cs[tc * gcc + tr] = 1.0f / scale;
+            if (s) s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_2D, 0, r0, c0, gc)] = 1.0f / scale;
+            if (cs) cs[gln_scale_index_in_grid(GLN_SCALING_BLOCK_2D, 1, r0, c0, gcc)] = 1.0f / scale;
         }
         __syncthreads(); /* warp_amax is reused by the next tile */
     }

@@ -1,7 +1,8 @@
 /* Device-side helpers shared by the CUDA kernels (included by .cu files only, after
  * numerics/numerics.h): element loads and stores of the high-precision dtypes through the one
  * definition of each rounding in numerics.h, FP8 encode/decode by dtype, warp reductions and
- * launch-size helpers. */
+ * launch-size helpers.  Scale grids and scale placement come from tensor/scale_layout.h, the one
+ * host-and-device definition of the quantized layouts. */
 #ifndef GLN_BACKEND_CUDA_DEVICE_H
 #define GLN_BACKEND_CUDA_DEVICE_H
 
@@ -72,17 +73,6 @@ __device__ __forceinline__ float gln_dev_mul(float a, float b) {
 }
 __device__ __forceinline__ float gln_dev_add(float a, float b) {
     return gln_f32_isnan(a) || gln_f32_isnan(b) ? gln_dev_nan_pick(a, b) : __fadd_rn(a, b);
-}
-
-/* Where the decode scale of logical element (r, c) lives: the device twin of gln_scale_index
- * (src/tensor/tensor.c), given the copy's scale grid width `gc`. */
-__device__ __forceinline__ int64_t gln_dev_scale_index(int mode, int columnwise, int64_t r, int64_t c, int64_t gc) {
-    switch (mode) {
-    case GLN_SCALING_MXFP8_1D: return columnwise ? (r / 32) * gc + c : r * gc + c / 32;
-    case GLN_SCALING_BLOCK_1D: return columnwise ? (r / 128) * gc + c : (c / 128) * gc + r;
-    case GLN_SCALING_BLOCK_2D: return columnwise ? (c / 128) * gc + r / 128 : (r / 128) * gc + c / 128;
-    default: return 0; /* TENSOR */
-    }
 }
 
 static inline unsigned int gln_dev_blocks(size_t work, unsigned int per_block) {

@@ -11,6 +11,7 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+#include "tensor/scale_layout.h"
 }
 
 #include "backend/cuda/cuda_device.h"
@@ -66,7 +67,7 @@ extern "C" gln_status_t gln_cuda_narrow(gln_context_t *ctx, const float *acc, gl
  * (explicit _rn intrinsics: no contraction into an FMA). */
 __device__ __forceinline__ float gln_block_scale_of(gln_cuda_scale_ref_t s, int64_t k0, int64_t idx) {
     const int64_t r = s.k_is_row ? k0 : idx, c = s.k_is_row ? idx : k0;
-    return s.scales[gln_dev_scale_index(s.mode, s.columnwise, r, c, s.gc)];
+    return s.scales[gln_scale_index_in_grid((gln_scaling_mode_t)s.mode, s.columnwise, r, c, s.gc)];
 }
 
 __global__ void gln_gemm_block_scale_kernel(float *acc, const float *partial, int64_t m, int64_t n, int64_t k0,

@@ -24,6 +24,7 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+#include "tensor/scale_layout.h"
 #include "tensor/tensor.h"
 }
 
@@ -133,7 +134,7 @@ __global__ void gln_mx_rowwise_kernel(const void *x, int dtype, int64_t R, int64
         const float amax = gln_dev_warp_max_amax(gln_f32_abs(v), nan_prop);
         const uint8_t code = gln_mx_code(amax, fp8_max, emax, floor_rule);
         if (c < C) q[i] = gln_dev_to_fp8(gln_dev_mul(v, gln_e8m0_inverse_bits(code)), fp8);
-        if (lane == 0) scales[r * scale_cols + blk] = code;
+        if (lane == 0) scales[gln_scale_index_in_grid(GLN_SCALING_MXFP8_1D, 0, r, blk * 32, scale_cols)] = code;
     }
 }
 
@@ -156,7 +157,7 @@ __global__ void gln_mx_colwise_kernel(const void *x, int dtype, int64_t R, int64
             const size_t i = (size_t)(r0 + k) * (size_t)C + (size_t)c;
             q[i] = gln_dev_to_fp8(gln_dev_mul(gln_dev_load(x, dtype, i), mult), fp8);
         }
-        scales[rb * scale_cols + c] = code;
+        scales[gln_scale_index_in_grid(GLN_SCALING_MXFP8_1D, 1, r0, c, scale_cols)] = code;
     }
 }
 
@@ -223,7 +224,7 @@ __global__ void gln_dequant_kernel(const uint8_t *q, int fp8, int64_t R, int64_t
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int64_t r = (int64_t)(i / (size_t)C), c = (int64_t)(i % (size_t)C);
         const uint8_t b = transposed ? q[(size_t)c * (size_t)R + (size_t)r] : q[i];
-        const int64_t k = gln_dev_scale_index(mode, columnwise, r, c, gc);
+        const int64_t k = gln_scale_index_in_grid((gln_scaling_mode_t)mode, columnwise, r, c, gc);
         if (raw) {
             gln_dev_store(out, out_dtype, i, gln_dev_from_fp8(b, fp8));
             continue;
