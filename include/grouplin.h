@@ -727,6 +727,80 @@ GLN_API gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t
 GLN_API gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
                                      const gln_tensor_t *dout, gln_tensor_t *din);
 
+/* ============================================================================================
+ * What a backend supports: ask before calling, fall back instead of failing inside
+ * ========================================================================================== */
+
+/* One value per public operation.  The tensor fields of gln_op_query_t mean, per op (fields not
+ * listed are ignored):
+ *
+ *   op                          a (dtype, scaling)      b                out
+ *   QUANTIZE, GROUPED_QUANTIZE  in (high precision)     -                out (FP8; scaling = cfg->mode)
+ *   DEQUANTIZE                  in (FP8, quantized)     -                out (high precision)
+ *   GEMM, GROUPED_GEMM          A (+ layout)            B                D (high precision)
+ *   GROUPED_DBIAS               dy                      -                dbias
+ *   AMAX                        x                       -                -
+ *   CAST                        in                      -                out
+ *   MOE_PERMUTE                 x                       -                xp
+ *   MOE_PERMUTE_BACKWARD        dxp                     -                dx
+ *   MOE_UNPERMUTE               yp                      -                y
+ *   MOE_UNPERMUTE_BACKWARD      yp                      dy               dyp
+ *   ACTIVATION_FORWARD          in                      -                out
+ *   ACTIVATION_BACKWARD         in                      dout             din
+ *   MXFP8_SWIZZLE, MOE_ROUTER_*, MOE_PERMUTE_PLAN: no tensor fields (fixed FP32 / integer data).
+ * The high-precision fields take fp32 / bf16 / fp16 with GLN_SCALING_NONE; quantized fields an
+ * FP8 dtype with a quantized scaling mode; GEMM operands either. */
+typedef enum gln_op {
+    GLN_OP_QUANTIZE = 0,
+    GLN_OP_DEQUANTIZE = 1,
+    GLN_OP_GROUPED_QUANTIZE = 2,
+    GLN_OP_MXFP8_SWIZZLE = 3,
+    GLN_OP_GEMM = 4,
+    GLN_OP_GROUPED_GEMM = 5,
+    GLN_OP_GROUPED_DBIAS = 6,
+    GLN_OP_AMAX = 7,                /* gln_amax and gln_amax_ex */
+    GLN_OP_CAST = 8,
+    GLN_OP_MOE_ROUTER_FORWARD = 9,
+    GLN_OP_MOE_ROUTER_BACKWARD = 10,
+    GLN_OP_MOE_PERMUTE_PLAN = 11,
+    GLN_OP_MOE_PERMUTE = 12,
+    GLN_OP_MOE_PERMUTE_BACKWARD = 13,
+    GLN_OP_MOE_UNPERMUTE = 14,
+    GLN_OP_MOE_UNPERMUTE_BACKWARD = 15,
+    GLN_OP_ACTIVATION_FORWARD = 16,
+    GLN_OP_ACTIVATION_BACKWARD = 17,
+    GLN_OP_COUNT_ = 18
+} gln_op_t;
+
+typedef struct gln_op_query {
+    size_t size;                  /* sizeof(gln_op_query_t) */
+    gln_op_t op;
+    gln_gemm_layout_t layout;     /* GEMM, GROUPED_GEMM */
+    gln_dtype_t a_dtype;
+    gln_scaling_mode_t a_scaling;
+    gln_dtype_t b_dtype;
+    gln_scaling_mode_t b_scaling;
+    gln_dtype_t out_dtype;
+    gln_scaling_mode_t out_scaling;
+} gln_op_query_t;
+#define GLN_OP_QUERY_INIT                                                                        \
+    {sizeof(gln_op_query_t), GLN_OP_GEMM, GLN_LAYOUT_TN, GLN_DTYPE_BF16, GLN_SCALING_NONE,       \
+     GLN_DTYPE_BF16, GLN_SCALING_NONE, GLN_DTYPE_BF16, GLN_SCALING_NONE}
+
+/* *supported = 1 when a call of the queried op with these dtypes, scaling modes and layout
+ * (valid, non-empty arguments otherwise) runs on `backend`, 0 when it would return
+ * GLN_STATUS_NOT_SUPPORTED: an operation the backend lacks (the MoE ops and the MXFP8 scale
+ * swizzle on CUDA), a combination it refuses (CUDA GEMMs: high-precision A and B of different
+ * dtypes, E5M2 x E5M2 per-tensor FP8), a pair no backend multiplies (a high-precision with a
+ * quantized operand, quantized modes of different families), or a backend not compiled into
+ * this build (whether a device is present is gln_backend_available's question).  The CPU backend
+ * supports every valid combination but those pairs.  (A CUDA GEMM can still be refused by
+ * cuBLASLt finding no algorithm for a shape.)  GLN_STATUS_INVALID_ARGUMENT, *supported
+ * untouched: a query no call could match (a value outside its enum, a field of the wrong kind
+ * for the op, e.g. an FP8 dtype where the op takes high precision). */
+GLN_API gln_status_t gln_backend_supports(gln_backend_kind_t backend, const gln_op_query_t *query,
+                                          int *supported);
+
 #ifdef __cplusplus
 }
 #endif

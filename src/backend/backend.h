@@ -51,6 +51,11 @@ typedef struct gln_backend_ops {
                                   gln_tensor_t *dbias, int accumulate);
     gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
     gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+
+    /* capability query (gln_backend_supports): 1 when this backend runs the query's op with its
+     * dtypes / modes / layout.  Called only for a valid query whose op has its slot set and
+     * whose operands could meet on any backend; NULL = every such query is supported. */
+    int (*supports)(const gln_op_query_t *query);
 } gln_backend_ops_t;
 
 /* The built-in backends.  gln_backend_cuda_ops() returns NULL when CUDA was not compiled in. */
@@ -58,6 +63,9 @@ const gln_backend_ops_t *gln_backend_cpu_ops(void);
 const gln_backend_ops_t *gln_backend_cuda_ops(void);
 /* 1 when a CUDA device can be used (always 0 without the CUDA backend). */
 int gln_cuda_device_present(void);
+/* The CUDA backend's supports slot (src/backend/cuda/cuda_supports.c): plain C, compiled into
+ * every build so that its answers can be tested on machines without CUDA. */
+int gln_cuda_supports(const gln_op_query_t *query);
 
 /* Report a missing slot: "<call>: operation <op> is not implemented by the <name> backend". */
 gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op);

@@ -285,6 +285,7 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .amax = gln_cuda_amax,
     .cast = gln_cuda_cast,
+    .supports = gln_cuda_supports,
 };
 
 /* The table is returned even without a device: gln_context_create then fails in init with
