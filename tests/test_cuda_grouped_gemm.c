@@ -4,7 +4,8 @@
  * Operands hold small integers (and FP8 decode scales are powers of two), so every product and
  * every FP32 partial sum is exact whatever the summation order or tile shape: the CUDA result
  * must equal the CPU's bit for bit, for both paths of the CUDA backend (CUTLASS, and the loop
- * forced with GLN_CUDA_GROUPED_LOOP=1).  Cases: bf16 fprop (TN), dgrad (NN), wgrad into fp32
+ * forced with GLN_CUDA_GROUPED_LOOP=1).  Cases: bf16 fprop (TN, with and without a bias per
+ * expert), dgrad (NN), wgrad into fp32
  * (NT); per-tensor FP8 E4M3 × E4M3 fprop / dgrad and the HYBRID dgrad (E5M2 gradient ×
  * E4M3 weight); with and without accumulation; host and device splits; splits with empty
  * experts, one expert holding every row, 1 / 5 / 17 / 129-row experts, and 24 experts with
@@ -152,6 +153,7 @@ typedef struct gcase {
     int64_t kin, kout;
     int dev_splits, accumulate;
     int expect_cutlass;     /* 1: a CUTLASS kernel must take this call (when CUTLASS is built) */
+    int bias;               /* TN: a bf16 bias per expert */
 } gcase_t;
 
 static void set_loop(int on) {
@@ -232,9 +234,10 @@ static void nt_check(void *s, const char *what) {
 }
 
 static void describe(const gcase_t *c, char *buf, size_t n) {
-    int len = snprintf(buf, n, "%s %s E%d kin %lld kout %lld%s acc=%d splits {", kind_name(c->kind),
+    int len = snprintf(buf, n, "%s %s E%d kin %lld kout %lld%s acc=%d bias=%d splits {", kind_name(c->kind),
                        c->layout == GLN_LAYOUT_TN ? "TN" : c->layout == GLN_LAYOUT_NN ? "NN" : "NT", c->num,
-                       (long long)c->kin, (long long)c->kout, c->dev_splits ? " device splits" : "", c->accumulate);
+                       (long long)c->kin, (long long)c->kout, c->dev_splits ? " device splits" : "", c->accumulate,
+                       c->bias);
     for (int i = 0; i < c->num && len > 0 && (size_t)len < n; i++)
         len += snprintf(buf + len, n - (size_t)len, "%s%lld", i ? "," : "", (long long)c->splits[i]);
     if (len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, "}");
@@ -296,8 +299,8 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
         const int tn = c->layout == GLN_LAYOUT_TN;
         const int64_t bk = tn ? c->kin : c->kout, dcols = tn ? c->kout : c->kin;
         operand_t b = operand_new(rng, tn ? xt : gt, rows, bk, 1, 0);
-        operand_t w[MAXE];
-        gln_tensor_t hw[MAXE], cw[MAXE];
+        operand_t w[MAXE], bias[MAXE];
+        gln_tensor_t hw[MAXE], cw[MAXE], hbias[MAXE], cbias[MAXE];
         if (fp8) scales_new(rng, c->num, bsh, &bsd);
         for (int i = 0; i < c->num; i++) {
             w[i] = operand_new(rng, wt, c->kout, c->kin, 1, 0);
@@ -305,6 +308,9 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
             if (fp8) scales_new(rng, 1, &wsh[i], &wsd[i]);
             hw[i] = view_with_col(&w[i], 0, &wsh[i], NULL);
             cw[i] = view_with_col(&w[i], 1, NULL, (const float *)wsd[i].d);
+            bias[i] = operand_new(rng, GLN_DTYPE_BF16, 1, c->kout, 1, 0);
+            hbias[i] = view(&bias[i], 0, NULL, NULL);
+            cbias[i] = view(&bias[i], 1, NULL, NULL);
         }
         gln_grouped_tensor_t hb = {c->num, c->splits, 0, view(&b, 0, bsh, NULL)};
         gln_grouped_tensor_t cb = {c->num, sp_d, c->dev_splits, view(&b, 1, NULL, (const float *)bsd.d)};
@@ -318,6 +324,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
         gln_grouped_tensor_t cd = {c->num, sp_d, c->dev_splits, gln_tensor_make(GLN_DTYPE_BF16, rows, dcols, d.d.d)};
         ha.a_list = hw, ha.b = &hb, ha.d_grouped = &hd;
         da.a_list = cw, da.b = &cb, da.d_grouped = &cd;
+        if (c->bias) ha.bias_list = hbias, da.bias_list = cbias;
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         /* the rows past the experts' keep their old values on the CPU too */
         gln_check_bitwise("CPU trailing rows", (char *)st.want + (size_t)(total * dcols) * 2,
@@ -326,7 +333,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
         free(st.init), free(st.want);
         operand_free(&d), operand_free(&b);
         for (int i = 0; i < c->num; i++) {
-            operand_free(&w[i]);
+            operand_free(&w[i]), operand_free(&bias[i]);
             dev_free(&wsd[i]);
         }
         dev_free(&bsd);
@@ -358,9 +365,9 @@ static void test_matrix(void) {
             if (layouts[l] == GLN_LAYOUT_NT && kinds[k] != KIND_BF16) continue;
             if (layouts[l] == GLN_LAYOUT_TN && kinds[k] == KIND_HYBRID) continue; /* = e4m3 fprop */
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                for (int v = 0; v < 4; v++) {
+                for (int v = 0; v < (layouts[l] == GLN_LAYOUT_TN ? 8 : 4); v++) {
                     gcase_t c = {kinds[k], layouts[l], shapes[s].num, shapes[s].splits, shapes[s].kin,
-                                 shapes[s].kout, v & 1, (v >> 1) & 1, 1};
+                                 shapes[s].kout, v & 1, (v >> 1) & 1, 1, (v >> 2) & 1};
                     run_case(&rng, &c);
                 }
         }
@@ -372,9 +379,9 @@ static void test_matrix(void) {
 static void test_fallbacks(void) {
     gln_rng_t rng = gln_rng_seed(1602);
     const gcase_t cases[] = {
-        {KIND_BF16, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0},
-        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 44, 0, 1, 0},
-        {KIND_HYBRID, GLN_LAYOUT_TN, 4, s_odd, 64, 48, 1, 0, 1}, /* x stays E4M3 in HYBRID fprop */
+        {KIND_BF16, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0, 1},
+        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 44, 0, 1, 0, 0},
+        {KIND_HYBRID, GLN_LAYOUT_TN, 4, s_odd, 64, 48, 1, 0, 1, 1}, /* x stays E4M3 in HYBRID fprop */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&rng, &cases[i]);
 }

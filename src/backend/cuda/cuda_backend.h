@@ -120,6 +120,7 @@ typedef struct gln_cutlass_grouped {
     void *const *d_list;             /* ... or host [num] of device pointers */
     const float *a_scale;            /* FP8: device [num], A's per-expert decode scale; else NULL */
     const float *const *b_scale_list;/* FP8: host [num] of device pointers to B's decode scale */
+    const void *const *bias_list;    /* TN: host [num] of device pointers to bf16 [1, n] biases, or NULL */
     int accumulate;                  /* D += (beta = 1); else D = */
     int large_tiles;                 /* the large-expert instantiation, where one exists */
     int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */

@@ -3,7 +3,7 @@
  *
  * Covered today (everything else takes the per-expert cuBLASLt loop of cuda_gemm.c, which has
  * the same semantics):
- *   TN (fprop)  bf16 x, bf16 W_i            -> bf16 y        no bias
+ *   TN (fprop)  bf16 x, bf16 W_i            -> bf16 y        (+ bf16 bias_i, in the epilogue)
  *   NN (dgrad)  bf16 dy, bf16 W_i           -> bf16 dx
  *   NT (wgrad)  bf16 dy, bf16 x             -> fp32 dW_i     (main_grad; accumulate or not)
  *   TN / NN     per-tensor FP8 x or dy (rowwise) with per-tensor E4M3 W_i (rowwise for TN, the
@@ -69,12 +69,12 @@ static gln_cutlass_kernel_t pick_tn_nn(gln_gemm_layout_t layout, const gln_tenso
 
 /* TN / NN: fills g (offsets excepted) when a kernel fits; returns 0 otherwise. */
 static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, const void **b_ptrs,
-                      const float **b_scales) {
+                      const float **b_scales, const void **biases) {
     const gln_grouped_tensor_t *gb = args->b;
     const gln_tensor_t *x = &gb->packed, *dp = &args->d_grouped->packed;
     const gln_tensor_t *w0 = &args->a_list[0];
     int fp8 = 0;
-    if (args->bias_list) return 0;
+    if (args->bias_list && args->layout != GLN_LAYOUT_TN) return 0;
     const gln_cutlass_kernel_t kernel = pick_tn_nn(args->layout, x, w0, &fp8);
     if (kernel == GLN_CUTLASS_KERNEL_COUNT_ || dp->dtype != GLN_DTYPE_BF16) return 0;
     const int tn = args->layout == GLN_LAYOUT_TN;
@@ -96,6 +96,13 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
         if (!p || !aligned16(p) || (fp8 && !s)) return 0;
         b_ptrs[i] = p;
         b_scales[i] = s;
+        if (args->bias_list) { /* a bf16 row [1, n] per expert */
+            const gln_tensor_t *bias = &args->bias_list[i];
+            if (bias->dtype != GLN_DTYPE_BF16 || bias->rows != 1 || bias->cols != n || !bias->data ||
+                !aligned16(bias->data))
+                return 0;
+            biases[i] = bias->data;
+        }
     }
     memset(g, 0, sizeof *g);
     g->kernel = kernel;
@@ -107,6 +114,7 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     g->d = dp->data, g->d_row_bytes = n * 2;
     g->a_scale = fp8 ? (const float *)x->scale_inv : NULL;
     g->b_scale_list = fp8 ? b_scales : NULL;
+    g->bias_list = args->bias_list ? biases : NULL;
     g->accumulate = args->accumulate;
     g->large_tiles = large_regime(x->rows, gb->num);
     /* TE's FP8 GEMM accumulation: fast in the forward GEMM, promoted to FP32 in dgrad */
@@ -168,14 +176,15 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
     const int32_t num = args->b->num;
     gln_status_t st = GLN_STATUS_SUCCESS;
     void **ptrs = calloc((size_t)num, sizeof(void *));
+    const void **biases = calloc((size_t)num, sizeof(void *));
     const float **scales = calloc((size_t)num, sizeof(float *));
-    if (!ptrs || !scales) {
-        free(ptrs), free(scales);
+    if (!ptrs || !scales || !biases) {
+        free(ptrs), free(scales), free(biases);
         return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)num);
     }
     gln_cutlass_grouped_t g;
     const int fits = args->layout == GLN_LAYOUT_NT ? plan_nt(args, &g, ptrs)
-                                                   : plan_tn_nn(args, &g, (const void **)ptrs, scales);
+                                                   : plan_tn_nn(args, &g, (const void **)ptrs, scales, biases);
     if (fits) {
         int64_t *offsets = NULL;
         *handled = 1;
@@ -188,6 +197,7 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
     }
     free(ptrs);
     free(scales);
+    free(biases);
     return st;
 }
 

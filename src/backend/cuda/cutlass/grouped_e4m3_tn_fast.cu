@@ -1,14 +1,14 @@
 /* Grouped per-tensor FP8 fprop, E4M3 × E4M3, with the tensor cores' fast accumulation (no FP32
  * promotion inside the K loop): TransformerEngine's default for the forward GEMM
- * (use_split_accumulator off for fprop, on for dgrad and wgrad).  128×128×128 tiles
- * (GLN_CUTLASS_E4M3_TN for TN, small tiles). */
+ * (use_split_accumulator off for fprop, on for dgrad and wgrad).  128×128×128 tiles;
+ * the epilogue adds the per-expert bias (GLN_CUTLASS_E4M3_TN for TN, small tiles). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
 using GlnGrouped_e4m3_tn_fast =
     gln_cutlass::Grouped<cutlass::float_e4m3_t, cutlass::layout::RowMajor, cutlass::float_e4m3_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
                          cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
                          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
-                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, true>;
 
 extern "C" gln_status_t gln_cutlass_run_e4m3_tn_fast(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {
     return gln_cutlass::run<GlnGrouped_e4m3_tn_fast>(ctx, g, call);

@@ -39,10 +39,27 @@ namespace gln_cutlass {
 
 using cute::_1;
 
-/* One grouped-GEMM instantiation: operand types and layouts, tile and cluster shapes, schedules. */
+namespace fusion = cutlass::epilogue::fusion;
+
+/* The fprop epilogue: D = beta·C + (alpha_i·acc + bias_i[n]) in FP32, one rounding to ED.  The
+ * bias is a per-expert bf16 row (a pointer per group; a null pointer array means no bias). */
+template <class ED, class Tile>
+using BiasEpilogue = fusion::Sm90EVT<
+    fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ED, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>, /* beta */
+    fusion::Sm90SrcFetch<ED>,                                                              /* C */
+    fusion::Sm90EVT<
+        fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
+        fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>, /* alpha_i */
+        fusion::Sm90AccFetch,                                                                  /* acc */
+        fusion::Sm90RowBroadcast<0, Tile, cutlass::bfloat16_t *, float>>>;                     /* bias_i */
+
+/* One grouped-GEMM instantiation: operand types and layouts, tile and cluster shapes, schedules,
+ * and whether the epilogue adds a per-expert bias (the fprop kernels). */
 template <class EA, class LA, class EB, class LB, class ED, class Tile, class Cluster_, class KernelSchedule,
-          class EpiSchedule>
+          class EpiSchedule, bool WithBias = false>
 struct Grouped {
+    static constexpr bool kBias = WithBias;
     using ElementA = EA;
     using ElementB = EB;
     using ElementD = ED;
@@ -56,7 +73,7 @@ struct Grouped {
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
         cutlass::layout::RowMajor *, kAlignD, EpiSchedule,
-        cutlass::epilogue::fusion::LinearCombination<ED, float>>::CollectiveOp;
+        cute::conditional_t<WithBias, BiasEpilogue<ED, Tile>, fusion::LinearCombination<ED, float>>>::CollectiveOp;
 
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, EA, LA *, kAlignA, EB, LB *, kAlignB, float, Tile,
@@ -99,6 +116,7 @@ template <class G> struct Tables {
     typename G::StrideD *sd;
     float *alpha;
     const float **alpha_ptr;
+    const cutlass::bfloat16_t **bias;
 };
 
 /* Per-expert host values of one setup launch (list pointers travel by value in the kernel
@@ -109,6 +127,7 @@ struct Chunk {
     const void *b[GLN_CUTLASS_CHUNK];
     void *d[GLN_CUTLASS_CHUNK];
     const float *b_scale[GLN_CUTLASS_CHUNK];
+    const void *bias[GLN_CUTLASS_CHUNK];
 };
 
 template <class G>
@@ -133,6 +152,7 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     if (c.b_scale[j]) alpha *= *c.b_scale[j];
     t.alpha[i] = alpha;
     t.alpha_ptr[i] = &t.alpha[i];
+    if (G::kBias) t.bias[i] = (const cutlass::bfloat16_t *)c.bias[j];
 }
 
 /* D_i = 0 for the experts of a wgrad (K_i = rows) that got no rows, without accumulation. */
@@ -161,6 +181,7 @@ static inline void fill_chunk(Chunk *c, const gln_cutlass_grouped_t *g, int32_t 
         if (g->b_list) c->b[j] = g->b_list[first + j];
         if (g->d_list) c->d[j] = g->d_list[first + j];
         if (g->b_scale_list) c->b_scale[j] = g->b_scale_list[first + j];
+        if (g->bias_list) c->bias[j] = g->bias_list[first + j];
     }
 }
 
@@ -170,13 +191,16 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
     using Gemm = typename G::Gemm;
     cudaStream_t stream = gln_cuda_state(ctx)->stream;
     const size_t n = (size_t)g->num;
-    size_t off[10];
+    enum { kTables = 10 };
+    size_t off[kTables + 1];
     size_t bytes = 0;
-    const size_t sizes[9] = {sizeof(typename G::Shape), sizeof(void *), sizeof(void *), sizeof(void *),
-                             sizeof(typename G::StrideA), sizeof(typename G::StrideB), sizeof(typename G::StrideD),
-                             sizeof(float), sizeof(void *)};
-    for (int t = 0; t < 9; t++) off[t] = bytes, bytes = align_up(bytes + sizes[t] * n);
-    off[9] = bytes;
+    const size_t sizes[kTables] = {sizeof(typename G::Shape),   sizeof(void *),
+                                   sizeof(void *),              sizeof(void *),
+                                   sizeof(typename G::StrideA), sizeof(typename G::StrideB),
+                                   sizeof(typename G::StrideD), sizeof(float),
+                                   sizeof(void *),              sizeof(void *)};
+    for (int t = 0; t < kTables; t++) off[t] = bytes, bytes = align_up(bytes + sizes[t] * n);
+    off[kTables] = bytes;
 
     int device = 0, sm_count = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&device), fn, "cudaGetDevice"));
@@ -200,29 +224,39 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
         t.sd = (typename G::StrideD *)(base + off[6]);
         t.alpha = (float *)(base + off[7]);
         t.alpha_ptr = (const float **)(base + off[8]);
+        t.bias = (const cutlass::bfloat16_t **)(base + off[9]);
         typename Gemm::Arguments args;
-        decltype(args.epilogue.thread) fusion;
-        fusion.alpha = 0.0f;
-        fusion.beta = g->accumulate ? 1.0f : 0.0f;
-        fusion.alpha_ptr = nullptr;
-        fusion.beta_ptr = nullptr;
-        fusion.alpha_ptr_array = t.alpha_ptr;
-        fusion.beta_ptr_array = nullptr;
-        fusion.dAlpha = {cute::_0{}, cute::_0{}, 1};
-        fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
+        decltype(args.epilogue.thread) ep{};
+        const float beta = g->accumulate ? 1.0f : 0.0f;
+        if constexpr (G::kBias) {
+            /* the tree's nodes in order: beta, C, (alpha, acc, bias, +), + */
+            ep.op_0.scalars[0] = beta;
+            ep.op_2.op_0.scalar_ptr_arrays[0] = t.alpha_ptr;
+            ep.op_2.op_0.dScalar[0] = {cute::_0{}, cute::_0{}, 1};
+            ep.op_2.op_2.ptr_row = g->bias_list ? t.bias : nullptr;
+        } else {
+            ep.alpha = 0.0f;
+            ep.beta = beta;
+            ep.alpha_ptr = nullptr;
+            ep.beta_ptr = nullptr;
+            ep.alpha_ptr_array = t.alpha_ptr;
+            ep.beta_ptr_array = nullptr;
+            ep.dAlpha = {cute::_0{}, cute::_0{}, 1};
+            ep.dBeta = {cute::_0{}, cute::_0{}, 0};
+        }
         args = typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
                                         {(int)g->num, t.shapes, nullptr},
                                         {t.a, t.sa, t.b, t.sb},
-                                        {fusion, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
+                                        {ep, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
                                         hw};
         return args;
     };
     /* The workspace size depends only on the group count and the device, not on addresses. */
     const size_t ws_bytes = Gemm::get_workspace_size(make_args((char *)256));
-    GLN_TRY(gln_cuda_scratch_alloc(ctx, off[9] + ws_bytes + 256, (void **)&scratch, fn));
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, off[kTables] + ws_bytes + 256, (void **)&scratch, fn));
     gln_status_t st = GLN_STATUS_SUCCESS;
     typename Gemm::Arguments args = make_args(scratch);
-    void *workspace = ws_bytes ? scratch + off[9] : nullptr;
+    void *workspace = ws_bytes ? scratch + off[kTables] : nullptr;
     Gemm gemm;
 
     for (int32_t first = 0; first < g->num; first += GLN_CUTLASS_CHUNK) {
