@@ -22,6 +22,13 @@
  * (256×128 tiles, 1×2 clusters) where one exists, others the 128×128 ones, whose smaller tiles
  * waste less on short experts and fill the GPU with more of them.
  *
+ * Few, large experts with host splits keep the per-expert cuBLASLt loop (no host synchronization
+ * is needed there, and on the H200 cuBLASLt beat these CUTLASS kernels on the Mixtral and
+ * DeepGEMM shapes — 8 experts of 4096 rows — in bf16 fprop / dgrad by 2–8 %, in the FP8 dgrad
+ * by 9–15 % and in the wgrad by 20–30 %; bench/RESULTS.md): average rows per expert at least
+ * GLN_CUTLASS_LOOP_ROWS, except the FP8 fprop, where CUTLASS's fast-accumulating kernel wins.
+ * With device splits the CUTLASS kernels always run: the loop would have to read the splits back.
+ *
  * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
  * the loop; GLN_CUTLASS_TILES=small or =large forces a regime. */
 #include <stdint.h>
@@ -38,6 +45,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 #define GLN_CUTLASS_LARGE_ROWS 1024
+#define GLN_CUTLASS_LOOP_ROWS 2048
 
 /* 1: large tiles, 0: small, from the environment override or the heuristic. */
 static int large_regime(int64_t packed_rows, int32_t num) {
@@ -183,9 +191,14 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
         return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)num);
     }
     gln_cutlass_grouped_t g;
+    memset(&g, 0, sizeof g);
     const int fits = args->layout == GLN_LAYOUT_NT ? plan_nt(args, &g, ptrs)
                                                    : plan_tn_nn(args, &g, (const void **)ptrs, scales, biases);
-    if (fits) {
+    /* few large experts with host splits: the loop (see the top of this file) */
+    const int64_t avg_rows = args->b->packed.rows / num;
+    const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
+                          !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN);
+    if (fits && !loop_wins) {
         int64_t *offsets = NULL;
         *handled = 1;
         st = gln_cuda_group_offsets(ctx, args->b, &offsets, fn);
