@@ -86,7 +86,7 @@ static int operands_meet(const gln_op_query_t *q) {
 }
 
 /* Whether the backend's table has the op's slot (a NULL slot: the dispatcher reports
- * NOT_SUPPORTED).  The MoE ops are not slots yet: they run on host memory, CPU only. */
+ * NOT_SUPPORTED). */
 static int slot_present(const gln_backend_ops_t *ops, gln_op_t op) {
     switch (op) {
     case GLN_OP_QUANTIZE: return ops->quantize != NULL;
@@ -98,7 +98,16 @@ static int slot_present(const gln_backend_ops_t *ops, gln_op_t op) {
     case GLN_OP_GROUPED_DBIAS: return ops->grouped_dbias != NULL;
     case GLN_OP_AMAX: return ops->amax != NULL;
     case GLN_OP_CAST: return ops->cast != NULL;
-    default: return ops == gln_backend_cpu_ops();
+    case GLN_OP_MOE_ROUTER_FORWARD: return ops->moe_router_forward != NULL;
+    case GLN_OP_MOE_ROUTER_BACKWARD: return ops->moe_router_backward != NULL;
+    case GLN_OP_MOE_PERMUTE_PLAN: return ops->moe_permute_plan != NULL;
+    case GLN_OP_MOE_PERMUTE: return ops->moe_permute != NULL;
+    case GLN_OP_MOE_PERMUTE_BACKWARD: return ops->moe_permute_backward != NULL;
+    case GLN_OP_MOE_UNPERMUTE: return ops->moe_unpermute != NULL;
+    case GLN_OP_MOE_UNPERMUTE_BACKWARD: return ops->moe_unpermute_backward != NULL;
+    case GLN_OP_ACTIVATION_FORWARD: return ops->activation_forward != NULL;
+    case GLN_OP_ACTIVATION_BACKWARD: return ops->activation_backward != NULL;
+    default: return 0;
     }
 }
 

@@ -133,6 +133,15 @@ static const gln_backend_ops_t cpu_ops = {
     .grouped_dbias = cpu_grouped_dbias,
     .amax = cpu_amax,
     .cast = cpu_cast,
+    .moe_router_forward = gln_cpu_moe_router_forward,
+    .moe_router_backward = gln_cpu_moe_router_backward,
+    .moe_permute_plan = gln_cpu_moe_permute_plan,
+    .moe_permute = gln_cpu_moe_permute,
+    .moe_permute_backward = gln_cpu_moe_permute_backward,
+    .moe_unpermute = gln_cpu_moe_unpermute,
+    .moe_unpermute_backward = gln_cpu_moe_unpermute_backward,
+    .activation_forward = gln_cpu_activation_forward,
+    .activation_backward = gln_cpu_activation_backward,
 };
 
 const gln_backend_ops_t *gln_backend_cpu_ops(void) { return &cpu_ops; }

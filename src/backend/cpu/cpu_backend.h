@@ -30,4 +30,26 @@ gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_
 gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
+/* cpu_moe.c — router, permutation, activations (the reference of the MoE slots) */
+gln_status_t gln_cpu_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                        const float *logits, int32_t *experts, float *gates);
+gln_status_t gln_cpu_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                         const float *logits, const int32_t *experts, const float *dgates,
+                                         float *dlogits);
+gln_status_t gln_cpu_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                      const int32_t *experts, int64_t *m_splits, int64_t *row_of);
+gln_status_t gln_cpu_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                 const gln_tensor_t *x, gln_tensor_t *xp);
+gln_status_t gln_cpu_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                          const gln_tensor_t *dxp, gln_tensor_t *dx);
+gln_status_t gln_cpu_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                   const float *gates, const gln_tensor_t *yp, gln_tensor_t *y);
+gln_status_t gln_cpu_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                            const float *gates, const gln_tensor_t *yp, const gln_tensor_t *dy,
+                                            gln_tensor_t *dyp, float *dgates);
+gln_status_t gln_cpu_activation_forward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+                                        gln_tensor_t *out);
+gln_status_t gln_cpu_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
+                                         const gln_tensor_t *dout, gln_tensor_t *din);
+
 #endif

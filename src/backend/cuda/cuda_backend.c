@@ -285,6 +285,7 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .amax = gln_cuda_amax,
     .cast = gln_cuda_cast,
+    /* the MoE ops: NULL until their kernels exist (the dispatcher reports NOT_SUPPORTED) */
     .supports = gln_cuda_supports,
 };
 
