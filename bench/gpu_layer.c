@@ -12,12 +12,7 @@
  *
  * usage: gpu_layer [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--bias] [--split-path]
  *        (exit 77 without a GPU) */
-#define _POSIX_C_SOURCE 200809L
-#include <grouplin.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "bench_util.h"
 
 typedef struct shape {
     const char *name;
@@ -41,42 +36,6 @@ static const struct {
                {"fp8-block", GLN_RECIPE_FP8_BLOCK}};
 #define NRECIPES (sizeof recipes / sizeof recipes[0])
 
-#define TRY(expr)                                                                               \
-    do {                                                                                        \
-        gln_status_t st_ = (expr);                                                              \
-        if (st_ != GLN_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s: %s (%s)\n", #expr, gln_status_string(st_), gln_last_error());  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* A device bf16 buffer, uniform in [-1, 1). */
-static void *device_random_bf16(gln_context_t *ctx, size_t count, uint64_t seed) {
-    uint16_t *host = malloc(count * sizeof *host);
-    if (!host) exit(1);
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < count; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        host[i] = gln_fp32_to_bf16((float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0));
-    }
-    void *dev = NULL;
-    TRY(gln_malloc(ctx, count * sizeof *host, &dev));
-    TRY(gln_memcpy(ctx, dev, host, count * sizeof *host, GLN_COPY_HOST_TO_BACKEND));
-    free(host);
-    return dev;
-}
-
 /* Median seconds of one forward + backward step. */
 static double time_step(gln_context_t *ctx, const shape_t *s, gln_recipe_t recipe, int bias, int split_path,
                         int warmup, int repeat) {
@@ -97,7 +56,7 @@ static double time_step(gln_context_t *ctx, const shape_t *s, gln_recipe_t recip
     void *splits_dev = NULL;
     TRY(gln_malloc(ctx, (size_t)s->experts * sizeof *splits, &splits_dev));
     TRY(gln_memcpy(ctx, splits_dev, splits, (size_t)s->experts * sizeof *splits, GLN_COPY_HOST_TO_BACKEND));
-    void *xd = device_random_bf16(ctx, (size_t)(rows * s->k), 7), *dyd = device_random_bf16(ctx, (size_t)(rows * s->n), 8);
+    void *xd = device_random(ctx, GLN_DTYPE_BF16, (size_t)(rows * s->k), 7), *dyd = device_random(ctx, GLN_DTYPE_BF16, (size_t)(rows * s->n), 8);
     gln_tensor_t x = gln_tensor_make(GLN_DTYPE_BF16, rows, s->k, xd);
     gln_tensor_t dy = gln_tensor_make(GLN_DTYPE_BF16, rows, s->n, dyd);
     double *t = malloc((size_t)repeat * sizeof *t);

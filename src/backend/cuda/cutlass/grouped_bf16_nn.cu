@@ -1,12 +1,10 @@
 /* Grouped dgrad, bf16: dx_i [M_i, N] = dy_i [M_i, K] · W_i [K, N], bf16 output (GLN_CUTLASS_BF16_NN). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
-using GlnGrouped_bf16_nn =
-    gln_cutlass::Grouped<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t,
-                         cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-
-extern "C" gln_status_t gln_cutlass_run_bf16_nn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {
-    return gln_cutlass::run<GlnGrouped_bf16_nn>(ctx, g, call);
-}
+GLN_CUTLASS_GROUPED(bf16_nn,
+                    cutlass::bfloat16_t, cutlass::layout::RowMajor,
+                    cutlass::bfloat16_t, cutlass::layout::RowMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)

@@ -2,12 +2,11 @@
  * the per-expert bias added in the epilogue (GLN_CUTLASS_BF16_TN). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
-using GlnGrouped_bf16_tn =
-    gln_cutlass::Grouped<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
-                         cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, true>;
-
-extern "C" gln_status_t gln_cutlass_run_bf16_tn(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {
-    return gln_cutlass::run<GlnGrouped_bf16_tn>(ctx, g, call);
-}
+GLN_CUTLASS_GROUPED(bf16_tn,
+                    cutlass::bfloat16_t, cutlass::layout::RowMajor,
+                    cutlass::bfloat16_t, cutlass::layout::ColumnMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+                    true)

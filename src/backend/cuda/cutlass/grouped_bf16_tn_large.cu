@@ -3,12 +3,11 @@
  * the epilogue adds the per-expert bias (GLN_CUTLASS_BF16_TN, large tiles). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
-using GlnGrouped_bf16_tn_large =
-    gln_cutlass::Grouped<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
-                         cute::Shape<cute::_256, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_2, cute::_1>,
-                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, true>;
-
-extern "C" gln_status_t gln_cutlass_run_bf16_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {
-    return gln_cutlass::run<GlnGrouped_bf16_tn_large>(ctx, g, call);
-}
+GLN_CUTLASS_GROUPED(bf16_tn_large,
+                    cutlass::bfloat16_t, cutlass::layout::RowMajor,
+                    cutlass::bfloat16_t, cutlass::layout::ColumnMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_256, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+                    true)

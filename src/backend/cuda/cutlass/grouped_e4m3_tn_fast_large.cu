@@ -3,12 +3,11 @@
  * the epilogue adds the per-expert bias (GLN_CUTLASS_E4M3_TN for TN, large tiles). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
-using GlnGrouped_e4m3_tn_fast_large =
-    gln_cutlass::Grouped<cutlass::float_e4m3_t, cutlass::layout::RowMajor, cutlass::float_e4m3_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
-                         cute::Shape<cute::_256, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
-                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
-                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, true>;
-
-extern "C" gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) {
-    return gln_cutlass::run<GlnGrouped_e4m3_tn_fast_large>(ctx, g, call);
-}
+GLN_CUTLASS_GROUPED(e4m3_tn_fast_large,
+                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_256, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+                    true)

@@ -282,4 +282,13 @@ fail:
 
 } // namespace gln_cutlass
 
+/* One instantiation and its C entry point gln_cutlass_run_<name>() (declared in cuda_backend.h):
+ * GLN_CUTLASS_GROUPED(name, <the gln_cutlass::Grouped template arguments>). */
+#define GLN_CUTLASS_GROUPED(name, ...)                                                                         \
+    using GlnGrouped_##name = gln_cutlass::Grouped<__VA_ARGS__>;                                               \
+    extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,         \
+                                                   const char *call) {                                         \
+        return gln_cutlass::run<GlnGrouped_##name>(ctx, g, call);                                              \
+    }
+
 #endif
