@@ -6,7 +6,8 @@
  *
  * The MXFP8 scale swizzle is not implemented yet (cuBLASLt cannot run MXFP8 on sm_90, so
  * nothing here needs swizzled scales): its slot is NULL and the dispatcher reports
- * NOT_SUPPORTED. */
+ * NOT_SUPPORTED.  So are the MoE slots (router, permutation, activations) until their kernels
+ * exist; cuda_supports.c answers gln_backend_supports for the rest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,8 +286,8 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .amax = gln_cuda_amax,
     .cast = gln_cuda_cast,
-    /* the MoE ops: NULL until their kernels exist (the dispatcher reports NOT_SUPPORTED) */
     .supports = gln_cuda_supports,
+    /* moe_* and activation_*: NULL until the MoE kernels exist (NOT_SUPPORTED) */
 };
 
 /* The table is returned even without a device: gln_context_create then fails in init with
