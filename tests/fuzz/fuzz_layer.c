@@ -7,6 +7,7 @@
  *   - wild sizes (negative, past 2^56 elements, overflowing products) are refused;
  *   - a successful forward / backward writes every row of y / dx that the splits cover, and
  *     with tame data (no NaN / Inf inputs) writes finite values there;
+ *   - a failed forward sets *saved to NULL;
  *   - a refused backward leaves a caller's dx untouched, and a second backward on the same
  *     saved context is refused with GLN_STATUS_INVALID_STATE;
  *   - the split and grouped paths give bit-identical y and dx (DESIGN §4, the same kernels on
@@ -93,9 +94,10 @@ static void read_config(fz_t *f, layer_case_t *lc) {
     c.single_grouped_weight = (flags >> 6) & 1;
     c.single_grouped_bias = (flags >> 7) & 1;
     c.amax_history_len = (int)fz_int(f, 0, 4);
+    int wild_history = 0;
     if (f->wild && fz_u8(f) == 0xff) {
         c.amax_history_len = INT32_MAX; /* 3·N·len slots of history: must fail cleanly */
-        wild = c.recipe == GLN_RECIPE_FP8_DELAYED;
+        wild_history = c.recipe == GLN_RECIPE_FP8_DELAYED;
     }
     c.margin = (int)fz_int(f, -1, 3);
     c.amax_algo = (gln_amax_algo_t)fz_pick(f, 3);
@@ -105,14 +107,13 @@ static void read_config(fz_t *f, layer_case_t *lc) {
     c.init_std = INIT_STD[fz_pick(f, 6)];
     /* A wild dim only counts when the layer-owned storage would pass 2^56 elements. */
     if (wild && c.in_features >= 0 && c.out_features >= 0 && c.num_experts >= 1 &&
-        prod_or_max(prod_or_max(c.in_features, c.out_features), c.num_experts) <= GLN_MAX_ELEMS &&
-        c.amax_history_len != INT32_MAX) {
+        prod_or_max(prod_or_max(c.in_features, c.out_features), c.num_experts) <= GLN_MAX_ELEMS) {
         c.in_features &= 31;
         c.out_features &= 31;
         wild = 0;
     }
     lc->cfg = c;
-    lc->wild = wild;
+    lc->wild = wild || wild_history;
     lc->parity = fz_bool(f);
     fill_params(f, lc);
 }
@@ -160,7 +161,10 @@ static void run_step(fz_t *f, gln_grouped_linear_t *layer, const gln_grouped_lin
     out->bwd = GLN_STATUS_INVALID_STATE;
     out->y = y;
     out->dx = gln_tensor_make(c->activation_dtype, 0, 0, NULL);
-    if (out->fwd != GLN_STATUS_SUCCESS) return;
+    if (out->fwd != GLN_STATUS_SUCCESS) {
+        FZ_ASSERT(inference || saved == NULL, "a failed forward left *saved set (issue 15 item 7)");
+        return;
+    }
     FZ_ASSERT(covered >= 0 && covered <= x->rows,
               "forward accepted splits summing to %lld for %lld rows", (long long)covered,
               (long long)x->rows);
