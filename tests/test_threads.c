@@ -147,7 +147,7 @@ static void test_log_callback_while_calls_fail(void) {
 /* A callback that fails a call itself (re-entering) and clears the callback from inside. */
 typedef struct reentry {
     int outer, inner;
-    char inner_message[256];
+    char inner_message[256], outer_message_after[256];
 } reentry_t;
 
 static void log_reenter(gln_log_level_t level, const char *message, void *user) {
@@ -160,6 +160,7 @@ static void log_reenter(gln_log_level_t level, const char *message, void *user) 
     }
     r->outer++;
     (void)gln_free(NULL, NULL); /* fails: re-enters this callback */
+    snprintf(r->outer_message_after, sizeof r->outer_message_after, "%s", message);
     gln_set_log_callback(NULL, NULL);
 }
 
@@ -172,6 +173,9 @@ static void test_log_callback_reentry(void) {
     CHECK(r.outer == 1);
     CHECK(r.inner == 1);
     CHECK_MSG(strstr(r.inner_message, "ctx must not be NULL") != NULL, "inner message '%s'", r.inner_message);
+    /* The outer callback's message is its own, also after the inner failure. */
+    CHECK_MSG(strncmp(r.outer_message_after, "gln_malloc: ", 12) == 0, "outer message became '%s'",
+              r.outer_message_after);
     /* The clear asked for inside the callback took effect when it returned. */
     CHECK_STATUS(gln_malloc(NULL, 1, NULL), GLN_STATUS_INVALID_ARGUMENT, "gln_malloc");
     CHECK(r.outer == 1 && r.inner == 1);

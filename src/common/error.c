@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #define GLN_ERROR_CAPACITY 1024
 
@@ -114,7 +115,12 @@ gln_status_t gln_fail(gln_status_t status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    log_emit(GLN_LOG_ERROR, last_error);
+    if (atomic_load_explicit(&log_on, memory_order_acquire)) {
+        /* A copy: a callback that fails a call itself overwrites last_error, not its message. */
+        char message[GLN_ERROR_CAPACITY];
+        memcpy(message, last_error, sizeof message);
+        log_emit(GLN_LOG_ERROR, message);
+    }
     return status;
 }
 

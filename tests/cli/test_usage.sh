@@ -55,6 +55,7 @@ expect_usage "is not one of" train --backend tpu
 expect_usage "is not one of" train --path diagonal
 expect_usage "is not one of" train --activation relu
 expect_usage "must be <= --experts" train --experts 4 --topk 5
+expect_usage "--threads -1 must be in" train --threads -1
 expect_usage "is not a number" train --lr fast
 expect_usage "must be in" train --lr -1
 expect_usage "is not a number" train --expect-loss-drop nan
