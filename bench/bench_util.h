@@ -55,4 +55,23 @@ static inline void *device_random(gln_context_t *ctx, gln_dtype_t dt, size_t cou
     return dev;
 }
 
+/* A context on the CUDA backend, or exit 77 (skipped) without a device. */
+static inline gln_context_t *bench_cuda_context(void) {
+    if (!gln_backend_available(GLN_BACKEND_CUDA)) {
+        printf("skipped: no CUDA device\n");
+        exit(77);
+    }
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    gln_context_t *ctx = NULL;
+    TRY(gln_context_create(&o, &ctx));
+    return ctx;
+}
+
+/* Does the environment force the per-expert GEMM loop (GLN_CUDA_GROUPED_LOOP set, not "0")? */
+static inline int bench_loop_forced(void) {
+    const char *e = getenv("GLN_CUDA_GROUPED_LOOP");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 #endif

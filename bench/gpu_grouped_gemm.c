@@ -185,17 +185,9 @@ int main(int argc, char **argv) {
         }
     }
     if (repeat < 1 || warmup < 0 || inner < 1) return 2;
-    if (!gln_backend_available(GLN_BACKEND_CUDA)) {
-        printf("skipped: no CUDA device\n");
-        return 77;
-    }
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    gln_context_t *ctx = NULL;
-    TRY(gln_context_create(&o, &ctx));
-    const char *loop = getenv("GLN_CUDA_GROUPED_LOOP");
+    gln_context_t *ctx = bench_cuda_context();
     printf("# grouped GEMM, %s, %s splits (%s); ms and TFLOP/s (2·M·N·K per stage; wgrad: bf16 into fp32)\n",
-           loop && *loop && strcmp(loop, "0") ? "per-expert loop (GLN_CUDA_GROUPED_LOOP)" : "default dispatch",
+           bench_loop_forced() ? "per-expert loop (GLN_CUDA_GROUPED_LOOP)" : "default dispatch",
            zipf ? "zipf" : "uniform", device_splits ? "device" : "host");
     printf("%-12s %-6s | %8s %7s | %8s %7s | %8s %7s | %8s %7s\n", "shape", "recipe", "fprop", "TF/s", "dgrad",
            "TF/s", "wgrad", "TF/s", "all 3", "TF/s");

@@ -106,18 +106,10 @@ int main(int argc, char **argv) {
         }
     }
     if (repeat < 1 || warmup < 0) return 2;
-    if (!gln_backend_available(GLN_BACKEND_CUDA)) {
-        printf("skipped: no CUDA device\n");
-        return 77;
-    }
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    gln_context_t *ctx = NULL;
-    TRY(gln_context_create(&o, &ctx));
-    const char *loop = getenv("GLN_CUDA_GROUPED_LOOP");
+    gln_context_t *ctx = bench_cuda_context();
     printf("# layer forward + backward (fused FP32 main_grad, quantization included), %s path, %s, bias=%d\n",
            split_path ? "split" : "grouped (device splits)",
-           loop && *loop && strcmp(loop, "0") ? "GEMM loop forced" : "default GEMM dispatch", bias);
+           bench_loop_forced() ? "GEMM loop forced" : "default GEMM dispatch", bias);
     printf("%-12s %-12s | %9s %9s\n", "shape", "recipe", "ms", "TFLOP/s");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape_t *s = &shapes[i];
