@@ -75,15 +75,32 @@ void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr);
 gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const char *name,
                                   const gln_grouped_tensor_t *g, int64_t **host_splits);
 
-/* cuda_plan.cu: offsets[0..g->num] (device int64, scratch of the caller) = member row offsets of
- * g computed on the device from its device-resident splits, clamped into [0, packed.rows]; bad
- * splits are recorded in the async error word.  Enqueued on the stream: no host wait. */
+/* ---- the group plan (cuda_plan.cu) -------------------------------------------------------
+ * A grouped tensor's member layout on the device, computed once per call and passed down to
+ * every grouped kernel: row offsets and, for the block-scaled modes, the members' scale offsets
+ * (the layout of gln_grouped_scale_offsets).  Device splits: a one-thread kernel on the stream
+ * (no host wait), which clamps bad splits (negative -> 0, a running sum past the packed rows ->
+ * the rows) and records the first in the async error word.  Host splits (checked at the
+ * boundary): prefix sums on the host, one stream-ordered copy. */
+typedef struct gln_cuda_plan {
+    int32_t num;
+    int64_t *rows;   /* device [num + 1]: member i owns packed rows rows[i] .. rows[i+1] */
+    int64_t *srow;   /* device [num + 1]: member i's rowwise scales start at element srow[i] */
+    int64_t *scol;   /* device [num + 1]: ... and its columnwise scales at scol[i] */
+} gln_cuda_plan_t;
+
+/* The plan of g for scaling mode `mode` (NONE: srow = scol = 0; TENSOR: srow[i] = scol[i] = i).
+ * One scratch allocation. */
+gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
+                                gln_cuda_plan_t *plan, const char *call);
+void gln_cuda_plan_free(gln_context_t *ctx, gln_cuda_plan_t *plan);
+
+/* offsets[0..g->num] (device int64, scratch of the caller) = member row offsets of g computed on
+ * the device from its device-resident splits (the plan kernel without scale offsets). */
 gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
                                  const char *call);
 
-/* cuda_plan.cu: offsets[0..g->num] (device int64, scratch the callee allocates; free with
- * gln_cuda_scratch_free) = member row offsets of g: from the group plan kernel for device
- * splits, from the host prefix sums (one stream-ordered copy) for host splits. */
+/* Only the row offsets of the plan (device [g->num + 1]; free with gln_cuda_scratch_free). */
 gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t **offsets,
                                     const char *call);
 

@@ -16,66 +16,109 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+#include "tensor/scale_layout.h"
 }
 
-/* offsets[0..num] = clamped prefix sums of splits; one thread (num is the expert count: small). */
-__global__ void gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t *offsets,
+/* Member row offsets, and for the block-scaled modes the members' scale offsets, of one grouped
+ * tensor: rows[0..num] = clamped prefix sums of the splits; srow / scol (may be NULL) = prefix
+ * sums of gln_member_scale_elems of the rowwise / columnwise copies, the layout of
+ * gln_grouped_scale_offsets.  One thread: num is the expert count (small). */
+__global__ void gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t cols, int mode,
+                                      int64_t *offsets, int64_t *srow, int64_t *scol,
                                       gln_cuda_async_error_t *err) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    int64_t sum = 0;
+    int64_t sum = 0, so_r = 0, so_c = 0;
     offsets[0] = 0;
+    if (srow) srow[0] = 0;
+    if (scol) scol[0] = 0;
     for (int32_t i = 0; i < num; i++) {
         int64_t m = splits[i];
         if (m < 0) {
-            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
+            if (err && atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
                 err->member = i, err->value = (long long)m;
             m = 0;
         }
         if (m > rows - sum) {
-            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
+            if (err && atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
                 err->member = i, err->value = (long long)(sum + m);
             m = rows - sum;
         }
         sum += m;
         offsets[i + 1] = sum;
+        so_r += gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 0);
+        so_c += gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 1);
+        if (srow) srow[i + 1] = so_r;
+        if (scol) scol[i + 1] = so_c;
     }
-    __threadfence_system(); /* the error word is mapped host memory */
+    if (err) __threadfence_system(); /* the error word is mapped host memory */
 }
 
 extern "C" gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
                                             const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
-    gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows, offsets,
+    gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
+                                                   g->packed.cols, (int)GLN_SCALING_NONE, offsets, NULL, NULL,
                                                    s->async_dev);
     return gln_cuda_check_launch(call, "gln_group_plan_kernel");
 }
 
+/* Host splits (checked at the boundary): the same prefix sums on the host, then one
+ * stream-ordered copy of all three arrays. */
+static gln_status_t plan_from_host(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
+                                   gln_cuda_plan_t *p, const char *call) {
+    const size_t n1 = (size_t)g->num + 1;
+    int64_t *h = (int64_t *)malloc(3 * n1 * sizeof(int64_t));
+    if (!h) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
+    int64_t *rs = h, *sr = h + n1, *sc = h + 2 * n1;
+    rs[0] = sr[0] = sc[0] = 0;
+    for (int32_t i = 0; i < g->num; i++) {
+        const int64_t m = g->splits[i];
+        rs[i + 1] = rs[i] + m;
+        sr[i + 1] = sr[i] + gln_member_scale_elems(mode, m, g->packed.cols, 0);
+        sc[i + 1] = sc[i] + gln_member_scale_elems(mode, m, g->packed.cols, 1);
+    }
+    /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
+    gln_status_t st = gln_cuda_check(cudaMemcpyAsync(p->rows, h, 3 * n1 * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                                     gln_cuda_state(ctx)->stream),
+                                     call, "cudaMemcpyAsync(group plan)");
+    free(h);
+    return st;
+}
+
+extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g,
+                                           gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {
+    memset(p, 0, sizeof *p);
+    p->num = g->num;
+    const size_t n1 = (size_t)g->num + 1;
+    gln_status_t st = gln_cuda_scratch_alloc(ctx, 3 * n1 * sizeof(int64_t), (void **)&p->rows, call);
+    if (st != GLN_STATUS_SUCCESS) return st;
+    p->srow = p->rows + n1;
+    p->scol = p->rows + 2 * n1;
+    if (g->splits_on_backend) {
+        gln_cuda_state_t *s = gln_cuda_state(ctx);
+        gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
+                                                       g->packed.cols, (int)mode, p->rows, p->srow, p->scol,
+                                                       s->async_dev);
+        st = gln_cuda_check_launch(call, "gln_group_plan_kernel");
+    } else {
+        st = plan_from_host(ctx, g, mode, p, call);
+    }
+    if (st != GLN_STATUS_SUCCESS) gln_cuda_plan_free(ctx, p);
+    return st;
+}
+
+extern "C" void gln_cuda_plan_free(gln_context_t *ctx, gln_cuda_plan_t *p) {
+    gln_cuda_scratch_free(ctx, p->rows);
+    memset(p, 0, sizeof *p);
+}
+
 extern "C" gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_grouped_tensor_t *g,
                                               int64_t **offsets, const char *call) {
-    const size_t bytes = (size_t)(g->num + 1) * sizeof(int64_t);
+    gln_cuda_plan_t p;
     *offsets = NULL;
-    gln_status_t status = gln_cuda_scratch_alloc(ctx, bytes, (void **)offsets, call);
-    if (status != GLN_STATUS_SUCCESS) return status;
-    if (g->splits_on_backend) {
-        status = gln_cuda_group_plan(ctx, g, *offsets, call);
-    } else { /* host splits, checked at the boundary: their prefix sums travel in stream order */
-        int64_t *h = (int64_t *)malloc(bytes);
-        if (!h) {
-            status = gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
-        } else {
-            for (int32_t i = 0; i <= g->num; i++) h[i] = i == 0 ? 0 : h[i - 1] + g->splits[i - 1];
-            status = gln_cuda_check(cudaMemcpyAsync(*offsets, h, bytes, cudaMemcpyHostToDevice,
-                                                    gln_cuda_state(ctx)->stream),
-                                    call, "cudaMemcpyAsync(offsets)");
-            /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
-            free(h);
-        }
-    }
-    if (status != GLN_STATUS_SUCCESS) {
-        gln_cuda_scratch_free(ctx, *offsets);
-        *offsets = NULL;
-    }
-    return status;
+    gln_status_t st = gln_cuda_plan_make(ctx, g, GLN_SCALING_NONE, &p, call);
+    if (st == GLN_STATUS_SUCCESS) *offsets = p.rows; /* freed by gln_cuda_scratch_free: the one allocation */
+    return st;
 }
 
 /* ---- grouped dbias from the plan ------------------------------------------------------------

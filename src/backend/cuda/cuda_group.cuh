@@ -1,0 +1,41 @@
+/* Device side of the group plan: how a grouped kernel finds its member.
+ *
+ * A grouped kernel launched once for all members covers each member's rows in tiles of
+ * `tile_rows` rows (the last tile of a member may be partial; an empty member has none).  The
+ * grid is sized on the host from what the host knows, never the device splits: at most
+ * gln_group_tiles_bound(total rows, num, tile_rows) tiles; blocks past the last real tile exit.
+ * Included by .cu files only, after cuda_backend.h. */
+#ifndef GLN_BACKEND_CUDA_GROUP_CUH
+#define GLN_BACKEND_CUDA_GROUP_CUH
+
+#ifndef __CUDACC__
+#error "cuda_group.cuh is for CUDA sources only"
+#endif
+
+/* Upper bound on Σ ceil(m_i / tile_rows) over num members summing to at most `rows`. */
+static inline int64_t gln_group_tiles_bound(int64_t rows, int32_t num, int64_t tile_rows) {
+    return (rows + tile_rows - 1) / tile_rows + num;
+}
+
+/* Where tile `t` (in member order) lies: its member, the member's first packed row and row count,
+ * and the tile's index within the member.  0 when t is past the last tile.  A linear walk over
+ * the members' offsets (num is the expert count; the offsets stay in L1 across the blocks). */
+__device__ __forceinline__ int gln_group_tile(const int64_t *rows, int32_t num, int64_t tile_rows, int64_t t,
+                                              int32_t *member, int64_t *first_row, int64_t *member_rows,
+                                              int64_t *tile_in_member) {
+    for (int32_t i = 0; i < num; i++) {
+        const int64_t r0 = rows[i], m = rows[i + 1] - r0;
+        const int64_t tiles = (m + tile_rows - 1) / tile_rows;
+        if (t < tiles) {
+            *member = i;
+            *first_row = r0;
+            *member_rows = m;
+            *tile_in_member = t;
+            return 1;
+        }
+        t -= tiles;
+    }
+    return 0;
+}
+
+#endif
