@@ -677,8 +677,13 @@ GLN_API gln_status_t gln_grouped_linear_grads(gln_grouped_linear_t *layer, int32
  * main_grad.  A caller-owned main_grad is never touched (FIRST overwrites it), and queued
  * delayed wgrads stay queued. */
 GLN_API gln_status_t gln_grouped_linear_zero_grad(gln_grouped_linear_t *layer);
-/* Delayed scaling state (amax history [L][slots], scales [slots]); slots per expert i:
- * forward input 3i, weight 3i+1, (output 3i+2, unused); backward grad_output 2i. */
+/* Delayed scaling state (amax history [L][slots], scales [slots]) as host pointers; slots per
+ * expert i: forward input 3i, weight 3i+1, (output 3i+2, unused); backward grad_output 2i.
+ * The state lives in backend memory.  CPU backend: the pointers are the state itself (live;
+ * a write changes the scales later quantizations use).  Other backends: host copies owned by
+ * the layer, refreshed by this call (which waits for the context's stream), valid until the next
+ * call for the same layer and direction or gln_grouped_linear_destroy; writes to them do not
+ * reach the layer. */
 GLN_API gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backward, float **scale,
                                           float **amax_history, int32_t *num_slots,
                                           int32_t *history_len);

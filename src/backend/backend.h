@@ -42,6 +42,22 @@ typedef struct gln_backend_ops {
     gln_status_t (*mxfp8_swizzle)(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                   const uint8_t *compact, uint8_t *swizzled);
 
+    /* Delayed-scaling state (src/layer/fp8_state.c): every array in backend memory, slot i of a
+     * strided selection is first + i·stride (stride >= 1; n = 0 does nothing).  Enqueued in
+     * stream order with no host wait, so a forward + backward can be captured in a graph. */
+    /* scale[i] = state_scale[first + i·stride] for i < n, and amax[i] = 0 unless amax is NULL. */
+    gln_status_t (*fp8_state_gather)(gln_context_t *ctx, const float *state_scale, int32_t first,
+                                     int32_t stride, int32_t n, float *scale, float *amax);
+    /* history_row0[first + i·stride] = gln_f32_max_amax(that, amax[i], nan_propagate), i < n. */
+    gln_status_t (*fp8_state_record)(gln_context_t *ctx, float *history_row0, int32_t first,
+                                     int32_t stride, int32_t n, const float *amax, int nan_propagate);
+    /* gln_delayed_scaling_update_ex on backend arrays, bit for bit (quant/delayed_rule.h);
+     * arguments already valid, opts non-NULL (a host struct). */
+    gln_status_t (*fp8_state_update)(gln_context_t *ctx, int32_t num_slots, int32_t history_len,
+                                     float *amax_history, float *scale, const float *fp8_max,
+                                     int margin, gln_amax_algo_t algo,
+                                     const gln_delayed_update_options_t *opts);
+
     /* GEMMs and reductions */
     gln_status_t (*gemm)(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                          const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias,

@@ -207,7 +207,7 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
     if (do_wgrad) GLN_STEP(FN, "wgrad", wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
     if (L->recipe.delayed)
         GLN_STEP(FN, "updating the delayed scales",
-                 gln_fp8_state_update(&L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
+                 gln_fp8_state_update(ctx, &L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
     if (dxbuf) {
         s->owned_dx = dxbuf;
         dx->data = dxbuf;

@@ -62,7 +62,7 @@ void gln_saved_free(gln_grouped_linear_saved_t *s) {
     if (s->have_mw) gln_materialize_release(L, &s->mw);
     gln_ctx_free(L->ctx, s->splits_dev);
     free(s->splits_host);
-    free(s->wscales);
+    gln_ctx_free(L->ctx, s->wscales);
     gln_ctx_free(L->ctx, s->owned_y);
     gln_ctx_free(L->ctx, s->owned_dx);
     free(s);
@@ -70,12 +70,11 @@ void gln_saved_free(gln_grouped_linear_saved_t *s) {
 
 /* Delayed scaling with distributed weights: the weight scales this forward quantizes with, so
  * backward re-quantizes the re-materialized weights exactly as the forward did (the forward
- * slots are updated at the end of this forward, before backward). */
+ * slots are updated at the end of this forward, before backward).  A backend array gathered in
+ * stream order, before the update. */
 static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s) {
-    s->wscales = malloc((size_t)L->n * sizeof(float));
-    GLN_REQUIRE(s->wscales != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
-    for (int32_t i = 0; i < L->n; i++) s->wscales[i] = L->fp8_fwd.scale[3 * i + 1];
-    return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_ctx_alloc(L->ctx, (size_t)L->n * sizeof(float), (void **)&s->wscales));
+    return gln_fp8_state_stage(L->ctx, &L->fp8_fwd, 1, 3, L->n, s->wscales, NULL);
 }
 
 /* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed).
@@ -189,7 +188,7 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     if (need_wgrad) GLN_STEP(FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq));
     if (L->recipe.delayed && saved)
         GLN_STEP(FN, "updating the delayed scales",
-                 gln_fp8_state_update(&L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
+                 gln_fp8_state_update(ctx, &L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
 
     if (ybuf) {
         if (s) {

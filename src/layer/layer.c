@@ -9,16 +9,17 @@ static gln_status_t layer_setup(gln_grouped_linear_t *L) {
     GLN_TRY(gln_layer_params_init(L));
     if (!L->recipe.delayed) return GLN_STATUS_SUCCESS;
     int32_t len = L->cfg.amax_history_len;
-    GLN_TRY(gln_fp8_state_init(&L->fp8_fwd, 3 * L->n, len, gln_fp8_max(L->recipe.input.fp8_dtype), &L->cfg));
-    return gln_fp8_state_init(&L->fp8_bwd, 2 * L->n, len, gln_fp8_max(L->recipe.grad.fp8_dtype), &L->cfg);
+    GLN_TRY(gln_fp8_state_init(L->ctx, &L->fp8_fwd, 3 * L->n, len, gln_fp8_max(L->recipe.input.fp8_dtype),
+                               &L->cfg));
+    return gln_fp8_state_init(L->ctx, &L->fp8_bwd, 2 * L->n, len, gln_fp8_max(L->recipe.grad.fp8_dtype), &L->cfg);
 }
 
 static void layer_free(gln_grouped_linear_t *L) {
     gln_wgrad_queue_clear(L);
     gln_wcache_unref(L->ctx, L->cache);
     gln_ctx_free(L->ctx, L->owned_y);
-    gln_fp8_state_free(&L->fp8_fwd);
-    gln_fp8_state_free(&L->fp8_bwd);
+    gln_fp8_state_free(L->ctx, &L->fp8_fwd);
+    gln_fp8_state_free(L->ctx, &L->fp8_bwd);
     gln_layer_params_free(L);
     free(L);
 }
@@ -69,7 +70,8 @@ gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer) {
     return GLN_STATUS_SUCCESS;
 }
 
-/* Host pointers into the layer's delayed-scaling state (FP8_DELAYED only). */
+/* Host pointers to the layer's delayed-scaling state (FP8_DELAYED only): the state itself on the
+ * CPU backend, the layer's host copies, refreshed now, on the others (gln_fp8_state_host). */
 gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backward, float **scale,
                                           float **amax_history, int32_t *num_slots,
                                           int32_t *history_len) {
@@ -79,8 +81,10 @@ gln_status_t gln_grouped_linear_fp8_state(gln_grouped_linear_t *layer, int backw
                 "%s: recipe %s has no delayed-scaling state (only fp8_delayed)", fn,
                 gln_recipe_name(layer->cfg.recipe));
     gln_fp8_state_t *st = backward ? &layer->fp8_bwd : &layer->fp8_fwd;
-    if (scale) *scale = st->scale;
-    if (amax_history) *amax_history = st->amax_history;
+    float *host_scale = NULL, *host_history = NULL;
+    if (scale || amax_history) GLN_TRY(gln_fp8_state_host(fn, layer->ctx, st, &host_scale, &host_history));
+    if (scale) *scale = host_scale;
+    if (amax_history) *amax_history = host_history;
     if (num_slots) *num_slots = st->slots;
     if (history_len) *history_len = st->history_len;
     return GLN_STATUS_SUCCESS;

@@ -5,7 +5,7 @@
  *   layer_config.c  validation of gln_grouped_linear_config_t at create (every §11 condition)
  *   layer_params.c  owned vs caller parameters, gradient buffers, weight/grads/zero_grad
  *   recipe.c        quantizer configuration per role (input, weight, grad_output)
- *   fp8_state.c     delayed-scaling state (scale, amax history) and its staging to the backend
+ *   fp8_state.c     delayed-scaling state (scale, amax history) in backend memory
  *   buffers.c       layer-owned grouped buffers (activations) and weight sets, member views
  *   cache.c         the quantized-weight cache (reference-counted entries)
  *   materialize.c   THE weight materialization stage (plain, cached or distributed weights)
@@ -42,28 +42,37 @@ gln_fp8_format_t gln_layer_fp8_format_resolve(gln_recipe_t recipe, gln_fp8_forma
 
 /* ---------------------------------------------------------------- fp8_state.c */
 
-/* Delayed scaling state, host memory: scale[slots], amax_history[L][slots], fp8_max[slots];
- * opts = the layer's always_roll / amax_nan_propagate, used by record and update. */
+/* Delayed scaling state, backend memory: scale[slots], amax_history[L][slots], fp8_max[slots];
+ * opts = the layer's always_roll / amax_nan_propagate, used by record and update.  host_scale /
+ * host_history: host copies for gln_grouped_linear_fp8_state on a backend whose memory is not
+ * host memory (allocated on first use). */
 typedef struct gln_fp8_state {
     int32_t slots, history_len;
     float *scale, *amax_history, *fp8_max;
+    float *host_scale, *host_history;
     gln_delayed_update_options_t opts;
 } gln_fp8_state_t;
 
-gln_status_t gln_fp8_state_init(gln_fp8_state_t *st, int32_t slots, int32_t history_len,
+gln_status_t gln_fp8_state_init(gln_context_t *ctx, gln_fp8_state_t *st, int32_t slots, int32_t history_len,
                                 float fp8_max, const gln_grouped_linear_config_t *cfg);
-void gln_fp8_state_free(gln_fp8_state_t *st);
-/* Copy scale[first + i*stride] (i < n) into the backend array `scale` and zero `amax`. */
+void gln_fp8_state_free(gln_context_t *ctx, gln_fp8_state_t *st);
+/* Copy scale[first + i*stride] (i < n) into the backend array `scale` and zero the backend
+ * array `amax` (amax NULL: the scales only). */
 gln_status_t gln_fp8_state_stage(gln_context_t *ctx, const gln_fp8_state_t *st, int32_t first,
                                  int32_t stride, int32_t n, float *scale, float *amax);
 /* Max-accumulate the backend array amax[n] into history row 0 of slots first + i*stride. */
 gln_status_t gln_fp8_state_record(gln_context_t *ctx, gln_fp8_state_t *st, int32_t first,
                                   int32_t stride, int32_t n, const float *amax);
-gln_status_t gln_fp8_state_update(gln_fp8_state_t *st, int margin, gln_amax_algo_t algo);
-/* Copy the host scales[n] into the backend array `scale` and zero `amax` (replaying scales
- * recorded earlier instead of the state's current ones). */
+/* One delayed-scaling update step of every slot (gln_delayed_scaling_update_ex's rule). */
+gln_status_t gln_fp8_state_update(gln_context_t *ctx, gln_fp8_state_t *st, int margin, gln_amax_algo_t algo);
+/* Copy the backend array scales[n] into the backend array `scale` and zero `amax` (replaying
+ * scales recorded earlier instead of the state's current ones). */
 gln_status_t gln_fp8_stage_values(gln_context_t *ctx, const float *scales, int32_t n, float *scale,
                                   float *amax);
+/* Host-readable scale / history for public call `fn`: on the CPU backend the state itself; else
+ * the host mirrors, refreshed from the backend by this call (a synchronizing copy). */
+gln_status_t gln_fp8_state_host(const char *fn, gln_context_t *ctx, gln_fp8_state_t *st, float **scale,
+                                float **amax_history);
 
 /* ---------------------------------------------------------------- buffers.c */
 
@@ -188,9 +197,9 @@ typedef struct gln_mweights {
 
 /* Produce the weights for a stage: fprop needs rowwise (and, when `need_col`, the columnwise
  * copy is made too for a later dgrad); dgrad (BACKWARD) needs columnwise.  replay_scales
- * (delayed scaling, distributed weights in backward): quantize with these N weight scales —
- * the ones the forward used — and record no amax, so dgrad sees the same quantized weights as
- * with plain weights; NULL: the state's current scales, amax recorded. */
+ * (delayed scaling, distributed weights in backward; backend memory): quantize with these N
+ * weight scales — the ones the forward used — and record no amax, so dgrad sees the same
+ * quantized weights as with plain weights; NULL: the state's current scales, amax recorded. */
 gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_mstage_t stage, gln_microbatch_t mb,
                              int need_row, int need_col, const float *replay_scales,
                              gln_mweights_t *mw);
@@ -240,7 +249,8 @@ struct gln_grouped_linear_saved {
     gln_lbuf_t x;                  /* wgrad operand: quantized columnwise copy or hp copy */
     int x_is_hp;                   /* x holds the high-precision input */
     gln_mweights_t mw;             /* plain weights kept for dgrad */
-    float *wscales;                /* delayed + distributed: the forward's weight scales [N] */
+    float *wscales;                /* delayed + distributed: the forward's weight scales [N]
+                                      (backend memory) */
     int have_mw;
     void *owned_y, *owned_dx;
 };

@@ -1,9 +1,11 @@
 /* Host-side scale rules: the current / block scale from an amax, and one step of the delayed
- * scaling state machine (amax history window + scales, caller-owned). */
+ * scaling state machine (amax history window + scales, caller-owned; the per-slot rule is
+ * quant/delayed_rule.h, shared with the backends' fp8_state_update slots). */
 #include <string.h>
 
 #include "common/error.h"
 #include "numerics/numerics.h"
+#include "quant/delayed_rule.h"
 
 float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, float epsilon, float value_for_inf) {
     return gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, value_for_inf);
@@ -27,26 +29,6 @@ static gln_status_t gln_delayed_check(int32_t num_slots, int32_t history_len, co
     return GLN_STATUS_SUCCESS;
 }
 
-/* Amax of one slot's window; "max" ignores NaN entries unless nan_propagate (TE's fmaxf). */
-static float gln_window_amax(int32_t num_slots, int32_t history_len, const float *h, int32_t k,
-                             gln_amax_algo_t algo, int nan_propagate) {
-    if (algo == GLN_AMAX_ALGO_MOST_RECENT) return h[k];
-    float amax = h[k];
-    for (int32_t i = 1; i < history_len; i++)
-        amax = gln_f32_max_amax(amax, h[(int64_t)i * num_slots + k], nan_propagate);
-    return amax;
-}
-
-/* Roll one slot's column left by one (row i takes row i+1, the last row takes row 0), then
- * zero row 0: the next step accumulates into a fresh entry. */
-static void gln_window_roll(int32_t num_slots, int32_t history_len, float *h, int32_t k) {
-    float first = h[k];
-    for (int32_t i = 0; i + 1 < history_len; i++)
-        h[(int64_t)i * num_slots + k] = h[(int64_t)(i + 1) * num_slots + k];
-    h[(int64_t)(history_len - 1) * num_slots + k] = first;
-    h[k] = 0.0f;
-}
-
 gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_len, float *amax_history,
                                            float *scale, const float *fp8_max, int margin,
                                            gln_amax_algo_t algo,
@@ -61,17 +43,10 @@ gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_le
                         opts->size, sizeof o);
         memcpy(&o, opts, sizeof o);
     }
-    const float pow2_neg_margin = gln_f32_from_bits((uint32_t)(127 - margin) << 23); /* exact 2^-margin */
-    for (int32_t k = 0; k < num_slots; k++) {
-        /* TE's bulk update skips a slot that saw nothing this step (e.g. an expert without
-         * tokens): rolling would push its history out for no new information. */
-        if (!o.always_roll && amax_history[k] == 0.0f) continue;
-        float amax = gln_window_amax(num_slots, history_len, amax_history, k, algo, o.amax_nan_propagate);
-        gln_window_roll(num_slots, history_len, amax_history, k);
-        if (!gln_f32_isfinite(amax) || !(amax > 0.0f)) continue; /* keep the old scale */
-        float s = fp8_max[k] * pow2_neg_margin / amax;
-        scale[k] = gln_f32_isinf(s) ? GLN_FP32_MAX : s;
-    }
+    const float pow2_neg_margin = gln_delayed_pow2_neg_margin(margin);
+    for (int32_t k = 0; k < num_slots; k++)
+        gln_delayed_update_slot(num_slots, history_len, amax_history, scale, fp8_max, k, pow2_neg_margin, algo,
+                                o.always_roll, o.amax_nan_propagate);
     return GLN_STATUS_SUCCESS;
 }
 

@@ -30,6 +30,15 @@ gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_
 gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
+/* cpu_fp8_state.c — the delayed-scaling state slots (the reference of the CUDA kernels) */
+gln_status_t gln_cpu_fp8_state_gather(gln_context_t *ctx, const float *state_scale, int32_t first,
+                                      int32_t stride, int32_t n, float *scale, float *amax);
+gln_status_t gln_cpu_fp8_state_record(gln_context_t *ctx, float *history_row0, int32_t first,
+                                      int32_t stride, int32_t n, const float *amax, int nan_propagate);
+gln_status_t gln_cpu_fp8_state_update(gln_context_t *ctx, int32_t num_slots, int32_t history_len,
+                                      float *amax_history, float *scale, const float *fp8_max, int margin,
+                                      gln_amax_algo_t algo, const gln_delayed_update_options_t *opts);
+
 /* cpu_moe.c — router, permutation, activations (the reference of the MoE slots) */
 gln_status_t gln_cpu_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
                                         const float *logits, int32_t *experts, float *gates);

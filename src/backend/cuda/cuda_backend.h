@@ -183,6 +183,15 @@ gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor
 gln_status_t gln_cuda_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cuda_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
+/* cuda_fp8_state.cu: the delayed-scaling state slots (one kernel each, on the stream) */
+gln_status_t gln_cuda_fp8_state_gather(gln_context_t *ctx, const float *state_scale, int32_t first,
+                                       int32_t stride, int32_t n, float *scale, float *amax);
+gln_status_t gln_cuda_fp8_state_record(gln_context_t *ctx, float *history_row0, int32_t first,
+                                       int32_t stride, int32_t n, const float *amax, int nan_propagate);
+gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, int32_t history_len,
+                                       float *amax_history, float *scale, const float *fp8_max, int margin,
+                                       gln_amax_algo_t algo, const gln_delayed_update_options_t *opts);
+
 /* ---- kernel launchers used across files --------------------------------------------------- */
 
 /* cuda_block.cu: BLOCK_1D / BLOCK_2D quantization of one tensor (cfg->mode one of those). */
