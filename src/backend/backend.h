@@ -26,6 +26,13 @@ typedef struct gln_backend_ops {
                            gln_copy_kind_t kind);
     gln_status_t (*memset)(gln_context_t *ctx, void *dst, int value, size_t bytes);
     gln_status_t (*synchronize)(gln_context_t *ctx);
+    /* The library's own buffers (layer activations and weights, saved contexts, scratch): memory
+     * usable in stream order on the context's stream, so that a call allocates and frees without
+     * waiting for the device and a captured graph allocates nothing when it replays.  NULL: the
+     * library uses malloc / free above (the CPU).  malloc / free stay what gln_malloc / gln_free
+     * hand to the caller: memory usable from anywhere at once. */
+    gln_status_t (*scratch_alloc)(gln_context_t *ctx, size_t bytes, void **ptr);
+    void (*scratch_free)(gln_context_t *ctx, void *ptr);
     /* streams and device-side errors (NULL: the backend has no streams and reports every error
      * synchronously) */
     gln_status_t (*set_stream)(gln_context_t *ctx, void *stream);

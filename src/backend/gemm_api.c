@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/api_check.h"
+#include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -99,8 +100,7 @@ gln_status_t gln_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_te
     GLN_TRY(check_shapes(fn, layout, A, "A", B, "B", D, "D"));
     GLN_TRY(check_backend_dims(fn, ctx, layout, A, "A", D, "D", DIM_M | DIM_N | DIM_K));
     if (bias) GLN_TRY(gln_arg_bias(fn, "bias", bias, D->cols));
-    if (!ctx->ops->gemm) return gln_backend_missing(ctx, fn, "gemm");
-    return ctx->ops->gemm(ctx, layout, A, B, D, bias, accumulate != 0);
+    return gln_op_gemm(ctx, layout, A, B, D, bias, accumulate);
 }
 
 /* ---- grouped ------------------------------------------------------------------------------ */
@@ -205,6 +205,5 @@ gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t 
         GLN_TRY(check_list_a(fn, ctx, &a));
     }
     GLN_TRY(check_backend_splits(fn, ctx, "args->b", a.b));
-    if (!ctx->ops->grouped_gemm) return gln_backend_missing(ctx, fn, "grouped_gemm");
-    return ctx->ops->grouped_gemm(ctx, &a);
+    return gln_op_grouped_gemm(ctx, &a);
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "backend/api_check.h"
+#include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -18,8 +19,7 @@ gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *d
         snprintf(name, sizeof name, "dbias[%d]", (int)i);
         GLN_TRY(gln_arg_bias(fn, name, &dbias[i], dy->packed.cols));
     }
-    if (!ctx->ops->grouped_dbias) return gln_backend_missing(ctx, fn, "grouped_dbias");
-    return ctx->ops->grouped_dbias(ctx, dy, dbias, accumulate != 0);
+    return gln_op_grouped_dbias(ctx, dy, dbias, accumulate);
 }
 
 static gln_status_t amax_call(const char *fn, gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate,
@@ -50,6 +50,5 @@ gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *
                     "%s: out is [%lld, %lld] but in is [%lld, %lld] (shapes must match)", fn,
                     (long long)out->rows, (long long)out->cols, (long long)in->rows,
                     (long long)in->cols);
-    if (!ctx->ops->cast) return gln_backend_missing(ctx, fn, "cast");
-    return ctx->ops->cast(ctx, in, out);
+    return gln_op_cast(ctx, in, out);
 }

@@ -113,11 +113,16 @@ gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, con
 gln_status_t gln_ctx_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {
     *ptr = NULL;
     if (bytes == 0) return GLN_STATUS_SUCCESS;
+    if (ctx->ops->scratch_alloc) return ctx->ops->scratch_alloc(ctx, bytes, ptr);
     return ctx->ops->malloc(ctx, bytes, ptr);
 }
 
 void gln_ctx_free(gln_context_t *ctx, void *ptr) {
-    if (ptr) ctx->ops->free(ctx, ptr);
+    if (!ptr) return;
+    if (ctx->ops->scratch_free)
+        ctx->ops->scratch_free(ctx, ptr);
+    else
+        ctx->ops->free(ctx, ptr);
 }
 
 gln_status_t gln_ctx_zero(gln_context_t *ctx, void *ptr, size_t bytes) {
@@ -129,12 +134,14 @@ gln_status_t gln_malloc(gln_context_t *ctx, size_t bytes, void **ptr) {
     static const char *fn = "gln_malloc";
     GLN_REQUIRE_NOT_NULL(fn, ctx);
     GLN_REQUIRE_NOT_NULL(fn, ptr);
-    return gln_ctx_alloc(ctx, bytes, ptr);
+    *ptr = NULL;
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    return ctx->ops->malloc(ctx, bytes, ptr);
 }
 
 gln_status_t gln_free(gln_context_t *ctx, void *ptr) {
     GLN_REQUIRE_NOT_NULL("gln_free", ctx);
-    gln_ctx_free(ctx, ptr);
+    if (ptr) ctx->ops->free(ctx, ptr);
     return GLN_STATUS_SUCCESS;
 }
 

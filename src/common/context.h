@@ -17,7 +17,9 @@ struct gln_context {
     void *backend_state; /* owned by the backend (init / fini) */
 };
 
-/* Allocate `bytes` of backend memory (0 bytes gives NULL and success); scratch helpers. */
+/* The library's own backend memory (0 bytes gives NULL and success): the backend's
+ * stream-ordered scratch where it has one (CUDA: the context's pool, or the caller's allocator),
+ * else its malloc.  Free with gln_ctx_free, never gln_free. */
 gln_status_t gln_ctx_alloc(gln_context_t *ctx, size_t bytes, void **ptr);
 void gln_ctx_free(gln_context_t *ctx, void *ptr);
 gln_status_t gln_ctx_zero(gln_context_t *ctx, void *ptr, size_t bytes);

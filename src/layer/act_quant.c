@@ -24,10 +24,10 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
     if (L->cfg.path == GLN_PATH_SPLIT) {
         for (int32_t i = 0; i < n; i++) {
             gln_tensor_t in = gln_lbuf_member(src, i), q = gln_lbuf_member(out, i);
-            GLN_CHECK(gln_quantize(ctx, &cfg, &in, &q));
+            GLN_CHECK(gln_op_quantize(ctx, &cfg, &in, &q));
         }
     } else {
-        GLN_CHECK(gln_grouped_quantize(ctx, &cfg, g, &out->g));
+        GLN_CHECK(gln_op_grouped_quantize(ctx, &cfg, g, &out->g));
     }
     if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
     return GLN_STATUS_SUCCESS;

@@ -29,7 +29,7 @@ static gln_status_t bias_grads(gln_grouped_linear_t *L, const gln_lbuf_t *dy) {
     gln_tensor_t *db = calloc((size_t)L->n, sizeof *db);
     GLN_REQUIRE(db != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
     for (int32_t i = 0; i < L->n; i++) db[i] = gln_tensor_make(L->cfg.param_dtype, 1, L->kout, L->bgrads[i]);
-    gln_status_t st = gln_grouped_dbias(L->ctx, &dy->g, db, 1);
+    gln_status_t st = gln_op_grouped_dbias(L->ctx, &dy->g, db, 1);
     free(db);
     return st;
 }

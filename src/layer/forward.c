@@ -93,10 +93,10 @@ static gln_status_t bias_list(gln_grouped_linear_t *L, gln_wset_t *b) {
         st = gln_wset_alloc_hp(L->ctx, GLN_DTYPE_BF16, L->n, 1, L->kout, &mid);
     for (int32_t i = 0; st == GLN_STATUS_SUCCESS && i < L->n; i++) {
         if (mid.t) {
-            st = gln_cast(L->ctx, &params.t[i], &mid.t[i]);
-            if (st == GLN_STATUS_SUCCESS) st = gln_cast(L->ctx, &mid.t[i], &b->t[i]);
+            st = gln_op_cast(L->ctx, &params.t[i], &mid.t[i]);
+            if (st == GLN_STATUS_SUCCESS) st = gln_op_cast(L->ctx, &mid.t[i], &b->t[i]);
         } else {
-            st = gln_cast(L->ctx, &params.t[i], &b->t[i]);
+            st = gln_op_cast(L->ctx, &params.t[i], &b->t[i]);
         }
     }
     gln_wset_free(L->ctx, &mid);

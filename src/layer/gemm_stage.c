@@ -17,12 +17,12 @@ gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, con
         a.b = &x->g;
         a.d_grouped = &y->g;
         a.bias_list = bias;
-        return gln_grouped_gemm(ctx, &a);
+        return gln_op_grouped_gemm(ctx, &a);
     }
     for (int32_t i = 0; i < L->n; i++) {
         if (x->g.splits[i] == 0) continue;
         gln_tensor_t xi = gln_lbuf_member(x, i), yi = gln_lbuf_member(y, i);
-        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_TN, &w[i], &xi, &yi, bias ? &bias[i] : NULL, 0));
+        GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_TN, &w[i], &xi, &yi, bias ? &bias[i] : NULL, 0));
     }
     return GLN_STATUS_SUCCESS;
 }
@@ -36,12 +36,12 @@ gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, con
         a.a_list = w;
         a.b = &dy->g;
         a.d_grouped = &dx->g;
-        return gln_grouped_gemm(ctx, &a);
+        return gln_op_grouped_gemm(ctx, &a);
     }
     for (int32_t i = 0; i < L->n; i++) {
         if (dy->g.splits[i] == 0) continue;
         gln_tensor_t dyi = gln_lbuf_member(dy, i), dxi = gln_lbuf_member(dx, i);
-        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_NN, &w[i], &dyi, &dxi, NULL, 0));
+        GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_NN, &w[i], &dyi, &dxi, NULL, 0));
     }
     return GLN_STATUS_SUCCESS;
 }
@@ -55,7 +55,7 @@ gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, con
         a.b = &dy->g;
         a.d_list = d;
         a.accumulate = accumulate;
-        return gln_grouped_gemm(ctx, &a);
+        return gln_op_grouped_gemm(ctx, &a);
     }
     for (int32_t i = 0; i < n; i++) {
         if (x->g.splits[i] == 0) {
@@ -66,7 +66,7 @@ gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, con
             continue;
         }
         gln_tensor_t xi = gln_lbuf_member(x, i), dyi = gln_lbuf_member(dy, i);
-        GLN_TRY(gln_gemm(ctx, GLN_LAYOUT_NT, &xi, &dyi, &d[i], NULL, accumulate));
+        GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_NT, &xi, &dyi, &d[i], NULL, accumulate));
     }
     return GLN_STATUS_SUCCESS;
 }

@@ -20,6 +20,7 @@
 #ifndef GLN_LAYER_LAYER_H
 #define GLN_LAYER_LAYER_H
 
+#include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "grouplin.h"

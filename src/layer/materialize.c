@@ -24,7 +24,7 @@ gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *s
     if (record) GLN_TRY(gln_fp8_state_stage(ctx, &L->fp8_fwd, 1, 3, n, dst->aux, dst->aux + n));
     if (L->recipe.delayed && replay_scales)
         GLN_TRY(gln_fp8_stage_values(ctx, replay_scales, n, dst->aux, dst->aux + n));
-    for (int32_t i = 0; i < n; i++) GLN_TRY(gln_quantize(ctx, cfg, &src[i], &dst->t[i]));
+    for (int32_t i = 0; i < n; i++) GLN_TRY(gln_op_quantize(ctx, cfg, &src[i], &dst->t[i]));
     if (record) GLN_TRY(gln_fp8_state_record(ctx, &L->fp8_fwd, 1, 3, n, dst->aux + n));
     return GLN_STATUS_SUCCESS;
 }
@@ -34,7 +34,7 @@ static gln_status_t weights_cast(gln_grouped_linear_t *L, const gln_tensor_t *sr
                                  gln_wset_t *dst) {
     GLN_TRY(gln_wset_alloc_hp(L->ctx, dtype, L->n, L->kout, L->kin, dst));
     for (int32_t i = 0; i < L->n; i++) {
-        gln_status_t st = gln_cast(L->ctx, &src[i], &dst->t[i]);
+        gln_status_t st = gln_op_cast(L->ctx, &src[i], &dst->t[i]);
         if (st != GLN_STATUS_SUCCESS) {
             gln_wset_free(L->ctx, dst);
             return st;

@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
@@ -98,8 +99,7 @@ gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, con
     GLN_REQUIRE_ARG(out->rows == in->rows && out->cols == in->cols,
                     "%s: out is %lld x %lld, must match in (%lld x %lld)", fn, (long long)out->rows,
                     (long long)out->cols, (long long)in->rows, (long long)in->cols);
-    if (!ctx->ops->quantize) return gln_backend_missing(ctx, fn, "quantize");
-    return ctx->ops->quantize(ctx, &c, in, out);
+    return gln_op_quantize(ctx, &c, in, out);
 }
 
 gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise, gln_tensor_t *out) {
@@ -147,8 +147,7 @@ gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *
             GLN_REQUIRE_ARG(out->splits[i] == in->splits[i],
                             "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
                             (long long)out->splits[i], (int)i, (long long)in->splits[i]);
-    if (!ctx->ops->grouped_quantize) return gln_backend_missing(ctx, fn, "grouped_quantize");
-    return ctx->ops->grouped_quantize(ctx, &c, in, out);
+    return gln_op_grouped_quantize(ctx, &c, in, out);
 }
 
 gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,

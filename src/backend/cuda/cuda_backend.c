@@ -8,6 +8,7 @@
  * nothing here needs swizzled scales): its slot is NULL and the dispatcher reports
  * NOT_SUPPORTED.  So are the MoE slots (router, permutation, activations) until their kernels
  * exist; cuda_supports.c answers gln_backend_supports for the rest. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,14 +52,14 @@ gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr
                             "%s: the context's allocator returned NULL for %zu bytes of device scratch", call, bytes);
         return GLN_STATUS_SUCCESS;
     }
-    cudaError_t err = cudaMallocAsync(ptr, bytes, stream);
+    cudaError_t err = cudaMallocFromPoolAsync(ptr, bytes, gln_cuda_state(ctx)->pool, stream);
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         *ptr = NULL;
         return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of device scratch", call,
                         bytes);
     }
-    return gln_cuda_check(err, call, "cudaMallocAsync");
+    return gln_cuda_check(err, call, "cudaMallocFromPoolAsync");
 }
 
 void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr) {
@@ -78,8 +79,16 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
     *host_splits = NULL;
     GLN_CHECK_COND(h != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
     if (g->splits_on_backend) {
-        /* Reading device splits needs the stream drained: not capturable in a CUDA graph. */
+        /* Reading device splits needs the stream drained: refused inside a graph capture (a
+         * synchronization there would invalidate the caller's capture), with a message saying
+         * which call still needs the host splits. */
         cudaStream_t s = gln_cuda_state(ctx)->stream;
+        enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+        GLN_CHECK(gln_cuda_check(cudaStreamIsCapturing(s, &cap), call, "cudaStreamIsCapturing"));
+        GLN_CHECK_COND(cap == cudaStreamCaptureStatusNone, GLN_STATUS_NOT_SUPPORTED,
+                       "%s: %s has its splits on the device, and this operation still runs a per-expert "
+                       "loop that reads them on the host: it cannot run inside a CUDA graph capture",
+                       call, name);
         GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(h, g->splits, bytes, cudaMemcpyDeviceToHost, s), call,
                                  "cudaMemcpyAsync(splits)"));
         GLN_CHECK(gln_cuda_check(cudaStreamSynchronize(s), call, "cudaStreamSynchronize"));
@@ -116,9 +125,26 @@ static void cuda_fini(gln_context_t *ctx) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) (void)cudaFree(bufs[i]);
     if (s->async_host) (void)cudaFreeHost(s->async_host);
+    /* Memory still allocated from the pool (a caller's leak) is released with its last block. */
+    if (s->pool) (void)cudaMemPoolDestroy(s->pool);
     if (s->own_stream) (void)cudaStreamDestroy(s->own_stream); /* a borrowed stream stays */
     free(s);
     ctx->backend_state = NULL;
+}
+
+/* The context's pool: device memory in stream order, with no release threshold, so that freed
+ * blocks stay in the pool for the next call instead of going back to the driver at every
+ * synchronization (the default pool's behaviour). */
+static gln_status_t pool_create(int device, cudaMemPool_t *pool, const char *fn) {
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    GLN_TRY(gln_cuda_check(cudaMemPoolCreate(pool, &props), fn, "cudaMemPoolCreate"));
+    uint64_t keep = UINT64_MAX;
+    return gln_cuda_check(cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep), fn,
+                          "cudaMemPoolSetAttribute(release threshold)");
 }
 
 static gln_status_t cuda_init(gln_context_t *ctx) {
@@ -148,6 +174,7 @@ static gln_status_t cuda_init(gln_context_t *ctx) {
     memset(s->async_host, 0, sizeof *s->async_host);
     GLN_CHECK(gln_cuda_check(cudaHostGetDevicePointer((void **)&s->async_dev, s->async_host, 0), fn,
                              "cudaHostGetDevicePointer(async error word)"));
+    GLN_CHECK(pool_create(ctx->device, &s->pool, fn));
     GLN_CHECK(gln_cublas_check(cublasLtCreate(&s->lt), fn, "cublasLtCreate"));
     GLN_CHECK(gln_cuda_check(cudaMalloc(&s->workspace, GLN_CUDA_WORKSPACE_BYTES), fn, "cudaMalloc(workspace)"));
     /* 256 bytes each: separate, maximally aligned allocations (see scale_a in the header). */
@@ -178,6 +205,10 @@ static gln_status_t cuda_malloc(gln_context_t *ctx, size_t bytes, void **ptr) {
         return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of device memory", fn, bytes);
     }
     return gln_cuda_check(err, fn, "cudaMalloc");
+}
+
+static gln_status_t cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {
+    return gln_cuda_scratch_alloc(ctx, bytes, ptr, "grouplin (cuda): device buffer");
 }
 
 static void cuda_free(gln_context_t *ctx, void *ptr) {
@@ -271,6 +302,8 @@ static const gln_backend_ops_t cuda_ops = {
     .fini = cuda_fini,
     .malloc = cuda_malloc,
     .free = cuda_free,
+    .scratch_alloc = cuda_scratch_alloc,
+    .scratch_free = gln_cuda_scratch_free,
     .memcpy = cuda_memcpy,
     .memset = cuda_memset,
     .synchronize = cuda_synchronize,

@@ -43,6 +43,9 @@ typedef struct gln_cuda_state {
                                    * and none was ever needed) */
     gln_cuda_async_error_t *async_host;   /* mapped pinned memory ... */
     gln_cuda_async_error_t *async_dev;    /* ... and its device address */
+    cudaMemPool_t pool;           /* the context's stream-ordered pool (gln_cuda_scratch_alloc):
+                                   * kept memory is reused, never returned to the driver before
+                                   * the context is destroyed */
     cublasLtHandle_t lt;
     void *workspace;              /* cuBLASLt workspace, GLN_CUDA_WORKSPACE_BYTES */
     /* FP8 GEMM decode scales: cuBLASLt on sm_90 refuses a scale pointer into the middle of an
@@ -64,8 +67,10 @@ gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const cha
 /* The launch status of the last kernel (cudaGetLastError). */
 gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
 
-/* Stream-ordered scratch on the context's stream: the caller's allocator when the context
- * options gave one, else cudaMallocAsync; 0 bytes gives NULL. */
+/* Stream-ordered memory on the context's stream, for every buffer the library allocates for
+ * itself (the scratch_alloc / scratch_free slots): the caller's allocator when the context
+ * options gave one, else the context's pool; 0 bytes gives NULL.  Inside a CUDA graph capture
+ * the allocations become the graph's own memory, so a replay allocates nothing. */
 gln_status_t gln_cuda_scratch_alloc(gln_context_t *ctx, size_t bytes, void **ptr, const char *call);
 void gln_cuda_scratch_free(gln_context_t *ctx, void *ptr);
 

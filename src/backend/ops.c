@@ -1,0 +1,38 @@
+/* The one funnel from a validated call into the backend's table (ops.h). */
+#include "backend/ops.h"
+
+#include "common/context.h"
+
+gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                             gln_tensor_t *out) {
+    if (!ctx->ops->quantize) return gln_backend_missing(ctx, "gln_quantize", "quantize");
+    return ctx->ops->quantize(ctx, cfg, in, out);
+}
+
+gln_status_t gln_op_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                     const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    if (!ctx->ops->grouped_quantize) return gln_backend_missing(ctx, "gln_grouped_quantize", "grouped_quantize");
+    return ctx->ops->grouped_quantize(ctx, cfg, in, out);
+}
+
+gln_status_t gln_op_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                         const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate) {
+    if (!ctx->ops->gemm) return gln_backend_missing(ctx, "gln_gemm", "gemm");
+    return ctx->ops->gemm(ctx, layout, A, B, D, bias, accumulate != 0);
+}
+
+gln_status_t gln_op_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args) {
+    if (!ctx->ops->grouped_gemm) return gln_backend_missing(ctx, "gln_grouped_gemm", "grouped_gemm");
+    return ctx->ops->grouped_gemm(ctx, args);
+}
+
+gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
+                                  int accumulate) {
+    if (!ctx->ops->grouped_dbias) return gln_backend_missing(ctx, "gln_grouped_dbias", "grouped_dbias");
+    return ctx->ops->grouped_dbias(ctx, dy, dbias, accumulate != 0);
+}
+
+gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
+    if (!ctx->ops->cast) return gln_backend_missing(ctx, "gln_cast", "cast");
+    return ctx->ops->cast(ctx, in, out);
+}

@@ -1,0 +1,23 @@
+/* Internal entry points of the backend operations, for the library's own modules (the layer, the
+ * weights group): dispatch through the context's table WITHOUT validating, because the caller
+ * built the arguments from inputs already checked at a public boundary.  The public functions
+ * (gemm_api.c, quant_api.c, reduce_api.c) validate and then call these, so each operation has
+ * one funnel into the backend.  A missing slot reports NOT_SUPPORTED under the public call's
+ * name.  Configs and args must be the current version of their struct (size set by _INIT). */
+#ifndef GLN_BACKEND_OPS_H
+#define GLN_BACKEND_OPS_H
+
+#include "grouplin.h"
+
+gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                             gln_tensor_t *out);
+gln_status_t gln_op_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                     const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+gln_status_t gln_op_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
+                         const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate);
+gln_status_t gln_op_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
+                                  int accumulate);
+gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+
+#endif
