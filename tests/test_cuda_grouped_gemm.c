@@ -6,8 +6,9 @@
  * must equal the CPU's bit for bit, for both paths of the CUDA backend (CUTLASS, and the loop
  * forced with GLN_CUDA_GROUPED_LOOP=1).  Cases: bf16 fprop (TN, with and without a bias per
  * expert), dgrad (NN), wgrad into fp32
- * (NT); per-tensor FP8 E4M3 × E4M3 fprop / dgrad and the HYBRID dgrad (E5M2 gradient ×
- * E4M3 weight); with and without accumulation; host and device splits; splits with empty
+ * (NT); per-tensor FP8 E4M3 × E4M3 fprop / dgrad / wgrad and the HYBRID dgrad and wgrad (E5M2
+ * gradient × E4M3 weight or input; the wgrad's experts whose row count is not a multiple of 16
+ * on the unaligned kernel, the others on CUTLASS); with and without accumulation; host and device splits; splits with empty
  * experts, one expert holding every row, 1 / 5 / 17 / 129-row experts, and 24 experts with
  * K and N not multiples of the tile.  Outputs are NaN-poisoned (or hold old values when
  * accumulating, or past the split rows) and followed by guard bytes; an empty expert's wgrad
@@ -137,6 +138,22 @@ static gln_tensor_t view_with_col(const operand_t *o, int dev, const float *scal
     return t;
 }
 
+/* An FP8 operand as the columnwise copy of a grouped tensor holds it: each member's rows
+ * transposed in place, [cols, m_i] at element row_start·cols (the rows past the members: 0). */
+static void grouped_transpose(operand_t *o, int num, const int64_t *splits) {
+    const size_t n = (size_t)o->rows * (size_t)o->cols;
+    memset(o->h_col, 0, n);
+    int64_t r0 = 0;
+    for (int i = 0; i < num; i++) {
+        const int64_t m = splits[i];
+        uint8_t *dst = (uint8_t *)o->h_col + r0 * o->cols;
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < o->cols; c++) dst[c * m + r] = ((uint8_t *)o->h)[(r0 + r) * o->cols + c];
+        r0 += m;
+    }
+    dev_put(o->d_col, o->h_col);
+}
+
 /* Powers of two 2^-3 .. 2^3 on the host and the device. */
 static void scales_new(gln_rng_t *rng, int n, float *h, dbuf_t *d) {
     for (int i = 0; i < n; i++) h[i] = ldexpf(1.0f, (int)gln_rng_int(rng, -3, 3));
@@ -263,12 +280,21 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
     dbuf_t bsd = {NULL, 0}, wsd[MAXE];
 
     if (c->layout == GLN_LAYOUT_NT) {
-        /* wgrad: dW_i [kout, kin] = dy_i [m_i, kout]ᵀ · x_i [m_i, kin] (bf16 only) */
-        operand_t x = operand_new(rng, GLN_DTYPE_BF16, rows, c->kin, 1, 0), dy = operand_new(rng, GLN_DTYPE_BF16, rows, c->kout, 1, 0);
-        gln_grouped_tensor_t hx = {c->num, c->splits, 0, view(&x, 0, NULL, NULL)};
-        gln_grouped_tensor_t hdy = {c->num, c->splits, 0, view(&dy, 0, NULL, NULL)};
-        gln_grouped_tensor_t cx = {c->num, sp_d, c->dev_splits, view(&x, 1, NULL, NULL)};
-        gln_grouped_tensor_t cdy = {c->num, sp_d, c->dev_splits, view(&dy, 1, NULL, NULL)};
+        /* wgrad: dW_i [kout, kin] = dy_i [m_i, kout]ᵀ · x_i [m_i, kin]; FP8 through the members'
+         * transposed copies with a decode scale per member */
+        operand_t x = operand_new(rng, xt, rows, c->kin, 1, 0), dy = operand_new(rng, gt, rows, c->kout, 1, 0);
+        float sxh[MAXE], sdyh[MAXE];
+        dbuf_t sxd = {NULL, 0}, sdyd = {NULL, 0};
+        if (fp8) {
+            scales_new(rng, c->num, sxh, &sxd);
+            scales_new(rng, c->num, sdyh, &sdyd);
+            grouped_transpose(&x, c->num, c->splits);
+            grouped_transpose(&dy, c->num, c->splits);
+        }
+        gln_grouped_tensor_t hx = {c->num, c->splits, 0, view_with_col(&x, 0, sxh, NULL)};
+        gln_grouped_tensor_t hdy = {c->num, c->splits, 0, view_with_col(&dy, 0, sdyh, NULL)};
+        gln_grouped_tensor_t cx = {c->num, sp_d, c->dev_splits, view_with_col(&x, 1, NULL, (const float *)sxd.d)};
+        gln_grouped_tensor_t cdy = {c->num, sp_d, c->dev_splits, view_with_col(&dy, 1, NULL, (const float *)sdyd.d)};
         nt_state_t st;
         st.num = c->num;
         gln_tensor_t hd[MAXE], cd[MAXE];
@@ -293,6 +319,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
             free(st.init[i]), free(st.want[i]);
             dev_free(&st.dd[i]);
         }
+        dev_free(&sxd), dev_free(&sdyd);
         operand_free(&x), operand_free(&dy);
     } else {
         /* fprop TN: y [rows, kout] = x [rows, kin] · W_iᵀ; dgrad NN: dx [rows, kin] = dy [rows, kout] · W_i */
@@ -347,6 +374,8 @@ static const int64_t s_mixed[] = {5, 0, 17, 1};
 static const int64_t s_one[] = {0, 0, 129, 0};
 static const int64_t s_none[] = {0, 0, 0, 0};
 static const int64_t s_odd[] = {1, 129, 5, 17};
+static const int64_t s_aligned[] = {16, 0, 32, 144}; /* FP8 wgrad: every expert through CUTLASS */
+static const int64_t s_part[] = {16, 5, 0, 48};      /* ... and one on the unaligned kernel */
 
 static void test_matrix(void) {
     gln_rng_t rng = gln_rng_seed(1601);
@@ -357,12 +386,11 @@ static void test_matrix(void) {
         const int64_t *splits;
         int64_t kin, kout;
     } shapes[] = {{4, s_mixed, 64, 48}, {4, s_one, 64, 48}, {4, s_none, 64, 48}, {4, s_odd, 128, 96},
-                  {24, s24, 272, 208}};
+                  {24, s24, 272, 208}, {4, s_aligned, 64, 48}, {4, s_part, 128, 96}};
     const kind_t kinds[] = {KIND_BF16, KIND_E4M3, KIND_HYBRID};
     const gln_gemm_layout_t layouts[] = {GLN_LAYOUT_TN, GLN_LAYOUT_NN, GLN_LAYOUT_NT};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
-            if (layouts[l] == GLN_LAYOUT_NT && kinds[k] != KIND_BF16) continue;
             if (layouts[l] == GLN_LAYOUT_TN && kinds[k] == KIND_HYBRID) continue; /* = e4m3 fprop */
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int v = 0; v < (layouts[l] == GLN_LAYOUT_TN ? 8 : 4); v++) {

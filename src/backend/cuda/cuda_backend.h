@@ -118,6 +118,8 @@ typedef enum gln_cutlass_kernel {
     GLN_CUTLASS_BF16_NT_F32,  /* A [K,M]ᵀ · B [K,N], bf16 -> fp32 (wgrad into main_grad) */
     GLN_CUTLASS_E4M3_TN,      /* E4M3 × E4M3, both K-major, -> bf16 (per-tensor FP8 fprop, dgrad) */
     GLN_CUTLASS_E5M2_E4M3_TN, /* E5M2 gradient × E4M3 weight, K-major, -> bf16 (HYBRID dgrad) */
+    GLN_CUTLASS_E4M3_WGRAD,   /* E4M3 dy_iᵀ · E4M3 x_i from the transposed copies, -> fp32 (FP8 wgrad) */
+    GLN_CUTLASS_E5M2_E4M3_WGRAD, /* E5M2 dy × E4M3 x, as above (HYBRID wgrad) */
     GLN_CUTLASS_KERNEL_COUNT_
 } gln_cutlass_kernel_t;
 
@@ -146,6 +148,9 @@ typedef struct gln_cutlass_grouped {
     int accumulate;                  /* D += (beta = 1); else D = */
     int large_tiles;                 /* the large-expert instantiation, where one exists */
     int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */
+    int32_t k_align;                 /* split_is_k: experts whose row count is not a multiple of
+                                      * this get no tiles here (their K stride cannot be read by
+                                      * TMA); the caller computes them (0 or 1: no such rule) */
 } gln_cutlass_grouped_t;
 
 /* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */
@@ -159,6 +164,15 @@ gln_status_t gln_cutlass_run_bf16_nn_large(gln_context_t *ctx, const gln_cutlass
 gln_status_t gln_cutlass_run_e4m3_tn_fast(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                                 const char *call);
+gln_status_t gln_cutlass_run_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+
+/* cuda_fp8_wgrad.cu: the FP8 wgrad of the experts a CUTLASS wgrad left out under g->k_align (row
+ * counts not a multiple of it; others are skipped on the device), with the same alpha / beta
+ * rule, FP32 accumulation on the CUDA cores.  A fixed grid that walks the experts: no host
+ * synchronization. */
+gln_status_t gln_cuda_fp8_wgrad_unaligned(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
+                                          const float *const *b_scales, const char *call);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */

@@ -8,6 +8,9 @@
  *   NT (wgrad)  bf16 dy, bf16 x             -> fp32 dW_i     (main_grad; accumulate or not)
  *   TN / NN     per-tensor FP8 x or dy (rowwise) with per-tensor E4M3 W_i (rowwise for TN, the
  *               transposed copy for NN)  -> bf16, E4M3 × E4M3 or E5M2 × E4M3 (HYBRID dgrad)
+ *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i;
+ *               experts whose row count is not a multiple of 16 (a TMA stride) run on
+ *               gln_cuda_fp8_wgrad_unaligned, chosen on the device
  * with every row stride a multiple of 16 bytes, every base pointer 16-byte aligned (TMA), and
  * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
  * (device splits: computed on the device, no host synchronization) or from the host splits.
@@ -130,17 +133,20 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     return 1;
 }
 
+/* The splits of the two NT operands must be one plan: the same device array, or equal host ones
+ * (a mismatch is left to the loop, which reports it). */
+static int operands_share_splits(const gln_grouped_tensor_t *a, const gln_grouped_tensor_t *b) {
+    if (a->splits_on_backend != b->splits_on_backend) return 0;
+    if (a->splits == b->splits) return 1;
+    return !a->splits_on_backend && memcmp(a->splits, b->splits, (size_t)a->num * sizeof(int64_t)) == 0;
+}
+
 /* NT (wgrad): dW_i [m, n] = dy_i [rows_i, m]ᵀ · x_i [rows_i, n], bf16 into fp32. */
 static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, void **d_ptrs) {
     const gln_grouped_tensor_t *gdy = args->b, *gx = args->a_grouped;
     const gln_tensor_t *dy = &gdy->packed, *x = &gx->packed;
     if (dy->dtype != GLN_DTYPE_BF16 || x->dtype != GLN_DTYPE_BF16) return 0;
-    /* device splits: one plan for both operands, so they must be the same splits */
-    if (gdy->splits_on_backend != gx->splits_on_backend) return 0;
-    if (gdy->splits_on_backend && gdy->splits != gx->splits) return 0;
-    if (!gdy->splits_on_backend && gdy->splits != gx->splits &&
-        memcmp(gdy->splits, gx->splits, (size_t)gdy->num * sizeof(int64_t)) != 0)
-        return 0; /* the loop reports the mismatch */
+    if (!operands_share_splits(gdy, gx)) return 0; /* one plan for both operands */
     const int64_t m = dy->cols, n = x->cols;
     if (!fits_int(dy->rows) || !fits_int(x->rows) || !fits_int(m) || !fits_int(n) || m == 0 || n == 0) return 0;
     if ((m * 2) % 16 || (n * 2) % 16) return 0;
@@ -162,6 +168,42 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
     return 1;
 }
 
+/* NT (wgrad) on per-tensor FP8: dW_i [m, n] = alpha_i · dy_i [rows_i, m]ᵀ · x_i [rows_i, n] from the
+ * transposed (columnwise) copies, K-major along the rows: dy_i's copy [m, rows_i] at element
+ * row_start·m, x_i's [n, rows_i] at row_start·n.  Experts whose row count is not a multiple of
+ * 16 go to gln_cuda_fp8_wgrad_unaligned (k_align).  x_scales receives &x->col_scale_inv[i]. */
+static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, void **d_ptrs,
+                       const float **x_scales) {
+    const gln_grouped_tensor_t *gdy = args->b, *gx = args->a_grouped;
+    const gln_tensor_t *dy = &gdy->packed, *x = &gx->packed;
+    if (!is_tensor_fp8(dy) || !is_tensor_fp8(x) || x->dtype != GLN_DTYPE_FP8_E4M3) return 0;
+    if (!operands_share_splits(gdy, gx)) return 0;
+    const int64_t m = dy->cols, n = x->cols;
+    if (!fits_int(dy->rows) || !fits_int(x->rows) || !fits_int(m) || !fits_int(n) || m == 0 || n == 0) return 0;
+    if (m % 16 || n % 16) return 0; /* every expert's copies start 16-byte aligned */
+    if (!dy->col_data || !x->col_data || !aligned16(dy->col_data) || !aligned16(x->col_data)) return 0;
+    if (!dy->col_scale_inv || !x->col_scale_inv) return 0;
+    for (int32_t i = 0; i < gdy->num; i++) {
+        const gln_tensor_t *d = &args->d_list[i];
+        if (d->dtype != GLN_DTYPE_FP32 || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
+        d_ptrs[i] = d->data;
+        x_scales[i] = (const float *)x->col_scale_inv + i;
+    }
+    memset(g, 0, sizeof *g);
+    g->kernel = dy->dtype == GLN_DTYPE_FP8_E4M3 ? GLN_CUTLASS_E4M3_WGRAD : GLN_CUTLASS_E5M2_E4M3_WGRAD;
+    g->num = gdy->num;
+    g->split_is_k = 1;
+    g->m = m, g->n = n;
+    g->a = dy->col_data, g->a_row_bytes = m;
+    g->b = x->col_data, g->b_row_bytes = n;
+    g->d_list = d_ptrs;
+    g->a_scale = (const float *)dy->col_scale_inv;
+    g->b_scale_list = x_scales;
+    g->accumulate = args->accumulate;
+    g->k_align = 16;
+    return 1;
+}
+
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
     switch (g->kernel) {
     case GLN_CUTLASS_BF16_TN:
@@ -173,6 +215,12 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
         if (!g->fast_accumulate) return gln_cutlass_run_e4m3_tn(ctx, g, fn);
         return g->large_tiles ? gln_cutlass_run_e4m3_tn_fast_large(ctx, g, fn) : gln_cutlass_run_e4m3_tn_fast(ctx, g, fn);
     case GLN_CUTLASS_E5M2_E4M3_TN: return gln_cutlass_run_e5m2_e4m3_tn(ctx, g, fn);
+    case GLN_CUTLASS_E4M3_WGRAD:
+    case GLN_CUTLASS_E5M2_E4M3_WGRAD: {
+        gln_status_t st = g->kernel == GLN_CUTLASS_E4M3_WGRAD ? gln_cutlass_run_e4m3_wgrad(ctx, g, fn)
+                                                              : gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
+        return st == GLN_STATUS_SUCCESS ? gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn) : st;
+    }
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }
 }
@@ -192,12 +240,16 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
     }
     gln_cutlass_grouped_t g;
     memset(&g, 0, sizeof g);
-    const int fits = args->layout == GLN_LAYOUT_NT ? plan_nt(args, &g, ptrs)
-                                                   : plan_tn_nn(args, &g, (const void **)ptrs, scales, biases);
-    /* few large experts with host splits: the loop (see the top of this file) */
+    const int nt = args->layout == GLN_LAYOUT_NT;
+    const int fits = nt ? plan_nt(args, &g, ptrs) || plan_nt_fp8(args, &g, ptrs, scales)
+                        : plan_tn_nn(args, &g, (const void **)ptrs, scales, biases);
+    /* few large experts with host splits: the loop (see the top of this file), except where
+     * CUTLASS wins there too (the fast-accumulating FP8 fprop) or the loop has no FP8 NT GEMM
+     * of its own (the FP8 wgrad) */
     const int64_t avg_rows = args->b->packed.rows / num;
+    const int fp8_wgrad = g.kernel == GLN_CUTLASS_E4M3_WGRAD || g.kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
     const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
-                          !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN);
+                          !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN) && !(nt && fp8_wgrad);
     if (fits && !loop_wins) {
         int64_t *offsets = NULL;
         *handled = 1;

@@ -138,6 +138,7 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
     int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
     if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
+    if (g.split_is_k && g.k_align > 1 && k % g.k_align) m = 0; /* done by the caller (k_align) */
     t.shapes[i] = typename G::Shape{(int)m, (int)g.n, (int)k};
     t.a[i] = (const typename G::ElementA *)((const char *)g.a + r0 * g.a_row_bytes);
     t.b[i] = (const typename G::ElementB *)(g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes
