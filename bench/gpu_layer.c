@@ -10,8 +10,11 @@
  * `warmup`.  GLN_CUDA_GROUPED_LOOP=1 in the environment makes the grouped GEMMs per-expert
  * cuBLASLt loops (the state before the CUTLASS kernels).
  *
+ * --forward-only times the training forward alone (a saved context is made and released
+ * unused); FLOPs are then 2 · rows · K · N.
+ *
  * usage: gpu_layer [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--bias] [--split-path]
- *        (exit 77 without a GPU) */
+ *                  [--forward-only]   (exit 77 without a GPU) */
 #include "bench_util.h"
 
 typedef struct shape {
@@ -38,7 +41,7 @@ static const struct {
 
 /* Median seconds of one forward + backward step. */
 static double time_step(gln_context_t *ctx, const shape_t *s, gln_recipe_t recipe, int bias, int split_path,
-                        int warmup, int repeat) {
+                        int forward_only, int warmup, int repeat) {
     gln_grouped_linear_config_t cfg = GLN_GROUPED_LINEAR_CONFIG_INIT;
     cfg.num_experts = s->experts;
     cfg.in_features = s->k;
@@ -73,7 +76,7 @@ static double time_step(gln_context_t *ctx, const shape_t *s, gln_recipe_t recip
         TRY(gln_synchronize(ctx));
         const double t0 = now_s();
         TRY(gln_grouped_linear_forward(layer, &fa, &saved));
-        TRY(gln_grouped_linear_backward(saved, &dy, &dx));
+        if (!forward_only) TRY(gln_grouped_linear_backward(saved, &dy, &dx));
         TRY(gln_synchronize(ctx));
         if (r >= 0) t[r] = now_s() - t0;
         TRY(gln_grouped_linear_saved_release(saved));
@@ -90,7 +93,7 @@ static double time_step(gln_context_t *ctx, const shape_t *s, gln_recipe_t recip
 }
 
 int main(int argc, char **argv) {
-    int repeat = 10, warmup = 2, bias = 0, split_path = 0;
+    int repeat = 10, warmup = 2, bias = 0, split_path = 0, forward_only = 0;
     const char *only_shape = NULL, *only_recipe = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
@@ -99,16 +102,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--recipe") && i + 1 < argc) only_recipe = argv[++i];
         else if (!strcmp(argv[i], "--bias")) bias = 1;
         else if (!strcmp(argv[i], "--split-path")) split_path = 1;
+        else if (!strcmp(argv[i], "--forward-only")) forward_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--bias] [--split-path]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--bias] [--split-path] "
+                            "[--forward-only]\n", argv[0]);
             return 2;
         }
     }
     if (repeat < 1 || warmup < 0) return 2;
     gln_context_t *ctx = bench_cuda_context();
-    printf("# layer forward + backward (fused FP32 main_grad, quantization included), %s path, %s, bias=%d\n",
-           split_path ? "split" : "grouped (device splits)",
+    printf("# layer %s (fused FP32 main_grad, quantization included), %s path, %s, bias=%d\n",
+           forward_only ? "training forward" : "forward + backward", split_path ? "split" : "grouped (device splits)",
            bench_loop_forced() ? "GEMM loop forced" : "default GEMM dispatch", bias);
     printf("%-12s %-12s | %9s %9s\n", "shape", "recipe", "ms", "TFLOP/s");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -116,8 +120,8 @@ int main(int argc, char **argv) {
         if (only_shape && strcmp(only_shape, s->name)) continue;
         for (size_t r = 0; r < NRECIPES; r++) {
             if (only_recipe && strcmp(only_recipe, recipes[r].name)) continue;
-            const double ms = time_step(ctx, s, recipes[r].recipe, bias, split_path, warmup, repeat);
-            const double flops = 6.0 * (double)s->experts * (double)s->tokens * (double)s->k * (double)s->n;
+            const double ms = time_step(ctx, s, recipes[r].recipe, bias, split_path, forward_only, warmup, repeat);
+            const double flops = (forward_only ? 2.0 : 6.0) * (double)s->experts * (double)s->tokens * (double)s->k * (double)s->n;
             printf("%-12s %-12s | %9.3f %9.1f\n", s->name, recipes[r].name, ms * 1e3, flops / ms * 1e-12);
             fflush(stdout);
         }
