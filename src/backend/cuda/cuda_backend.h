@@ -216,6 +216,18 @@ gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, in
 /* cuda_block.cu: BLOCK_1D / BLOCK_2D quantization of one tensor (cfg->mode one of those). */
 gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                      gln_tensor_t *out, const char *call);
+/* cuda_block.cu: the same for every member of a grouped tensor in one launch, member layout from
+ * `plan` (gln_cuda_plan_make for cfg->mode): no host synchronization, graph-capturable. */
+gln_status_t gln_cuda_grouped_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                             const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                             const gln_cuda_plan_t *plan, const char *call);
+/* cuda_block.cu, for the tests: the block kernels' fast conversions against numerics.h over every
+ * input: counts[0] / counts[1] = FP32 -> E4M3 / E5M2 encodings (all 2^32 values) that differ from
+ * gln_f32_to_e4m3_bits / gln_f32_to_e5m2_bits, counts[2] = fp16 -> FP32 widenings (all 2^16) that
+ * differ from gln_fp16_bits_to_f32 (NaN: in sign or NaN-ness only); first[k] = the smallest bad
+ * input.  Synchronizes the stream. */
+gln_status_t gln_cuda_block_selfcheck(gln_context_t *ctx, unsigned long long counts[3], unsigned int first[3],
+                                      const char *call);
 /* cuda_quant.cu: the raw FP8 values of one copy (decode scale ignored) widened exactly into the
  * high-precision `out` [rows, cols] (transposed copies are transposed back). */
 gln_status_t gln_cuda_widen_raw(gln_context_t *ctx, const gln_tensor_t *in, int columnwise, gln_tensor_t *out,

@@ -1,18 +1,33 @@
 /* CUDA FP8 block-scaling quantization (BLOCK_1D: 1x128 rowwise / 128x1 columnwise blocks;
  * BLOCK_2D: 128x128 tiles shared by both copies), bitwise equal to gln_quantize_block_ref
- * (src/quant/quant_block.c): per block, amax = NaN-ignoring max of |x| over its valid
- * elements (TE's fmaxf rule; NaN-propagating under cfg->amax_nan_propagate), scale = gln_scale_from_amax_impl(amax, fp8_max, power_2_scale, epsilon, max finite
- * of the input dtype), stored decode scale = 1 / scale (IEEE division), data = one saturating RNE
- * encode of x·scale.  Which NaN a NaN block's amax holds does not matter: any NaN gives scale 1.
- * Scale buffers are zeroed first, padding included, as in the reference.
+ * (src/quant/quant_block.c), for one tensor or for every member of a grouped tensor in one
+ * launch (a single tensor is a grouped tensor of one member: one kernel per mode).
  *
- *   BLOCK_1D rowwise     one warp per (row, 128-column block), 4 elements per lane;
- *   BLOCK_1D columnwise  one thread per (128-row block, column), coalesced across columns,
- *                        writing the transposed copy [C, R];
- *   BLOCK_2D             one thread block per 128x128 tile (block-wide amax reduction), writing
- *                        the rowwise and / or the transposed copy. */
+ * Numerics, per block: amax = max |x| over its valid elements, NaN ignored (TE's fmaxf rule) or
+ * propagated (cfg->amax_nan_propagate); scale = gln_scale_from_amax_impl(amax, fp8_max,
+ * power_2_scale, epsilon, max finite of the input dtype); stored decode scale = 1 / scale (IEEE
+ * division); data = one saturating RNE encode of the FP32 product x·scale.  A max is exact in any
+ * order and only whether a NaN amax is NaN matters (it gives scale 1), so the kernel reduces in
+ * its own order.  Two conversions use the hardware instead of the numerics.h bit code, which is
+ * several times slower and would make the kernel compute-bound: FP32 -> FP8 by cvt.rn.satfinite
+ * (equal to gln_f32_to_e4m3_bits / e5m2 on every non-NaN input; a NaN x is given the reference's
+ * sign | 0x7F after the fact), fp16 -> FP32 by cvt.f32.f16 (exact; a NaN keeps its sign, its
+ * payload does not matter).  gln_cuda_block_selfcheck proves both over every input.
+ *
+ * Work decomposition: one thread block per 128x128 tile of a member (tiles start at the member's
+ * first row: BLOCK_1D columnwise blocks and BLOCK_2D tiles are aligned to the member), 256
+ * threads, each owning 8 rows x 8 columns held in registers after ONE read of the input (16-byte
+ * loads).  From those registers: row amaxes (half-warp shuffles), column amaxes (shuffles + shared
+ * memory) or the tile amax; the rowwise copy (8-byte stores); the transposed copy through a
+ * swizzled 128x128-byte shared tile (16-byte stores where the member's rows allow), and every
+ * scale of the member's padded grid, padding (0) included, so no memset is needed.  A grouped
+ * launch sizes its grid from host-known values (packed rows, member count, columns); blocks past
+ * the last real tile exit.  Rows and scale offsets come from the device group plan. */
 #include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <stdint.h>
 
 extern "C" {
@@ -25,145 +40,619 @@ extern "C" {
 }
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_group.cuh"
 
-#define GLN_BLK 128
-/* Threads of the 2-D tile kernel (8 warps). */
-#define GLN_BLK2D_THREADS 256
+#define BQ_EDGE 128    /* block / tile edge */
+#define BQ_THREADS 256 /* 16 row groups x 16 column groups */
+#define BQ_FULL 0xFFFFFFFFu
 
-/* Scale-rule parameters shared by the kernels. */
-typedef struct blk_rule {
+/* Input dtypes of the kernel template. */
+enum { BQ_IN_FP32 = 0, BQ_IN_BF16 = 1, BQ_IN_FP16 = 2 };
+
+typedef struct bq_args {
+    const void *x;
+    int64_t cols, ctiles; /* columns, 128-column tiles */
+    int64_t tiles;        /* grid bound: row tiles (bound) x ctiles */
+    uint8_t *q;           /* rowwise data [rows, cols] and scales (NULL: no rowwise copy) */
+    float *s;
+    uint8_t *qt;          /* transposed copies ([cols, m_i] at row_start_i · cols) and scales */
+    float *cs;
+    const int64_t *rows;  /* plan: member rows, rowwise / columnwise scale offsets; rows NULL: one */
+    const int64_t *srow;  /* member of single_rows rows with its scales at 0 */
+    const int64_t *scol;
+    int32_t num;
+    int64_t single_rows;
     float fp8_max, epsilon, value_for_inf;
-    int pow2, fp8;
-    int nan_prop; /* amax_nan_propagate */
-} blk_rule_t;
+    int pow2;
+    int vec_in, vec_q;    /* 16-byte input loads / 8-byte rowwise stores are aligned */
+} bq_args_t;
 
-__device__ __forceinline__ float blk_scale(float amax, blk_rule_t k) {
-    return gln_scale_from_amax_impl(amax, k.fp8_max, k.pow2, k.epsilon, k.value_for_inf);
+/* One 128x128 tile of one member. */
+typedef struct bq_tile {
+    int64_t mrow0;     /* the member's first packed row */
+    int64_t m;         /* the member's rows */
+    int64_t tr, ct;    /* row tile within the member, column tile */
+    int64_t rs, c0;    /* first member row, first column of the tile */
+    int nr, nc;        /* valid rows, columns */
+    int64_t so_r, so_c;/* the member's scale offsets */
+} bq_tile_t;
+
+/* ---- small device helpers ------------------------------------------------------------------ */
+
+/* Column (within the tile) of element j of column group cg: 8 adjacent columns for 2-byte
+ * inputs (one 16-byte load); for FP32 two runs of 4, 64 apart, so each load instruction of a
+ * half-warp covers 256 contiguous bytes. */
+template <int IN>
+__device__ __forceinline__ int bq_col(int cg, int j) {
+    if (IN == BQ_IN_FP32) return j < 4 ? cg * 4 + j : 64 + cg * 4 + (j - 4);
+    return cg * 8 + j;
 }
 
-__global__ void gln_block1d_rowwise_kernel(const void *x, int dtype, int64_t R, int64_t C, blk_rule_t k,
-                                           uint8_t *q, float *s, int64_t gc) {
-    const int64_t nblk = (C + GLN_BLK - 1) / GLN_BLK, total = R * nblk;
-    const int lane = threadIdx.x % 32;
-    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-    for (int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < total; w += warps) {
-        const int64_t r = w / nblk, cb = w % nblk;
-        float v[4], amax = 0.0f;
-        for (int j = 0; j < 4; j++) {
-            const int64_t c = cb * GLN_BLK + j * 32 + lane;
-            v[j] = c < C ? gln_dev_load(x, dtype, (size_t)r * (size_t)C + (size_t)c) : 0.0f;
-            amax = gln_f32_max_amax(amax, gln_f32_abs(v[j]), k.nan_prop);
-        }
-        const float scale = blk_scale(gln_dev_warp_max_amax(amax, k.nan_prop), k);
-        for (int j = 0; j < 4; j++) {
-            const int64_t c = cb * GLN_BLK + j * 32 + lane;
-            if (c < C) q[(size_t)r * (size_t)C + (size_t)c] = gln_dev_to_fp8(gln_dev_mul(v[j], scale), k.fp8);
-        }
-        if (lane == 0) s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_1D, 0, r, cb * GLN_BLK, gc)] = 1.0f / scale;
+/* Swizzle of the transposed tile: column c's 8-byte row chunk k lives at chunk k ^ swz(c), so
+ * the 8-byte stores of a half-warp (16 column groups, one chunk) hit 16 different bank pairs for
+ * both column layouts of bq_col. */
+__device__ __forceinline__ int bq_swz(int c) { return ((c >> 2) ^ (c >> 6)) & 15; }
+
+/* |x| accumulated into an amax: NaN ignored (fmaxf, starting from 0 so never NaN) or, with
+ * NANP, propagated (the integer max of the magnitude bits: NaN patterns order above Inf). */
+template <bool NANP>
+__device__ __forceinline__ float bq_max(float a, float b) {
+    if (NANP) return __uint_as_float(max(__float_as_uint(a), __float_as_uint(b)));
+    return fmaxf(a, b);
+}
+template <bool NANP>
+__device__ __forceinline__ float bq_absmax(float a, float x) {
+    return bq_max<NANP>(a, __uint_as_float(__float_as_uint(x) & 0x7FFFFFFFu));
+}
+
+__device__ __forceinline__ float bq_fp16(uint32_t h) {
+    const float f = __half2float(__ushort_as_half((unsigned short)h));
+    return __uint_as_float(__float_as_uint(f) | ((h & 0x8000u) << 16)); /* a NaN keeps its sign */
+}
+
+template <int IN>
+__device__ __forceinline__ float bq_load1(const void *x, size_t i) {
+    if (IN == BQ_IN_FP32) return ((const float *)x)[i];
+    const uint32_t h = ((const uint16_t *)x)[i];
+    return IN == BQ_IN_BF16 ? __uint_as_float(h << 16) : bq_fp16(h);
+}
+
+/* Two 16-bit elements of a 32-bit word as FP32. */
+template <int IN>
+__device__ __forceinline__ void bq_unpack2(uint32_t w, float *lo, float *hi) {
+    if (IN == BQ_IN_BF16) {
+        *lo = __uint_as_float(w << 16);
+        *hi = __uint_as_float(w & 0xFFFF0000u);
+    } else {
+        *lo = bq_fp16(w & 0xFFFFu);
+        *hi = bq_fp16(w >> 16);
     }
 }
 
-__global__ void gln_block1d_colwise_kernel(const void *x, int dtype, int64_t R, int64_t C, blk_rule_t k,
-                                           uint8_t *qt, float *s, int64_t gc) {
-    const int64_t total = (R + GLN_BLK - 1) / GLN_BLK * C;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
-        const int64_t rb = t / C, c = t % C, r0 = rb * GLN_BLK;
-        const int64_t n = R - r0 < GLN_BLK ? R - r0 : GLN_BLK;
+/* FP8 codes of lo (byte 0) and hi (byte 1): saturating RNE, as gln_f32_to_e4m3_bits /
+ * gln_f32_to_e5m2_bits for every non-NaN input (NaN: see bq_nan_byte). */
+template <bool E5M2>
+__device__ __forceinline__ uint32_t bq_cvt2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
+#else
+    return E5M2 ? gln_f32_to_e5m2_bits(lo) | ((uint32_t)gln_f32_to_e5m2_bits(hi) << 8)
+                : gln_f32_to_e4m3_bits(lo) | ((uint32_t)gln_f32_to_e4m3_bits(hi) << 8);
+#endif
+}
+
+/* The reference's code for a NaN x (x·scale keeps x's sign on the host): sign | 0x7F. */
+__device__ __forceinline__ uint32_t bq_nan_byte(float x) { return ((__float_as_uint(x) >> 24) & 0x80u) | 0x7Fu; }
+
+/* The 8 codes of x[0..7]·s, byte k = element k (one FP32 multiply each, no contraction). */
+template <bool E5M2>
+__device__ __forceinline__ uint2 bq_enc8(const float x[8], float s) {
+    uint32_t b[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) b[k] = bq_cvt2<E5M2>(__fmul_rn(x[2 * k], s), __fmul_rn(x[2 * k + 1], s));
+    return make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
+}
+
+/* Byte k (a compile-time index after unrolling) of w set to b. */
+__device__ __forceinline__ void bq_set_byte(uint2 *w, int k, uint32_t b) {
+    uint32_t *word = k < 4 ? &w->x : &w->y;
+    const int sh = (k & 3) * 8;
+    *word = (*word & ~(0xFFu << sh)) | (b << sh);
+}
+
+/* Transpose a 4x4 byte matrix (rows a..d, byte j = column j): o[j] = column j, byte i = row i. */
+__device__ __forceinline__ void bq_tr4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t o[4]) {
+    const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(c, d, 0x5140);
+    const uint32_t t2 = __byte_perm(a, b, 0x7362), t3 = __byte_perm(c, d, 0x7362);
+    o[0] = __byte_perm(t0, t1, 0x5410);
+    o[1] = __byte_perm(t0, t1, 0x7632);
+    o[2] = __byte_perm(t2, t3, 0x5410);
+    o[3] = __byte_perm(t2, t3, 0x7632);
+}
+
+/* 8x8 byte transpose: col[j] byte p = row[p] byte j. */
+__device__ __forceinline__ void bq_tr8(const uint2 row[8], uint2 col[8]) {
+    uint32_t o[4];
+    bq_tr4(row[0].x, row[1].x, row[2].x, row[3].x, o);
+    for (int j = 0; j < 4; j++) col[j].x = o[j];
+    bq_tr4(row[0].y, row[1].y, row[2].y, row[3].y, o);
+    for (int j = 0; j < 4; j++) col[4 + j].x = o[j];
+    bq_tr4(row[4].x, row[5].x, row[6].x, row[7].x, o);
+    for (int j = 0; j < 4; j++) col[j].y = o[j];
+    bq_tr4(row[4].y, row[5].y, row[6].y, row[7].y, o);
+    for (int j = 0; j < 4; j++) col[4 + j].y = o[j];
+}
+
+__device__ __forceinline__ float bq_scale(const bq_args_t &a, float amax) {
+    return gln_scale_from_amax_impl(amax, a.fp8_max, a.pow2, a.epsilon, a.value_for_inf);
+}
+
+/* ---- the tile: which, load ------------------------------------------------------------------- */
+
+/* Tile t of the grid (row tile in member order x column tile); 0 past the last real tile (then
+ * every later t is too).  Every thread of the block computes the same answer. */
+__device__ __forceinline__ int bq_find(const bq_args_t &a, int64_t t, bq_tile_t *tl) {
+    const int64_t rt = t / a.ctiles;
+    int32_t i = 0;
+    int64_t r0 = 0, m = a.single_rows, tim = rt;
+    if (a.rows) {
+        if (!gln_group_tile_warp(a.rows, a.num, BQ_EDGE, rt, &i, &r0, &m, &tim)) return 0;
+    } else if (rt >= gln_ceil_div(m, BQ_EDGE)) {
+        return 0;
+    }
+    tl->mrow0 = r0, tl->m = m, tl->tr = tim, tl->ct = t - rt * a.ctiles;
+    tl->rs = tim * BQ_EDGE, tl->c0 = tl->ct * BQ_EDGE;
+    tl->nr = (int)min((int64_t)BQ_EDGE, m - tl->rs);
+    tl->nc = (int)min((int64_t)BQ_EDGE, a.cols - tl->c0);
+    tl->so_r = a.rows ? a.srow[i] : 0;
+    tl->so_c = a.rows ? a.scol[i] : 0;
+    return 1;
+}
+
+/* v[p][j] = x at tile row rg*8 + p, tile column bq_col(cg, j); 0 outside the tile (a 0 leaves
+ * every amax unchanged). */
+template <int IN>
+__device__ __forceinline__ void bq_load(const bq_args_t &a, const bq_tile_t &tl, int rg, int cg, float v[8][8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[p][j] = 0.0f;
+        const int r = rg * 8 + p;
+        if (r >= tl.nr) continue;
+        const size_t base = (size_t)(tl.mrow0 + tl.rs + r) * (size_t)a.cols + (size_t)tl.c0;
+        if (!a.vec_in) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (bq_col<IN>(cg, j) < tl.nc) v[p][j] = bq_load1<IN>(a.x, base + (size_t)bq_col<IN>(cg, j));
+        } else if (IN == BQ_IN_FP32) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                if (bq_col<IN>(cg, 4 * h) >= tl.nc) continue;
+                const float4 f = __ldcs((const float4 *)((const float *)a.x + base + bq_col<IN>(cg, 4 * h)));
+                v[p][4 * h] = f.x, v[p][4 * h + 1] = f.y, v[p][4 * h + 2] = f.z, v[p][4 * h + 3] = f.w;
+            }
+        } else if (cg * 8 < tl.nc) {
+            const uint4 u = __ldcs((const uint4 *)((const uint16_t *)a.x + base + cg * 8));
+            bq_unpack2<IN>(u.x, &v[p][0], &v[p][1]);
+            bq_unpack2<IN>(u.y, &v[p][2], &v[p][3]);
+            bq_unpack2<IN>(u.z, &v[p][4], &v[p][5]);
+            bq_unpack2<IN>(u.w, &v[p][6], &v[p][7]);
+        }
+    }
+}
+
+/* ---- scales ---------------------------------------------------------------------------------- */
+
+/* Row amaxes of a half-warp's 8 rows (ra[p]: this lane's 8 columns of row p) reduced and spread:
+ * 8 shuffles leave lane cg with the full amax of row cg >> 1 (a reduce-scatter butterfly). */
+template <bool NANP>
+__device__ __forceinline__ float bq_row_amax(const float ra[8], int lane) {
+    const bool b3 = lane & 8, b2 = lane & 4, b1 = lane & 2;
+    float a4[4], a2[2];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float send = b3 ? ra[k] : ra[k + 4], keep = b3 ? ra[k + 4] : ra[k];
+        a4[k] = bq_max<NANP>(keep, __shfl_xor_sync(BQ_FULL, send, 8));
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const float send = b2 ? a4[k] : a4[k + 2], keep = b2 ? a4[k + 2] : a4[k];
+        a2[k] = bq_max<NANP>(keep, __shfl_xor_sync(BQ_FULL, send, 4));
+    }
+    const float send = b1 ? a2[0] : a2[1], keep = b1 ? a2[1] : a2[0];
+    const float a1 = bq_max<NANP>(keep, __shfl_xor_sync(BQ_FULL, send, 2));
+    return bq_max<NANP>(a1, __shfl_xor_sync(BQ_FULL, a1, 1));
+}
+
+/* BLOCK_1D rowwise: rscale[p] = encode scale of tile row rg*8 + p; its decode scale (or the
+ * grid's padding 0 for rows in [m, pad4(m))) is written by one lane per row. */
+template <bool NANP>
+__device__ __forceinline__ void bq_row_scales(const bq_args_t &a, const bq_tile_t &tl, const float ra[8], int rg,
+                                              int cg, float rscale[8]) {
+    const int lane = threadIdx.x & 31, own = cg >> 1;
+    const float scale = bq_scale(a, bq_row_amax<NANP>(ra, lane));
+#pragma unroll
+    for (int p = 0; p < 8; p++) rscale[p] = __shfl_sync(BQ_FULL, scale, (lane & 16) | (p << 1));
+    const int64_t rl = tl.rs + rg * 8 + own, gc = gln_round_up(tl.m, 4);
+    if ((cg & 1) || rl >= gc) return;
+    a.s[tl.so_r + tl.ct * gc + rl] = rl < tl.m ? 1.0f / scale : 0.0f;
+}
+
+/* BLOCK_1D columnwise, first half: this warp's column maxima (ca[j]: this lane's 8 rows of
+ * column j) into colmax[warp][], one shuffle step leaving each lane 4 columns. */
+template <int IN, bool NANP>
+__device__ __forceinline__ void bq_col_partials(const float ca[8], int cg, float (*colmax)[BQ_EDGE]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool b4 = lane & 16; /* the warp's second row group */
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float send = b4 ? ca[k] : ca[k + 4], keep = b4 ? ca[k + 4] : ca[k];
+        colmax[warp][bq_col<IN>(cg, (b4 ? 4 : 0) + k)] = bq_max<NANP>(keep, __shfl_xor_sync(BQ_FULL, send, 16));
+    }
+}
+
+/* Second half: one thread per column reduces the warps' maxima into the encode scale cscale[c]
+ * and writes its decode scale (or the padding 0 of columns in [cols, pad4(cols))).  Starts and
+ * ends with a block barrier. */
+template <bool NANP>
+__device__ __forceinline__ void bq_col_scales(const bq_args_t &a, const bq_tile_t &tl,
+                                              const float (*colmax)[BQ_EDGE], float *cscale) {
+    __syncthreads();
+    const int c = threadIdx.x;
+    if (c < BQ_EDGE) {
         float amax = 0.0f;
-        for (int64_t i = 0; i < n; i++)
-            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c)),
-                                    k.nan_prop);
-        const float scale = blk_scale(amax, k);
-        for (int64_t i = 0; i < n; i++) {
-            const float v = gln_dev_load(x, dtype, (size_t)(r0 + i) * (size_t)C + (size_t)c);
-            qt[(size_t)c * (size_t)R + (size_t)(r0 + i)] = gln_dev_to_fp8(gln_dev_mul(v, scale), k.fp8);
+#pragma unroll
+        for (int w = 0; w < BQ_THREADS / 32; w++) amax = bq_max<NANP>(amax, colmax[w][c]);
+        const float scale = bq_scale(a, amax);
+        cscale[c] = scale;
+        const int64_t gc = gln_round_up(a.cols, 4);
+        if (tl.c0 + c < gc) a.cs[tl.so_c + tl.tr * gc + tl.c0 + c] = c < tl.nc ? 1.0f / scale : 0.0f;
+    }
+    __syncthreads();
+}
+
+/* BLOCK_2D: the tile's encode scale; thread 0 writes the decode scale into each present grid and
+ * the padding 0 after the last tile of a grid row. */
+template <bool NANP>
+__device__ __forceinline__ float bq_tile_scale(const bq_args_t &a, const bq_tile_t &tl, const float ra[8],
+                                               float *wmax) {
+    float amax = ra[0];
+#pragma unroll
+    for (int p = 1; p < 8; p++) amax = bq_max<NANP>(amax, ra[p]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) amax = bq_max<NANP>(amax, __shfl_xor_sync(BQ_FULL, amax, off));
+    if ((threadIdx.x & 31) == 0) wmax[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = wmax[0];
+#pragma unroll
+    for (int w = 1; w < BQ_THREADS / 32; w++) amax = bq_max<NANP>(amax, wmax[w]);
+    const float scale = bq_scale(a, amax);
+    if (threadIdx.x == 0) {
+        const float inv = 1.0f / scale;
+        if (a.q) { /* rowwise grid [mtiles, pad4(ctiles)] */
+            const int64_t gc = gln_round_up(a.ctiles, 4);
+            float *row = a.s + tl.so_r + tl.tr * gc;
+            row[tl.ct] = inv;
+            if (tl.ct == a.ctiles - 1)
+                for (int64_t k = a.ctiles; k < gc; k++) row[k] = 0.0f;
         }
-        s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_1D, 1, r0, c, gc)] = 1.0f / scale;
+        if (a.qt) { /* columnwise grid [ctiles, pad4(mtiles)] */
+            const int64_t mt = gln_ceil_div(tl.m, BQ_EDGE), gc = gln_round_up(mt, 4);
+            float *row = a.cs + tl.so_c + tl.ct * gc;
+            row[tl.tr] = inv;
+            if (tl.tr == mt - 1)
+                for (int64_t k = mt; k < gc; k++) row[k] = 0.0f;
+        }
+    }
+    return scale;
+}
+
+/* ---- stores ---------------------------------------------------------------------------------- */
+
+/* The rowwise codes: row word p (byte j = column bq_col(cg, j)) of tile row rg*8 + p. */
+template <int IN>
+__device__ __forceinline__ void bq_store_rows(const bq_args_t &a, const bq_tile_t &tl, const uint2 w[8], int rg,
+                                              int cg) {
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        const int r = rg * 8 + p;
+        if (r >= tl.nr) continue;
+        uint8_t *row = a.q + (size_t)(tl.mrow0 + tl.rs + r) * (size_t)a.cols + (size_t)tl.c0;
+        if (a.vec_q && IN == BQ_IN_FP32) {
+            if (cg * 4 < tl.nc) *(uint32_t *)(row + cg * 4) = w[p].x;
+            if (64 + cg * 4 < tl.nc) *(uint32_t *)(row + 64 + cg * 4) = w[p].y;
+        } else if (a.vec_q) {
+            if (cg * 8 < tl.nc) *(uint2 *)(row + cg * 8) = w[p];
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (bq_col<IN>(cg, j) < tl.nc) row[bq_col<IN>(cg, j)] = (uint8_t)((j < 4 ? w[p].x : w[p].y) >> ((j & 3) * 8));
+        }
     }
 }
 
-/* One thread block per 128x128 tile; q (rowwise [R, C]) and qt (transposed [C, R]) may be NULL,
- * and so may their scale buffers s (grid width gc) and cs (grid width gcc). */
-__global__ void gln_block2d_kernel(const void *x, int dtype, int64_t R, int64_t C, blk_rule_t k, uint8_t *q,
-                                   float *s, int64_t gc, uint8_t *qt, float *cs, int64_t gcc) {
-    __shared__ float warp_amax[GLN_BLK2D_THREADS / 32];
-    const int64_t tiles_c = (C + GLN_BLK - 1) / GLN_BLK, tiles = (R + GLN_BLK - 1) / GLN_BLK * tiles_c;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int64_t tr = tile / tiles_c, tc = tile % tiles_c, r0 = tr * GLN_BLK, c0 = tc * GLN_BLK;
-        const int64_t rows = R - r0 < GLN_BLK ? R - r0 : GLN_BLK, cols = C - c0 < GLN_BLK ? C - c0 : GLN_BLK;
-        float amax = 0.0f;
-        for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-            const size_t i = (size_t)(r0 + e / cols) * (size_t)C + (size_t)(c0 + e % cols);
-            amax = gln_f32_max_amax(amax, gln_f32_abs(gln_dev_load(x, dtype, i)), k.nan_prop);
-        }
-        amax = gln_dev_warp_max_amax(amax, k.nan_prop);
-        if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
-        __syncthreads();
-        amax = 0.0f;
-        for (int w = 0; w < GLN_BLK2D_THREADS / 32; w++) amax = gln_f32_max_amax(amax, warp_amax[w], k.nan_prop);
-        const float scale = blk_scale(amax, k);
-        for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-            const int64_t r = r0 + e / cols, c = c0 + e % cols;
-            const uint8_t b = gln_dev_to_fp8(gln_dev_mul(gln_dev_load(x, dtype, (size_t)r * (size_t)C + (size_t)c), scale),
-                                             k.fp8);
-            if (q) q[(size_t)r * (size_t)C + (size_t)c] = b;
-            if (qt) qt[(size_t)c * (size_t)R + (size_t)r] = b;
-        }
-        if (threadIdx.x == 0) {
-            if (s) s[gln_scale_index_in_grid(GLN_SCALING_BLOCK_2D, 0, r0, c0, gc)] = 1.0f / scale;
-            if (cs) cs[gln_scale_index_in_grid(GLN_SCALING_BLOCK_2D, 1, r0, c0, gcc)] = 1.0f / scale;
-        }
-        __syncthreads(); /* warp_amax is reused by the next tile */
+/* Column word j (byte p = tile row rg*8 + p) into the shared transposed tile: 128 bytes per
+ * tile column, row chunk rg at chunk rg ^ bq_swz(column). */
+template <int IN>
+__device__ __forceinline__ void bq_stage_cols(uint8_t *tp, const uint2 w[8], int rg, int cg) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int c = bq_col<IN>(cg, j);
+        *(uint2 *)(tp + c * BQ_EDGE + ((rg ^ bq_swz(c)) << 3)) = w[j];
     }
 }
 
-static gln_status_t zero_scales(gln_context_t *ctx, gln_scaling_mode_t mode, int64_t R, int64_t C, int columnwise,
-                                void *buf, const char *fn) {
-    const size_t bytes = (size_t)gln_member_scale_elems(mode, R, C, columnwise) * sizeof(float);
-    if (!bytes) return GLN_STATUS_SUCCESS;
-    return gln_cuda_check(cudaMemsetAsync(buf, 0, bytes, gln_cuda_state(ctx)->stream), fn,
-                          "cudaMemsetAsync(block scales)");
+/* Byte offset in the shared tile of (tile column c, tile row r). */
+__device__ __forceinline__ int bq_tp_at(int c, int r) { return c * BQ_EDGE + ((((r >> 3) ^ bq_swz(c)) << 3) | (r & 7)); }
+
+/* The transposed copy of the tile from the shared tile: tile column c is member column c0 + c,
+ * its nr bytes at qt + mrow0·cols + (c0 + c)·m + rs.  16-byte stores (8 lanes per column) when
+ * every column starts 16-byte aligned, else 4-byte or single-byte stores (32 lanes per column). */
+__device__ void bq_store_tpose(const bq_args_t &a, const bq_tile_t &tl, const uint8_t *tp) {
+    uint8_t *dst = a.qt + (size_t)tl.mrow0 * (size_t)a.cols + (size_t)tl.c0 * (size_t)tl.m + (size_t)tl.rs;
+    const size_t m = (size_t)tl.m;
+    const uintptr_t addr = (uintptr_t)dst;
+    if ((m & 15) == 0 && (addr & 15) == 0) { /* nr is a multiple of 16 too */
+        for (int u = threadIdx.x; u < BQ_EDGE * 8; u += BQ_THREADS) {
+            const int c = u >> 3, k = u & 7, h = bq_swz(c);
+            if (c >= tl.nc || k * 16 >= tl.nr) continue;
+            uint4 v = *(const uint4 *)(tp + c * BQ_EDGE + (((2 * k) ^ h) >> 1) * 16);
+            if (h & 1) v = make_uint4(v.z, v.w, v.x, v.y); /* chunk 2k sits in the high half */
+            *(uint4 *)(dst + (size_t)c * m + 16 * k) = v;
+        }
+    } else if ((m & 3) == 0 && (addr & 3) == 0) {
+        for (int u = threadIdx.x; u < BQ_EDGE * 32; u += BQ_THREADS) {
+            const int c = u >> 5, r = (u & 31) * 4;
+            if (c < tl.nc && r < tl.nr) *(uint32_t *)(dst + (size_t)c * m + r) = *(const uint32_t *)(tp + bq_tp_at(c, r));
+        }
+    } else {
+        for (int u = threadIdx.x; u < BQ_EDGE * BQ_EDGE; u += BQ_THREADS) {
+            const int c = u >> 7, r = u & 127;
+            if (c < tl.nc && r < tl.nr) dst[(size_t)c * m + r] = tp[bq_tp_at(c, r)];
+        }
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+
+/* NaN elements: the reference's code (sign | 0x7F) into row word p byte j (rw) or column word j
+ * byte p (cw).  Two functions rather than an optional pointer, so the word arrays stay in
+ * registers. */
+__device__ __forceinline__ void bq_fix_nan_rows(const float v[8][8], uint2 rw[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (gln_f32_isnan(v[p][j])) bq_set_byte(&rw[p], j, bq_nan_byte(v[p][j]));
+}
+__device__ __forceinline__ void bq_fix_nan_cols(const float v[8][8], uint2 cw[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (gln_f32_isnan(v[p][j])) bq_set_byte(&cw[j], p, bq_nan_byte(v[p][j]));
+}
+
+/* The transposed copy from column words: staged in the shared tile, then stored. */
+template <int IN>
+__device__ __forceinline__ void bq_tpose_out(const bq_args_t &a, const bq_tile_t &tl, const uint2 cw[8], int rg,
+                                             int cg, uint8_t *tp) {
+    bq_stage_cols<IN>(tp, cw, rg, cg);
+    __syncthreads();
+    bq_store_tpose(a, tl, tp);
+}
+
+/* BLOCK_2D after the load: one scale, one encode; the column words are the row words'
+ * transpose. */
+template <int IN, bool NANP, bool E5M2>
+__device__ __forceinline__ void bq_finish_2d(const bq_args_t &a, const bq_tile_t &tl, const float v[8][8],
+                                             const float ra[8], bool has_nan, int rg, int cg, uint8_t *tp,
+                                             float *wmax) {
+    const float scale = bq_tile_scale<NANP>(a, tl, ra, wmax);
+    uint2 rw[8];
+#pragma unroll
+    for (int p = 0; p < 8; p++) rw[p] = bq_enc8<E5M2>(v[p], scale);
+    if (has_nan) bq_fix_nan_rows(v, rw);
+    if (a.q) bq_store_rows<IN>(a, tl, rw, rg, cg);
+    if (!a.qt) return;
+    uint2 cw[8];
+    bq_tr8(rw, cw);
+    bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
+}
+
+/* BLOCK_1D after the load: the column maxima go to shared memory first, the rowwise copy is
+ * encoded and stored while they wait for the barrier, then the columnwise copy (keeping few
+ * words live at a time). */
+template <int IN, bool NANP, bool E5M2>
+__device__ __forceinline__ void bq_finish_1d(const bq_args_t &a, const bq_tile_t &tl, const float v[8][8],
+                                             const float ra[8], const float ca[8], bool has_nan, int rg, int cg,
+                                             uint8_t *tp, float (*colmax)[BQ_EDGE], float *cscale) {
+    if (a.qt) bq_col_partials<IN, NANP>(ca, cg, colmax);
+    if (a.q) {
+        float rscale[8];
+        uint2 rw[8];
+        bq_row_scales<NANP>(a, tl, ra, rg, cg, rscale);
+#pragma unroll
+        for (int p = 0; p < 8; p++) rw[p] = bq_enc8<E5M2>(v[p], rscale[p]);
+        if (has_nan) bq_fix_nan_rows(v, rw);
+        bq_store_rows<IN>(a, tl, rw, rg, cg);
+    }
+    if (!a.qt) return;
+    bq_col_scales<NANP>(a, tl, colmax, cscale);
+    uint2 cw[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float col[8];
+#pragma unroll
+        for (int p = 0; p < 8; p++) col[p] = v[p][j];
+        cw[j] = bq_enc8<E5M2>(col, cscale[bq_col<IN>(cg, j)]);
+    }
+    if (has_nan) bq_fix_nan_cols(v, cw);
+    bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
+}
+
+template <int IN, bool TWO_D, bool NANP, bool E5M2>
+__global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant_kernel(const bq_args_t a) {
+    __shared__ __align__(16) uint8_t tp[BQ_EDGE * BQ_EDGE];
+    __shared__ float colmax[BQ_THREADS / 32][BQ_EDGE];
+    __shared__ float cscale[BQ_EDGE];
+    __shared__ float wmax[BQ_THREADS / 32];
+    const int cg = threadIdx.x & 15, rg = threadIdx.x >> 4;
+    for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
+        bq_tile_t tl;
+        if (!bq_find(a, t, &tl)) return;
+        __syncthreads(); /* the previous tile's shared memory has been read */
+        float v[8][8], ra[8], ca[8];
+        bq_load<IN>(a, tl, rg, cg, v);
+        uint32_t any = 0; /* max magnitude bits: > 0x7F800000 when this thread holds a NaN */
+#pragma unroll
+        for (int j = 0; j < 8; j++) ca[j] = 0.0f;
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+            ra[p] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                ra[p] = bq_absmax<NANP>(ra[p], v[p][j]);
+                if (!TWO_D) ca[j] = bq_absmax<NANP>(ca[j], v[p][j]);
+                if (!NANP) any = max(any, __float_as_uint(v[p][j]) & 0x7FFFFFFFu);
+            }
+            if (NANP) any = max(any, __float_as_uint(ra[p]));
+        }
+        const bool has_nan = any > 0x7F800000u;
+        if (TWO_D)
+            bq_finish_2d<IN, NANP, E5M2>(a, tl, v, ra, has_nan, rg, cg, tp, wmax);
+        else
+            bq_finish_1d<IN, NANP, E5M2>(a, tl, v, ra, ca, has_nan, rg, cg, tp, colmax, cscale);
+    }
+}
+
+/* ---- launch ---------------------------------------------------------------------------------- */
+
+typedef void (*bq_kernel_t)(const bq_args_t);
+
+template <int IN, bool TWO_D>
+static bq_kernel_t bq_pick2(int nanp, int e5m2) {
+    if (nanp) return e5m2 ? gln_block_quant_kernel<IN, TWO_D, true, true> : gln_block_quant_kernel<IN, TWO_D, true, false>;
+    return e5m2 ? gln_block_quant_kernel<IN, TWO_D, false, true> : gln_block_quant_kernel<IN, TWO_D, false, false>;
+}
+
+template <int IN>
+static bq_kernel_t bq_pick1(int two_d, int nanp, int e5m2) {
+    return two_d ? bq_pick2<IN, true>(nanp, e5m2) : bq_pick2<IN, false>(nanp, e5m2);
+}
+
+static bq_kernel_t bq_pick(gln_dtype_t dtype, int two_d, int nanp, int e5m2) {
+    if (dtype == GLN_DTYPE_FP32) return bq_pick1<BQ_IN_FP32>(two_d, nanp, e5m2);
+    if (dtype == GLN_DTYPE_BF16) return bq_pick1<BQ_IN_BF16>(two_d, nanp, e5m2);
+    return bq_pick1<BQ_IN_FP16>(two_d, nanp, e5m2);
+}
+
+/* The arguments shared by both entry points (in: the packed input; out: the packed output). */
+static bq_args_t bq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t *in, const gln_tensor_t *out) {
+    bq_args_t a;
+    memset(&a, 0, sizeof a);
+    a.x = in->data;
+    a.cols = in->cols;
+    a.ctiles = gln_ceil_div(in->cols, BQ_EDGE);
+    if (cfg->rowwise) a.q = (uint8_t *)out->data, a.s = (float *)out->scale_inv;
+    if (cfg->columnwise) a.qt = (uint8_t *)out->col_data, a.cs = (float *)out->col_scale_inv;
+    a.fp8_max = gln_fp8_max(cfg->fp8_dtype);
+    a.epsilon = cfg->amax_epsilon;
+    a.value_for_inf = gln_hp_max(in->dtype);
+    a.pow2 = cfg->power_2_scale;
+    const int64_t per16 = in->dtype == GLN_DTYPE_FP32 ? 4 : 8; /* elements per 16-byte load */
+    a.vec_in = in->cols % per16 == 0 && ((uintptr_t)in->data & 15) == 0;
+    a.vec_q = in->cols % per16 == 0 && ((uintptr_t)a.q & 7) == 0;
+    return a;
+}
+
+/* row_tiles: the bound on 128-row tiles over all members (host-known). */
+static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg, gln_dtype_t dtype, bq_args_t *a,
+                              int64_t row_tiles, const char *call) {
+    if (!a->q && !a->qt) return GLN_STATUS_SUCCESS;
+    a->tiles = row_tiles * a->ctiles;
+    if (a->tiles == 0) return GLN_STATUS_SUCCESS;
+    const unsigned int grid = (unsigned int)(a->tiles < INT_MAX ? a->tiles : INT_MAX);
+    const bq_kernel_t k = bq_pick(dtype, cfg->mode == GLN_SCALING_BLOCK_2D, cfg->amax_nan_propagate,
+                                  cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2);
+    k<<<grid, BQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(*a);
+    return gln_cuda_check_launch(call, "gln_block_quant_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_grouped_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                        const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                                        const gln_cuda_plan_t *plan, const char *call) {
+    bq_args_t a = bq_args_make(cfg, &in->packed, &out->packed);
+    a.rows = plan->rows, a.srow = plan->srow, a.scol = plan->scol, a.num = plan->num;
+    return bq_launch(ctx, cfg, in->packed.dtype, &a, gln_group_tiles_bound(in->packed.rows, plan->num, BQ_EDGE),
+                     call);
 }
 
 extern "C" gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg,
-                                                const gln_tensor_t *in, gln_tensor_t *out, const char *fn) {
+                                                const gln_tensor_t *in, gln_tensor_t *out, const char *call) {
+    bq_args_t a = bq_args_make(cfg, in, out);
+    a.num = 1, a.single_rows = in->rows;
+    return bq_launch(ctx, cfg, in->dtype, &a, gln_ceil_div(in->rows, BQ_EDGE), call);
+}
+
+/* ---- self-check of the fast conversions ------------------------------------------------------ */
+
+/* Every FP32 bit pattern u, paired with -u so the byte order of bq_cvt2 is checked too: the
+ * kernels' encode (hardware conversion + NaN fix-up) against numerics.h. */
+template <bool E5M2>
+__global__ void bq_selfcheck_encode_kernel(unsigned long long *count, unsigned int *first) {
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ((uint64_t)1 << 32); i += stride) {
+        const uint32_t u = (uint32_t)i;
+        const float x = __uint_as_float(u), y = __uint_as_float(u ^ 0x80000000u);
+        uint2 w = make_uint2(bq_cvt2<E5M2>(x, y), 0);
+        if (gln_f32_isnan(x)) bq_set_byte(&w, 0, bq_nan_byte(x));
+        if (gln_f32_isnan(y)) bq_set_byte(&w, 1, bq_nan_byte(y));
+        const uint32_t want = E5M2 ? gln_f32_to_e5m2_bits(x) | ((uint32_t)gln_f32_to_e5m2_bits(y) << 8)
+                                   : gln_f32_to_e4m3_bits(x) | ((uint32_t)gln_f32_to_e4m3_bits(y) << 8);
+        if (w.x != want) {
+            atomicAdd(count, 1ull);
+            atomicMin(first, u);
+        }
+    }
+}
+
+/* Every fp16 bit pattern: bq_fp16 against gln_fp16_bits_to_f32 (bits equal; NaN: sign only). */
+__global__ void bq_selfcheck_fp16_kernel(unsigned long long *count, unsigned int *first) {
+    const uint32_t h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h > 0xFFFFu) return;
+    const float got = bq_fp16(h), want = gln_fp16_bits_to_f32((uint16_t)h);
+    const bool ok = gln_f32_isnan(want) ? gln_f32_isnan(got) && (__float_as_uint(got) >> 31) == (__float_as_uint(want) >> 31)
+                                        : __float_as_uint(got) == __float_as_uint(want);
+    if (!ok) {
+        atomicAdd(count, 1ull);
+        atomicMin(first, h);
+    }
+}
+
+typedef struct bq_check {
+    unsigned long long count[3];
+    unsigned int first[3];
+} bq_check_t;
+
+extern "C" gln_status_t gln_cuda_block_selfcheck(gln_context_t *ctx, unsigned long long counts[3],
+                                                 unsigned int first[3], const char *call) {
     cudaStream_t st = gln_cuda_state(ctx)->stream;
-    const gln_scaling_mode_t mode = cfg->mode;
-    const int64_t R = in->rows, C = in->cols;
-    blk_rule_t k;
-    k.fp8_max = gln_fp8_max(cfg->fp8_dtype);
-    k.epsilon = cfg->amax_epsilon;
-    k.value_for_inf = gln_hp_max(in->dtype);
-    k.pow2 = cfg->power_2_scale;
-    k.fp8 = (int)cfg->fp8_dtype;
-    k.nan_prop = cfg->amax_nan_propagate;
-    gln_quant_layout_t lay;
-    GLN_TRY(gln_layout_compute(fn, mode, cfg->fp8_dtype, R, C, &lay));
-    if (cfg->rowwise) GLN_TRY(zero_scales(ctx, mode, R, C, 0, out->scale_inv, fn));
-    if (cfg->columnwise) GLN_TRY(zero_scales(ctx, mode, R, C, 1, out->col_scale_inv, fn));
-    if (R == 0 || C == 0) return GLN_STATUS_SUCCESS;
-    if (mode == GLN_SCALING_BLOCK_2D) {
-        const size_t tiles = (size_t)gln_ceil_div(R, GLN_BLK) * (size_t)gln_ceil_div(C, GLN_BLK);
-        gln_block2d_kernel<<<gln_dev_blocks(tiles, 1), GLN_BLK2D_THREADS, 0, st>>>(
-            in->data, (int)in->dtype, R, C, k, cfg->rowwise ? (uint8_t *)out->data : NULL,
-            cfg->rowwise ? (float *)out->scale_inv : NULL, lay.scale_cols,
-            cfg->columnwise ? (uint8_t *)out->col_data : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL,
-            lay.col_scale_cols);
-        return gln_cuda_check_launch(fn, "gln_block2d_kernel");
+    bq_check_t h, *d = NULL;
+    memset(&h, 0, sizeof h);
+    for (int k = 0; k < 3; k++) h.first[k] = UINT_MAX;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, sizeof h, (void **)&d, call));
+    gln_status_t s = gln_cuda_check(cudaMemcpyAsync(d, &h, sizeof h, cudaMemcpyHostToDevice, st), call, "cudaMemcpyAsync");
+    if (s == GLN_STATUS_SUCCESS) {
+        bq_selfcheck_encode_kernel<false><<<4096, 256, 0, st>>>(&d->count[0], &d->first[0]);
+        bq_selfcheck_encode_kernel<true><<<4096, 256, 0, st>>>(&d->count[1], &d->first[1]);
+        bq_selfcheck_fp16_kernel<<<256, 256, 0, st>>>(&d->count[2], &d->first[2]);
+        s = gln_cuda_check_launch(call, "bq_selfcheck kernels");
     }
-    if (cfg->rowwise) {
-        const size_t warps = (size_t)R * (size_t)gln_ceil_div(C, GLN_BLK);
-        gln_block1d_rowwise_kernel<<<gln_dev_blocks(warps * 32, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
-            in->data, (int)in->dtype, R, C, k, (uint8_t *)out->data, (float *)out->scale_inv, lay.scale_cols);
-        GLN_TRY(gln_cuda_check_launch(fn, "gln_block1d_rowwise_kernel"));
-    }
-    if (cfg->columnwise) {
-        const size_t threads = (size_t)gln_ceil_div(R, GLN_BLK) * (size_t)C;
-        gln_block1d_colwise_kernel<<<gln_dev_blocks(threads, GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0, st>>>(
-            in->data, (int)in->dtype, R, C, k, (uint8_t *)out->col_data, (float *)out->col_scale_inv,
-            lay.col_scale_cols);
-        GLN_TRY(gln_cuda_check_launch(fn, "gln_block1d_colwise_kernel"));
-    }
-    return GLN_STATUS_SUCCESS;
+    if (s == GLN_STATUS_SUCCESS)
+        s = gln_cuda_check(cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, st), call, "cudaMemcpyAsync");
+    if (s == GLN_STATUS_SUCCESS) s = gln_cuda_check(cudaStreamSynchronize(st), call, "cudaStreamSynchronize");
+    gln_cuda_scratch_free(ctx, d);
+    for (int k = 0; k < 3; k++) counts[k] = h.count[k], first[k] = h.first[k];
+    return s;
 }

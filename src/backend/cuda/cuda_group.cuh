@@ -38,4 +38,37 @@ __device__ __forceinline__ int gln_group_tile(const int64_t *rows, int32_t num, 
     return 0;
 }
 
+/* The same lookup done by a whole warp (every lane must call it; every lane gets the answer):
+ * 32 members per step, their tile counts prefix-summed across the lanes, so a block finds its
+ * member in ceil(num / 32) steps instead of num dependent ones. */
+__device__ __forceinline__ int gln_group_tile_warp(const int64_t *rows, int32_t num, int64_t tile_rows, int64_t t,
+                                                   int32_t *member, int64_t *first_row, int64_t *member_rows,
+                                                   int64_t *tile_in_member) {
+    const unsigned int all = 0xFFFFFFFFu;
+    const int lane = (int)(threadIdx.x & 31u);
+    int64_t before = 0; /* tiles of the members of the earlier steps */
+    for (int32_t i0 = 0; i0 < num; i0 += 32) {
+        const int32_t i = i0 + lane;
+        const int64_t r0 = i < num ? rows[i] : 0, m = i < num ? rows[i + 1] - r0 : 0;
+        const int64_t tiles = (m + tile_rows - 1) / tile_rows;
+        int64_t incl = tiles; /* inclusive prefix sum over the lanes */
+        for (int off = 1; off < 32; off <<= 1) {
+            const int64_t y = __shfl_up_sync(all, incl, off);
+            if (lane >= off) incl += y;
+        }
+        const int64_t start = before + incl - tiles;
+        const unsigned int hit = __ballot_sync(all, t >= start && t < start + tiles);
+        if (hit) {
+            const int src = __ffs((int)hit) - 1;
+            *member = i0 + src;
+            *first_row = __shfl_sync(all, r0, src);
+            *member_rows = __shfl_sync(all, m, src);
+            *tile_in_member = t - __shfl_sync(all, start, src);
+            return 1;
+        }
+        before += __shfl_sync(all, incl, 31);
+    }
+    return 0;
+}
+
 #endif
