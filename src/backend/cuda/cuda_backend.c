@@ -290,6 +290,11 @@ static gln_status_t cuda_async_error(gln_context_t *ctx) {
                         "%s: a device-resident split was negative (member %d: %lld; must be >= 0); the "
                         "kernels treated it as 0",
                         fn, e.member, e.value);
+    if (e.kind == GLN_CUDA_ASYNC_SPLITS_MISMATCH)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
+                        "%s: gln_grouped_quantize: device-resident out->splits differ from in->splits (first "
+                        "at member %d: out->splits[%d] = %lld); the kernels followed in->splits",
+                        fn, e.member, e.member, e.value);
     return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
                     "%s: device-resident splits summed past the packed rows (at member %d: %lld); the "
                     "kernels clamped them to the rows",

@@ -35,7 +35,12 @@ typedef struct gln_cuda_async_error {
     int member;          /* the offending member of a grouped tensor */
     long long value;     /* its split, or the running sum that passed the rows */
 } gln_cuda_async_error_t;
-enum { GLN_CUDA_ASYNC_NONE = 0, GLN_CUDA_ASYNC_NEGATIVE_SPLIT = 1, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS = 2 };
+enum {
+    GLN_CUDA_ASYNC_NONE = 0,
+    GLN_CUDA_ASYNC_NEGATIVE_SPLIT = 1,
+    GLN_CUDA_ASYNC_SPLITS_PAST_ROWS = 2,
+    GLN_CUDA_ASYNC_SPLITS_MISMATCH = 3 /* device-resident out->splits != in->splits; value: out's split */
+};
 
 typedef struct gln_cuda_state {
     cudaStream_t stream;          /* where every operation of the context is enqueued */
@@ -213,6 +218,18 @@ gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, in
 
 /* ---- kernel launchers used across files --------------------------------------------------- */
 
+/* cuda_quant_group.cu: TENSOR (current / delayed) or MXFP8_1D quantization of `num` members packed
+ * in `in` / `out` in a fixed number of launches (no host synchronization, graph-capturable).
+ * plan (gln_cuda_plan_make for cfg->mode) gives the members' rows and scale offsets; plan NULL:
+ * one member, the whole tensor (gln_quantize). */
+gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                                       gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan,
+                                       const char *call);
+/* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
+ * host wait); the first member where out_splits[i] != in_splits[i] sets
+ * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */
+gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
+                                       const int64_t *out_splits, const char *call);
 /* cuda_block.cu: BLOCK_1D / BLOCK_2D quantization of one tensor (cfg->mode one of those). */
 gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                      gln_tensor_t *out, const char *call);

@@ -1,14 +1,14 @@
-/* CUDA grouped quantization: per-member quantization of a grouped tensor (per-member amax and
- * scales for TENSOR, per-member scale grids for the block modes; empty members allowed), by
- * looping over the members with the single-tensor kernels of cuda_quant.cu / cuda_block.cu on
- * the context's stream.  The bytes of each member are therefore exactly those of gln_quantize
- * on the member view, which is what the CPU backend produces too.
+/* CUDA grouped quantization: the dispatcher.  One group plan per call (member rows and scale
+ * offsets on the device, from host or device splits), then one grouped implementation per mode,
+ * each a fixed number of launches whatever the member count:
+ *   TENSOR, MXFP8_1D    gln_cuda_quantize_members (cuda_quant_group.cu)
+ *   BLOCK_1D, BLOCK_2D  gln_cuda_grouped_quantize_block (cuda_block.cu)
+ * Nothing reads device data on the host, so a call with device splits captures in a CUDA graph.
+ * Bad device splits are clamped by the plan and reported through gln_context_async_error.
  *
- * Splits in device memory are copied to the host once per call (gln_cuda_host_splits: one
- * synchronizing copy) — the non-graph-safe fallback until a device-side grouped kernel that
- * reads the splits on the GPU exists. */
-#include <stdlib.h>
-
+ * out->splits: the public boundary compares host splits; device-resident ones are compared on the
+ * device (gln_cuda_check_out_splits) when out has its own array, and the kernels follow in's
+ * splits, as the CPU backend's per-member loop does. */
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
@@ -16,28 +16,19 @@
 gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                        const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
     static const char *fn = "gln_grouped_quantize (cuda)";
-    gln_status_t st = GLN_STATUS_SUCCESS;
-    int64_t *splits = NULL, *out_splits = NULL;
-    GLN_CHECK(gln_cuda_host_splits(ctx, fn, "in", in, &splits));
-    /* Host splits were compared at the boundary; device splits only now. */
-    if (in->splits_on_backend && out->splits != in->splits) {
-        GLN_CHECK(gln_cuda_host_splits(ctx, fn, "out", out, &out_splits));
-        for (int32_t i = 0; i < in->num; i++)
-            GLN_CHECK_COND(out_splits[i] == splits[i], GLN_STATUS_INVALID_ARGUMENT,
-                           "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
-                           (long long)out_splits[i], (int)i, (long long)splits[i]);
-    }
-    gln_grouped_tensor_t gi = *in, go = *out;
-    gi.splits = go.splits = splits;
-    gi.splits_on_backend = go.splits_on_backend = 0;
-    for (int32_t i = 0; i < in->num; i++) {
-        gln_tensor_t mi, mo;
-        GLN_CHECK(gln_grouped_member(&gi, i, &mi));
-        GLN_CHECK(gln_grouped_member(&go, i, &mo));
-        GLN_CHECK(gln_cuda_quantize(ctx, cfg, &mi, &mo));
-    }
-fail:
-    free(out_splits);
-    free(splits);
+    if (in->splits_on_backend && out->splits != in->splits)
+        GLN_TRY(gln_cuda_check_out_splits(ctx, in->num, in->splits, out->splits, fn));
+    /* The plan clamps device splits to the rows of both packed tensors, so that neither is
+     * overrun when out was given fewer rows than in. */
+    gln_grouped_tensor_t g = *in;
+    if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
+    gln_cuda_plan_t plan;
+    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    gln_status_t st;
+    if (cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D)
+        st = gln_cuda_quantize_members(ctx, cfg, &in->packed, &out->packed, in->num, &plan, fn);
+    else
+        st = gln_cuda_grouped_quantize_block(ctx, cfg, in, out, &plan, fn);
+    gln_cuda_plan_free(ctx, &plan);
     return st;
 }

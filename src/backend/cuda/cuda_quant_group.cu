@@ -1,0 +1,806 @@
+/* Fast per-tensor (TENSOR: current and delayed scaling) and MXFP8 quantization of a group of
+ * members — a grouped tensor, or a single tensor as a group of one — in a fixed number of launches
+ * whatever the member count, reading the member layout from the group plan on the device: no host
+ * synchronization, no allocation but stream-ordered scratch, so a call captures in a CUDA graph.
+ *
+ * Work is cut into tiles of GQ_TR rows x GQ_TC columns of one member (a member's last row tile
+ * may be partial; an empty member has none).  A setup kernel turns the plan's row offsets into
+ * each member's first row tile (tile_start) and zeroes the amax partials (the same kernel alone
+ * compares device-resident out->splits with in->splits: gln_cuda_check_out_splits).  The tile kernels are persistent: the grid is sized from the
+ * host-known packed shape and the occupancy, and block b takes a contiguous range of the
+ * device-known tiles, so it walks the members once and flushes each member's amax partial with
+ * one atomic per warp.  Each thread owns a 16-column chunk of two tile rows (rr and rr + 64),
+ * both loaded before either is used: 16-byte loads, 16-byte stores of FP8 codes.
+ *
+ *   TENSOR current  amax kernel (reads x once) -> scale kernel (one thread per member) -> cast
+ *                   kernel (reads x once, writes the rowwise copy and, through a shared-memory
+ *                   tile, the member's transposed copy [cols, m_i]): two passes over x, as the
+ *                   scale depends on the member's amax.
+ *   TENSOR delayed  cast kernel with the given scales, accumulating the amax in the same pass ->
+ *                   finalize kernel (amax max-accumulated, scale_inv).
+ *   MXFP8           one kernel: a chunk's amax with its neighbour lane's gives the rowwise 1x32
+ *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
+ *                   both copies and both E8M0 grids (their padding zeroed) from one read.
+ *
+ * Bit-exact with the CPU reference (src/quant/quant_tensor.c, quant_mxfp8.c):
+ *   - amax: max |x| compared on the source bits (magnitude bits order like the values; widening
+ *     to FP32 is exact and monotonic); NaN elements ignored, or under cfg->amax_nan_propagate the
+ *     per-tensor amax is |x| of the member's lowest-index NaN (the CPU's first NaN) and a block's
+ *     code is 0xFF;
+ *   - scales through gln_scale_from_amax_impl / gln_e8m0_from_amax_impl / gln_e8m0_inverse_bits,
+ *     scale_inv = 1/scale (IEEE division);
+ *   - codes: x·scale with one FP32 multiply (__fmul_rn), then the hardware's cvt.rn.satfinite,
+ *     which rounds to nearest even and saturates exactly like gln_f32_to_fp8_generic for every
+ *     non-NaN FP32 value.  A product that is NaN (NaN element, NaN scale, Inf·0) comes out as an
+ *     FP8 NaN code; such a chunk is redone with numerics.h's software path (gln_dev_mul +
+ *     gln_dev_to_fp8), which keeps the NaN's sign as the reference does.  (GLN_CUDA_FP8_CVT=0
+ *     encodes everything in software.)
+ * Shapes whose rows are not 16-element aligned (cols % 16 != 0, unaligned buffers) run the same
+ * kernels with scalar loads and stores (VEC = false); transposed stores check their alignment per
+ * chunk, since a member's column stride m_i is known only on the device. */
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "numerics/numerics.h"
+#include "tensor/scale_layout.h"
+#include "tensor/tensor.h"
+}
+
+#include "backend/cuda/cuda_device.h"
+
+#ifndef GLN_CUDA_FP8_CVT
+#define GLN_CUDA_FP8_CVT 1
+#endif
+
+#define GQ_TR 128     /* rows of a tile (four MXFP8 32-row blocks) */
+#define GQ_TC 64      /* columns of a tile */
+#define GQ_CHUNK 16   /* elements of one thread's chunk (one row) */
+#define GQ_PER_ROW (GQ_TC / GQ_CHUNK)
+#define GQ_THREADS 256
+#define GQ_PASS (GQ_THREADS / GQ_PER_ROW) /* rows covered by one chunk per thread: 64 */
+#define GQ_RPT (GQ_TR / GQ_PASS)          /* chunks per thread per tile (rows rr, rr + 64): 2 */
+#define GQ_FULL 0xFFFFFFFFu
+static_assert(GQ_TR % GQ_PASS == 0 && GQ_TR % 32 == 0, "a tile is whole passes and whole MXFP8 blocks");
+static_assert((GQ_TR / 32) * GQ_TC == GQ_THREADS, "MXFP8 columnwise: one (32-row block, column) per thread");
+static_assert((GQ_TR / GQ_CHUNK) * GQ_TC == GQ_RPT * GQ_THREADS, "transposed phase: GQ_RPT chunks per thread");
+
+enum { GQ_F32 = 0, GQ_BF16 = 1, GQ_F16 = 2 };
+enum { GQ_AMAX = 0, GQ_CAST = 1, GQ_CAST_AMAX = 2 };
+
+/* One member's amax partial: atomics only raise both fields, so zero means "nothing yet". */
+typedef struct gq_amax {
+    unsigned long long nan_not; /* ~(lowest packed index of a NaN element); 0 = no NaN */
+    unsigned int max_bits;      /* FP32 bits of the largest non-NaN |x| */
+    unsigned int pad_;
+} gq_amax_t;
+
+typedef struct gq_args {
+    const void *x;
+    uint8_t *q, *qc;                            /* rowwise / columnwise data (NULL: not made) */
+    uint8_t *s, *cs;                            /* MXFP8 rowwise / columnwise E8M0 grids */
+    const float *scale;                         /* TENSOR cast: per-member encode scales */
+    gq_amax_t *work;                            /* TENSOR: per-member amax partials */
+    const int64_t *rows, *tstart, *srow, *scol; /* plan + first row tiles; rows NULL: one member */
+    int64_t single_rows, cols, n_ct;            /* n_ct: column tiles */
+    int64_t gc_r, gc_c, nb;                     /* MXFP8 grid widths; 32-column blocks of a row */
+    int32_t num;
+    int e5m2, nanp, floor_rule, emax;
+    float fp8_max;
+} gq_args_t;
+
+typedef void (*gq_kernel_t)(gq_args_t);
+
+/* ---- elements --------------------------------------------------------------------------- */
+
+/* W: 32-bit words holding one chunk; NAN_ABOVE: |x| bits above it are NaN. */
+template <int DT> struct gq_traits;
+template <> struct gq_traits<GQ_F32> { enum { W = 16, ES = 4, NAN_ABOVE = 0x7F800000 }; };
+template <> struct gq_traits<GQ_BF16> { enum { W = 8, ES = 2, NAN_ABOVE = 0x7F80 }; };
+template <> struct gq_traits<GQ_F16> { enum { W = 8, ES = 2, NAN_ABOVE = 0x7C00 }; };
+
+/* Source bits of element e of a chunk. */
+template <int DT> __device__ __forceinline__ uint32_t gq_elem(const uint32_t *w, int e) {
+    if (DT == GQ_F32) return w[e];
+    return (w[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+}
+
+/* The element's value, exact for every non-NaN input (the hardware widening). */
+template <int DT> __device__ __forceinline__ float gq_value(uint32_t b) {
+    if (DT == GQ_F32) return __uint_as_float(b);
+    if (DT == GQ_BF16) return __uint_as_float(b << 16);
+    return __half2float(__ushort_as_half((unsigned short)b));
+}
+
+/* The reference's widening (NaN payloads kept as numerics.h keeps them): for the NaN paths. */
+template <int DT> __device__ __forceinline__ float gq_value_ref(uint32_t b) {
+    if (DT == GQ_F32) return __uint_as_float(b);
+    if (DT == GQ_BF16) return gln_bf16_bits_to_f32((uint16_t)b);
+    return gln_fp16_bits_to_f32((uint16_t)b);
+}
+
+/* Chunk of n (<= 16) elements from element i0 of x; missing elements read as +0 (no effect on
+ * an amax, never stored).  VEC: n is 16 or 0 and the chunk is 16-byte aligned. */
+template <int DT, bool VEC>
+__device__ __forceinline__ void gq_load(const void *x, size_t i0, int n, uint32_t (&w)[gq_traits<DT>::W]) {
+    constexpr int W = gq_traits<DT>::W;
+    if (VEC && n == GQ_CHUNK) {
+        const uint4 *p = (const uint4 *)((const char *)x + i0 * gq_traits<DT>::ES);
+#pragma unroll
+        for (int v = 0; v < W / 4; v++) {
+            const uint4 u = __ldg(p + v);
+            w[4 * v] = u.x, w[4 * v + 1] = u.y, w[4 * v + 2] = u.z, w[4 * v + 3] = u.w;
+        }
+        return;
+    }
+#pragma unroll
+    for (int v = 0; v < W; v++) w[v] = 0;
+    if (!VEC) {
+#pragma unroll
+        for (int e = 0; e < GQ_CHUNK; e++) {
+            if (e >= n) break;
+            if (DT == GQ_F32) w[e] = __ldg((const uint32_t *)x + i0 + e);
+            else w[e >> 1] |= (uint32_t)__ldg((const unsigned short *)x + i0 + e) << ((e & 1) * 16);
+        }
+    }
+}
+
+/* Largest |x| bits of a chunk, NaN included (a NaN's bits exceed every other's). */
+template <int DT> __device__ __forceinline__ uint32_t gq_absmax(const uint32_t (&w)[gq_traits<DT>::W]) {
+    uint32_t m = 0;
+    if (DT == GQ_F32) {
+#pragma unroll
+        for (int v = 0; v < gq_traits<DT>::W; v++) m = max(m, w[v] & 0x7FFFFFFFu);
+    } else {
+#pragma unroll
+        for (int v = 0; v < gq_traits<DT>::W; v++) m = __vmaxu2(m, w[v] & 0x7FFF7FFFu);
+        m = max(m & 0xFFFFu, m >> 16);
+    }
+    return m;
+}
+
+/* A chunk's words by value, for the out-of-line rare paths (the hot path's arrays stay in
+ * registers: nothing takes their address). */
+template <int DT> struct gq_words {
+    uint32_t w[gq_traits<DT>::W];
+};
+template <int DT> __device__ __forceinline__ gq_words<DT> gq_pack(const uint32_t (&w)[gq_traits<DT>::W]) {
+    gq_words<DT> c;
+#pragma unroll
+    for (int v = 0; v < gq_traits<DT>::W; v++) c.w[v] = w[v];
+    return c;
+}
+
+/* Largest non-NaN |x| bits of a chunk (low 32 bits) and its first NaN element (high 32 bits;
+ * 0xFFFFFFFF: none): the rare path of a chunk holding a NaN. */
+template <int DT> __device__ __noinline__ unsigned long long gq_absmax_fin(gq_words<DT> c) {
+    uint32_t m = 0, first = 0xFFFFFFFFu;
+    for (int e = 0; e < GQ_CHUNK; e++) {
+        const uint32_t b = gq_elem<DT>(c.w, e) & (DT == GQ_F32 ? 0x7FFFFFFFu : 0x7FFFu);
+        if (b > (uint32_t)gq_traits<DT>::NAN_ABOVE) {
+            if (first == 0xFFFFFFFFu) first = (uint32_t)e;
+        } else {
+            m = max(m, b);
+        }
+    }
+    return (unsigned long long)first << 32 | m;
+}
+
+/* ---- FP8 codes ------------------------------------------------------------------------- */
+
+/* Codes of lo (low byte) and hi: RNE, saturating to the finite max (NaN: some NaN code). */
+template <int E5M2> __device__ __forceinline__ uint32_t gq_cvt2(float lo, float hi) {
+    unsigned short r;
+    if (E5M2) asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+typedef struct gq_mults {
+    float m[GQ_CHUNK];
+} gq_mults_t;
+
+/* The reference path: element e's code = encode(gln_dev_mul(x, mult[e])) through numerics.h. */
+template <int DT> __device__ __noinline__ uint4 gq_encode_ref(gq_words<DT> c, gq_mults_t mult, int e5m2) {
+    const int fp8 = e5m2 ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
+    uint32_t b[4] = {0, 0, 0, 0};
+    for (int e = 0; e < GQ_CHUNK; e++) {
+        const uint32_t code = gln_dev_to_fp8(gln_dev_mul(gq_value_ref<DT>(gq_elem<DT>(c.w, e)), mult.m[e]), fp8);
+        b[e >> 2] |= code << ((e & 3) * 8);
+    }
+    return make_uint4(b[0], b[1], b[2], b[3]);
+}
+
+template <int DT>
+__device__ __forceinline__ void gq_encode_slow(const uint32_t (&w)[gq_traits<DT>::W], const float (&mult)[GQ_CHUNK],
+                                               int e5m2, uint32_t (&b)[4]) {
+    gq_mults_t m;
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) m.m[e] = mult[e];
+    const uint4 r = gq_encode_ref<DT>(gq_pack<DT>(w), m, e5m2);
+    b[0] = r.x, b[1] = r.y, b[2] = r.z, b[3] = r.w;
+}
+
+/* 16 codes of x[e]·mult[e], four per word (element e in byte e % 4 of word e / 4). */
+template <int DT, int E5M2>
+__device__ __forceinline__ void gq_encode_fmt(const uint32_t (&w)[gq_traits<DT>::W], const float (&mult)[GQ_CHUNK],
+                                              uint32_t (&b)[4]) {
+#if GLN_CUDA_FP8_CVT
+    /* a byte of (code | M) is 0xFF exactly when the code is an FP8 NaN (E4M3 S.1111.111,
+     * E5M2 S.11111.xx); satfinite never makes one from a non-NaN product */
+    const uint32_t M = E5M2 ? 0x83838383u : 0x80808080u;
+    uint32_t nan = 0;
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        float p[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) p[j] = __fmul_rn(gq_value<DT>(gq_elem<DT>(w, 4 * v + j)), mult[4 * v + j]);
+        const uint32_t word = gq_cvt2<E5M2>(p[0], p[1]) | (gq_cvt2<E5M2>(p[2], p[3]) << 16);
+        const uint32_t y = ~(word | M); /* zero bytes = NaN codes */
+        nan |= (y - 0x01010101u) & ~y & 0x80808080u;
+        b[v] = word;
+    }
+    if (nan) gq_encode_slow<DT>(w, mult, E5M2, b);
+#else
+    gq_encode_slow<DT>(w, mult, E5M2, b);
+#endif
+}
+
+template <int DT>
+__device__ __forceinline__ void gq_encode(const uint32_t (&w)[gq_traits<DT>::W], const float (&mult)[GQ_CHUNK],
+                                          int e5m2, uint32_t (&b)[4]) {
+    if (e5m2) gq_encode_fmt<DT, 1>(w, mult, b);
+    else gq_encode_fmt<DT, 0>(w, mult, b);
+}
+
+/* Store n (<= 16) codes at p, 16 bytes at once where p is aligned, else in pieces. */
+__device__ __forceinline__ void gq_store16(uint8_t *p, const uint32_t (&b)[4], int n) {
+    const uintptr_t a = (uintptr_t)p;
+    if (n == GQ_CHUNK && (a & 15) == 0) {
+        *(uint4 *)p = make_uint4(b[0], b[1], b[2], b[3]);
+        return;
+    }
+    if (n == GQ_CHUNK && (a & 3) == 0) {
+#pragma unroll
+        for (int v = 0; v < 4; v++) ((uint32_t *)p)[v] = b[v];
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++)
+        if (e < n) p[e] = (uint8_t)(b[e >> 2] >> ((e & 3) * 8));
+}
+
+/* ---- members and tiles ------------------------------------------------------------------- */
+
+/* The member owning the row tiles [t0, t1); its first packed row, rows and scale offsets. */
+typedef struct gq_cursor {
+    int32_t i;
+    int64_t t0, t1, row0, m, srow, scol;
+} gq_cursor_t;
+
+__device__ __forceinline__ void gq_member(const gq_args_t &a, int32_t i, gq_cursor_t &c) {
+    c.i = i;
+    if (!a.rows) {
+        c.t0 = 0, c.t1 = (a.single_rows + GQ_TR - 1) / GQ_TR;
+        c.row0 = 0, c.m = a.single_rows, c.srow = 0, c.scol = 0;
+        return;
+    }
+    c.t0 = __ldg(a.tstart + i), c.t1 = __ldg(a.tstart + i + 1);
+    c.row0 = __ldg(a.rows + i), c.m = __ldg(a.rows + i + 1) - c.row0;
+    c.srow = a.srow ? __ldg(a.srow + i) : 0;
+    c.scol = a.scol ? __ldg(a.scol + i) : 0;
+}
+
+/* The member owning row tile rt (< the total): the largest i with tstart[i] <= rt, which is
+ * never empty (an empty member's successor has the same start). */
+__device__ __forceinline__ int32_t gq_find(const gq_args_t &a, int64_t rt) {
+    if (!a.rows) return 0;
+    int32_t lo = 0, hi = a.num - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (__ldg(a.tstart + mid) <= rt) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Move the cursor forward to the member owning row tile rt. */
+__device__ __forceinline__ void gq_advance(const gq_args_t &a, int64_t rt, gq_cursor_t &c) {
+    int32_t i = c.i + 1;
+    while (__ldg(a.tstart + i + 1) <= rt) i++;
+    gq_member(a, i, c);
+}
+
+/* This block's tiles [*lo, *hi): an even share of all the tiles (row tiles x column tiles). */
+__device__ __forceinline__ void gq_range(const gq_args_t &a, int64_t *lo, int64_t *hi) {
+    const int64_t row_tiles = a.rows ? __ldg(a.tstart + a.num) : (a.single_rows + GQ_TR - 1) / GQ_TR;
+    const int64_t T = row_tiles * a.n_ct, G = gridDim.x, b = blockIdx.x, q = T / G, r = T % G;
+    *lo = q * b + r * b / G; /* = floor(b·T / G) without overflowing */
+    *hi = q * (b + 1) + r * (b + 1) / G;
+}
+
+/* ---- setup: tile starts, amax partials, the out->splits check ---------------------------- */
+
+/* Exclusive prefix sum over the block (GQ_THREADS threads); *total = the sum of all. */
+__device__ int64_t gq_block_scan(int64_t v, int64_t *total) {
+    __shared__ int64_t warp_sum[GQ_THREADS / 32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int64_t inc = v;
+    for (int off = 1; off < 32; off <<= 1) {
+        const int64_t n = __shfl_up_sync(GQ_FULL, inc, off);
+        if (lane >= off) inc += n;
+    }
+    if (lane == 31) warp_sum[wid] = inc;
+    __syncthreads();
+    int64_t base = 0, all = 0;
+    for (int w = 0; w < GQ_THREADS / 32; w++) {
+        if (w < wid) base += warp_sum[w];
+        all += warp_sum[w];
+    }
+    *total = all;
+    return base + inc - v;
+}
+
+/* tstart[i] = row tiles of the members before i (tstart[num] = all); work[0..nwork) = 0; the
+ * first member whose device-resident out split differs from in's goes to the async error word
+ * (the kernels follow in's splits). */
+__global__ void __launch_bounds__(GQ_THREADS)
+    gq_setup_kernel(const int64_t *rows, int32_t num, int64_t *tstart, gq_amax_t *work, int32_t nwork,
+                    const int64_t *in_splits, const int64_t *out_splits, gln_cuda_async_error_t *err) {
+    __shared__ int32_t first_bad;
+    const int t = threadIdx.x;
+    for (int32_t i = t; i < nwork; i += GQ_THREADS) work[i].nan_not = 0, work[i].max_bits = 0, work[i].pad_ = 0;
+    if (out_splits) {
+        if (t == 0) first_bad = INT_MAX;
+        __syncthreads();
+        for (int32_t i = t; i < num; i += GQ_THREADS)
+            if (out_splits[i] != in_splits[i]) atomicMin(&first_bad, i);
+        __syncthreads();
+        if (t == 0 && first_bad != INT_MAX && err) {
+            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_MISMATCH) == GLN_CUDA_ASYNC_NONE)
+                err->member = first_bad, err->value = (long long)out_splits[first_bad];
+            __threadfence_system(); /* the error word is mapped host memory */
+        }
+    }
+    if (!tstart) return;
+    const int32_t per = (num + GQ_THREADS - 1) / GQ_THREADS, i0 = t * per;
+    const int32_t i1 = i0 + per < num ? i0 + per : num;
+    int64_t mine = 0, total = 0;
+    for (int32_t i = i0; i < i1; i++) mine += (rows[i + 1] - rows[i] + GQ_TR - 1) / GQ_TR;
+    int64_t run = gq_block_scan(mine, &total);
+    for (int32_t i = i0; i < i1; i++) {
+        tstart[i] = run;
+        run += (rows[i + 1] - rows[i] + GQ_TR - 1) / GQ_TR;
+    }
+    if (t == 0) tstart[num] = total;
+}
+
+/* ---- TENSOR ------------------------------------------------------------------------------- */
+
+/* Fold a chunk into this thread's amax partial (largest non-NaN |x| as FP32 bits, lowest NaN). */
+template <int DT>
+__device__ __forceinline__ void gq_amax_chunk(const uint32_t (&w)[gq_traits<DT>::W], size_t i0, uint32_t &best,
+                                              unsigned long long &nan_not) {
+    uint32_t m = gq_absmax<DT>(w);
+    if (m > (uint32_t)gq_traits<DT>::NAN_ABOVE) {
+        const unsigned long long f = gq_absmax_fin<DT>(gq_pack<DT>(w));
+        m = (uint32_t)f;
+        nan_not = max(nan_not, ~(unsigned long long)(i0 + (size_t)(f >> 32)));
+    }
+    best = max(best, __float_as_uint(gq_value<DT>(m)));
+}
+
+/* The warp's partials into the member's (every lane of the warp calls this). */
+__device__ __forceinline__ void gq_flush(gq_amax_t *w, uint32_t best, unsigned long long nan_not) {
+    for (int off = 16; off > 0; off >>= 1) {
+        best = max(best, __shfl_xor_sync(GQ_FULL, best, off));
+        nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (best) atomicMax(&w->max_bits, best);
+        if (nan_not) atomicMax(&w->nan_not, nan_not);
+    }
+}
+
+/* Column tc's 16 codes of tile rows j*16 .. j*16+15, packed like a chunk. */
+__device__ __forceinline__ void gq_tile_column(const uint8_t (*tile)[GQ_TC], int j, int tc, uint32_t (&o)[4]) {
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const int r = j * GQ_CHUNK + 4 * v;
+        o[v] = (uint32_t)tile[r][tc] | (uint32_t)tile[r + 1][tc] << 8 | (uint32_t)tile[r + 2][tc] << 16 |
+               (uint32_t)tile[r + 3][tc] << 24;
+    }
+}
+
+/* The codes of one tile's chunks (x · s): the rowwise copy, and the member's transposed copy
+ * through the shared tile.  Every thread of the block calls it (it synchronizes). */
+template <int DT>
+__device__ __forceinline__ void gq_tensor_codes(const gq_args_t &a, uint8_t (*tile)[GQ_TC], const gq_cursor_t &cur,
+                                                float s, int64_t r0, int64_t c0,
+                                                const uint32_t (&w)[GQ_RPT][gq_traits<DT>::W],
+                                                const int (&n)[GQ_RPT], const size_t (&i0)[GQ_RPT]) {
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int tc = t % GQ_TC, tj = t / GQ_TC; /* transposed phase: tile column, first 16-row chunk */
+    float mult[GQ_CHUNK];
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) {
+        uint32_t b[4];
+        gq_encode<DT>(w[h], mult, a.e5m2, b);
+        if (a.q && n[h]) gq_store16(a.q + i0[h], b, n[h]);
+        if (a.qc) *(uint4 *)&tile[rr + h * GQ_PASS][k * GQ_CHUNK] = make_uint4(b[0], b[1], b[2], b[3]);
+    }
+    if (!a.qc) return; /* block-uniform */
+    __syncthreads();
+    const int64_t C = a.cols, cc = c0 + tc;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) {
+        const int j = tj + h * (GQ_THREADS / GQ_TC);
+        const int64_t rs = r0 + j * GQ_CHUNK;
+        if (cc < C && rs < cur.m) {
+            uint32_t o[4];
+            gq_tile_column(tile, j, tc, o);
+            /* member i's transposed copy [C, m_i] starts at element row0 · C */
+            gq_store16(a.qc + (size_t)cur.row0 * (size_t)C + (size_t)cc * (size_t)cur.m + (size_t)rs, o,
+                       (int)min((int64_t)GQ_CHUNK, cur.m - rs));
+        }
+    }
+    __syncthreads(); /* the tile is rewritten by the next one */
+}
+
+/* MODE GQ_AMAX: per-member amax partials only.  GQ_CAST: codes with the per-member scales (the
+ * rowwise copy and/or, through the tile, the transposed copy).  GQ_CAST_AMAX: both in one pass. */
+template <int DT, bool VEC, int MODE>
+__global__ void __launch_bounds__(GQ_THREADS) gq_tensor_kernel(const gq_args_t a) {
+    __shared__ __align__(16) uint8_t tile[GQ_TR][GQ_TC];
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t C = a.cols;
+    int64_t lo, hi;
+    gq_range(a, &lo, &hi);
+    if (lo >= hi) return;
+    gq_cursor_t cur;
+    gq_member(a, gq_find(a, lo / a.n_ct), cur);
+    float s = MODE != GQ_AMAX ? __ldg(a.scale + cur.i) : 0.0f;
+    uint32_t best = 0;
+    unsigned long long nan_not = 0;
+    for (int64_t id = lo; id < hi; id++) {
+        const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
+        if (rt >= cur.t1) { /* block-uniform: the next member */
+            if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not), best = 0, nan_not = 0;
+            gq_advance(a, rt, cur);
+            if (MODE != GQ_AMAX) s = __ldg(a.scale + cur.i);
+        }
+        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_TC; /* member-local */
+        const int64_t c = c0 + k * GQ_CHUNK;
+        const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0;
+        int n[GQ_RPT];
+        size_t i0[GQ_RPT];
+        uint32_t w[GQ_RPT][gq_traits<DT>::W];
+#pragma unroll
+        for (int h = 0; h < GQ_RPT; h++) {
+            const int64_t r = r0 + rr + h * GQ_PASS;
+            n[h] = r < cur.m ? nc : 0;
+            i0[h] = (size_t)(cur.row0 + r) * (size_t)C + (size_t)c;
+            gq_load<DT, VEC>(a.x, i0[h], n[h], w[h]);
+        }
+        if (MODE != GQ_CAST) {
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(w[h], i0[h], best, nan_not);
+        }
+        if (MODE != GQ_AMAX) gq_tensor_codes<DT>(a, tile, cur, s, r0, c0, w, n, i0);
+    }
+    if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not);
+}
+/* One thread per member: the amax from its partial (with nan_propagate, |x| of the lowest NaN,
+ * loaded the reference's way), then current: scale from amax; delayed: amax max-accumulated and
+ * the given scale.  scale_inv = 1/scale in every present copy. */
+__global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int dtype, int32_t num, int nanp,
+                                       int current, float fp8_max, int pow2, float epsilon, float *amax,
+                                       float *scale, float *scale_inv, float *col_scale_inv) {
+    const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= num) return;
+    const gq_amax_t w = work[i];
+    const float a = nanp && w.nan_not ? gln_f32_abs(gln_dev_load(x, dtype, (size_t)~w.nan_not))
+                                      : __uint_as_float(w.max_bits);
+    float s;
+    if (current) {
+        s = gln_scale_from_amax_impl(a, fp8_max, pow2, epsilon, GLN_FP32_MAX);
+        scale[i] = s;
+        if (amax) amax[i] = a;
+    } else {
+        amax[i] = gln_f32_max_amax(amax[i], a, nanp);
+        s = scale[i];
+    }
+    const float inv = 1.0f / s;
+    if (scale_inv) scale_inv[i] = inv;
+    if (col_scale_inv) col_scale_inv[i] = inv;
+}
+
+/* ---- MXFP8 -------------------------------------------------------------------------------- */
+
+template <int DT> struct gq_abs_elem { typedef uint16_t type; };
+template <> struct gq_abs_elem<GQ_F32> { typedef uint32_t type; };
+
+/* Zero rows [r_lo, r_hi) x columns [c_lo, c_hi) of a grid gc wide (the block's threads). */
+__device__ __forceinline__ void gq_zero(uint8_t *g, int64_t gc, int64_t r_lo, int64_t r_hi, int64_t c_lo,
+                                        int64_t c_hi) {
+    if (r_hi <= r_lo || c_hi <= c_lo) return;
+    const int64_t w = c_hi - c_lo, n = (r_hi - r_lo) * w;
+    for (int64_t i = threadIdx.x; i < n; i += GQ_THREADS) g[(r_lo + i / w) * gc + c_lo + i % w] = 0;
+}
+
+/* The E8M0 code of a block from its largest non-NaN |x| bits and whether it holds a NaN. */
+template <int DT> __device__ __forceinline__ uint8_t gq_mx_code(const gq_args_t &a, uint32_t fin, int nan) {
+    if (nan && a.nanp) return 0xFF;
+    return gln_e8m0_from_amax_impl(gq_value<DT>(fin), a.fp8_max, a.emax, a.floor_rule);
+}
+
+/* Zero the padding of member cur's grids that this tile owns: rowwise, the padded blocks of its
+ * rows (last column tile) and its blocks of the padded rows (last row tile); columnwise the same
+ * with 32-row blocks. */
+__device__ __forceinline__ void gq_mx_padding(const gq_args_t &a, const gq_cursor_t &cur, int64_t r0, int64_t ct) {
+    const int last_ct = ct == a.n_ct - 1, last_rt = r0 + GQ_TR >= cur.m;
+    const int64_t c0 = ct * GQ_TC;
+    if (a.q) {
+        uint8_t *g = a.s + cur.srow;
+        if (last_ct) gq_zero(g, a.gc_r, r0, min(r0 + GQ_TR, cur.m), a.nb, a.gc_r);
+        if (last_rt) gq_zero(g, a.gc_r, cur.m, gln_round_up(cur.m, 128), ct * 2, last_ct ? a.gc_r : ct * 2 + 2);
+    }
+    if (a.qc) {
+        uint8_t *g = a.cs + cur.scol;
+        const int64_t nbr = gln_ceil_div(cur.m, 32);
+        if (last_ct) gq_zero(g, a.gc_c, r0 / 32, min(r0 / 32 + GQ_TR / 32, nbr), a.cols, a.gc_c);
+        if (last_rt) gq_zero(g, a.gc_c, nbr, gln_round_up(nbr, 4), c0, last_ct ? a.gc_c : c0 + GQ_TC);
+    }
+}
+
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
+    typedef typename gq_abs_elem<DT>::type abs_t;
+    __shared__ __align__(16) abs_t absbuf[GQ_TR][GQ_TC]; /* |x| bits of the tile (NaN kept) */
+    __shared__ __align__(16) float colmult[GQ_TR / 32][GQ_TC];
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t C = a.cols;
+    int64_t lo, hi;
+    gq_range(a, &lo, &hi);
+    if (lo >= hi) return;
+    gq_cursor_t cur;
+    gq_member(a, gq_find(a, lo / a.n_ct), cur);
+    for (int64_t id = lo; id < hi; id++) {
+        const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
+        if (rt >= cur.t1) gq_advance(a, rt, cur);
+        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_TC;
+        const int64_t c = c0 + k * GQ_CHUNK;
+        const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0;
+        int n[GQ_RPT];
+        size_t i0[GQ_RPT];
+        uint32_t w[GQ_RPT][gq_traits<DT>::W];
+#pragma unroll
+        for (int h = 0; h < GQ_RPT; h++) {
+            const int64_t r = r0 + rr + h * GQ_PASS;
+            n[h] = r < cur.m ? nc : 0;
+            i0[h] = (size_t)(cur.row0 + r) * (size_t)C + (size_t)c;
+            gq_load<DT, VEC>(a.x, i0[h], n[h], w[h]);
+        }
+        float mult[GQ_CHUNK];
+        uint32_t b[4];
+        if (a.q) { /* rowwise: this chunk and its neighbour lane's form one 32-column block */
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint32_t fin = gq_absmax<DT>(w[h]);
+                const int nan = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+                if (nan) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
+                fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
+                const int nan2 = nan | __shfl_xor_sync(GQ_FULL, nan, 1);
+                const uint8_t code = gq_mx_code<DT>(a, fin, nan2);
+                const float m = gln_e8m0_inverse_bits(code);
+#pragma unroll
+                for (int e = 0; e < GQ_CHUNK; e++) mult[e] = m;
+                gq_encode<DT>(w[h], mult, a.e5m2, b);
+                if (n[h]) {
+                    gq_store16(a.q + i0[h], b, n[h]);
+                    if (k % 2 == 0) a.s[cur.srow + (r0 + rr + h * GQ_PASS) * a.gc_r + c / 32] = code;
+                }
+            }
+        }
+        if (a.qc) { /* columnwise: 32-row blocks of each column through shared memory */
+            const uint32_t mask = DT == GQ_F32 ? 0x7FFFFFFFu : 0x7FFF7FFFu;
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint4 *row = (uint4 *)&absbuf[rr + h * GQ_PASS][k * GQ_CHUNK];
+#pragma unroll
+                for (int v = 0; v < gq_traits<DT>::W / 4; v++)
+                    row[v] = make_uint4(w[h][4 * v] & mask, w[h][4 * v + 1] & mask, w[h][4 * v + 2] & mask,
+                                        w[h][4 * v + 3] & mask);
+            }
+            __syncthreads();
+            { /* (GQ_TR / 32) x GQ_TC = 256 (block, column) pairs: one per thread */
+                const int cc = t % GQ_TC, bb = t / GQ_TC;
+                uint32_t fm = 0;
+                int nn = 0;
+#pragma unroll 8
+                for (int i = 0; i < 32; i++) {
+                    const uint32_t v = absbuf[bb * 32 + i][cc];
+                    if (v > (uint32_t)gq_traits<DT>::NAN_ABOVE) nn = 1;
+                    else fm = max(fm, v);
+                }
+                const uint8_t code = gq_mx_code<DT>(a, fm, nn);
+                colmult[bb][cc] = gln_e8m0_inverse_bits(code);
+                const int64_t rb = r0 / 32 + bb; /* the member's 32-row block */
+                if (rb * 32 < cur.m && c0 + cc < C) a.cs[cur.scol + rb * a.gc_c + c0 + cc] = code;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                const float4 *cm = (const float4 *)&colmult[(rr + h * GQ_PASS) / 32][k * GQ_CHUNK];
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    const float4 f = cm[v];
+                    mult[4 * v] = f.x, mult[4 * v + 1] = f.y, mult[4 * v + 2] = f.z, mult[4 * v + 3] = f.w;
+                }
+                gq_encode<DT>(w[h], mult, a.e5m2, b);
+                if (n[h]) gq_store16(a.qc + i0[h], b, n[h]);
+            }
+        }
+        gq_mx_padding(a, cur, r0, ct);
+        if (a.qc) __syncthreads(); /* absbuf and colmult are rewritten by the next tile */
+    }
+}
+
+/* ---- host side ---------------------------------------------------------------------------- */
+
+static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN_DTYPE_BF16 ? GQ_BF16 : GQ_F16; }
+
+static int gq_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
+    if (dt == GQ_F32) return vec ? gq_tensor_kernel<GQ_F32, true, MODE> : gq_tensor_kernel<GQ_F32, false, MODE>;
+    if (dt == GQ_BF16) return vec ? gq_tensor_kernel<GQ_BF16, true, MODE> : gq_tensor_kernel<GQ_BF16, false, MODE>;
+    return vec ? gq_tensor_kernel<GQ_F16, true, MODE> : gq_tensor_kernel<GQ_F16, false, MODE>;
+}
+
+static gq_kernel_t gq_mx_pick(int dt, int vec) {
+    if (dt == GQ_F32) return vec ? gq_mx_kernel<GQ_F32, true> : gq_mx_kernel<GQ_F32, false>;
+    if (dt == GQ_BF16) return vec ? gq_mx_kernel<GQ_BF16, true> : gq_mx_kernel<GQ_BF16, false>;
+    return vec ? gq_mx_kernel<GQ_F16, true> : gq_mx_kernel<GQ_F16, false>;
+}
+
+/* Launch a persistent tile kernel over at most `tiles` tiles: as many blocks as fit on the device
+ * at once (never more than the tiles).  Nothing to do without tiles. */
+static gln_status_t gq_launch(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, cudaStream_t stream,
+                              const char *call, const char *name) {
+    if (tiles <= 0) return GLN_STATUS_SUCCESS;
+    int dev = 0, sms = 0, per_sm = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
+                           "cudaDeviceGetAttribute(multiprocessors)"));
+    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, 0), call,
+                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    int64_t blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+    if (blocks > tiles) blocks = tiles;
+    kernel<<<(unsigned int)blocks, GQ_THREADS, 0, stream>>>(*a);
+    return gln_cuda_check_launch(call, name);
+}
+
+/* Scratch of one call: tile starts [num + 1], amax partials [num], scales [num] (current scaling
+ * without out->scale).  A single tensor uses the context's fixed buffers instead (no allocation). */
+typedef struct gq_scratch {
+    void *block;
+    int64_t *tstart;
+    gq_amax_t *work;
+    float *scale;
+} gq_scratch_t;
+
+static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *out,
+                                   int32_t num, int grouped, gq_scratch_t *sc, const char *call) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int tensor = cfg->mode == GLN_SCALING_TENSOR, own_scale = tensor && !cfg->delayed && !out->scale;
+    memset(sc, 0, sizeof *sc);
+    if (!grouped) {
+        sc->work = (gq_amax_t *)s->amax_work; /* 16 bytes, the layout of gq_amax_t */
+        sc->scale = own_scale ? s->scale_tmp : out->scale;
+        return GLN_STATUS_SUCCESS;
+    }
+    const size_t n = (size_t)num, b_ts = (n + 1) * sizeof(int64_t), b_work = tensor ? n * sizeof(gq_amax_t) : 0;
+    const size_t b_scale = own_scale ? n * sizeof(float) : 0;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, b_ts + b_work + b_scale, &sc->block, call));
+    sc->tstart = (int64_t *)sc->block;
+    sc->work = tensor ? (gq_amax_t *)((char *)sc->block + b_ts) : NULL;
+    sc->scale = own_scale ? (float *)((char *)sc->block + b_ts + b_work) : out->scale;
+    return GLN_STATUS_SUCCESS;
+}
+
+static gq_args_t gq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t *in, const gln_tensor_t *out,
+                              int32_t num, const gln_cuda_plan_t *plan, const gq_scratch_t *sc) {
+    gq_args_t a;
+    memset(&a, 0, sizeof a);
+    const int tensor = cfg->mode == GLN_SCALING_TENSOR;
+    a.x = in->data;
+    a.q = cfg->rowwise ? (uint8_t *)out->data : NULL;
+    a.qc = cfg->columnwise ? (uint8_t *)out->col_data : NULL;
+    if (!tensor) {
+        a.s = cfg->rowwise ? (uint8_t *)out->scale_inv : NULL;
+        a.cs = cfg->columnwise ? (uint8_t *)out->col_scale_inv : NULL;
+    }
+    a.scale = sc->scale;
+    a.work = sc->work;
+    if (plan) a.rows = plan->rows, a.tstart = sc->tstart, a.srow = plan->srow, a.scol = plan->scol;
+    a.single_rows = in->rows;
+    a.cols = in->cols;
+    a.n_ct = gln_ceil_div(in->cols, GQ_TC);
+    a.nb = gln_ceil_div(in->cols, 32);
+    a.gc_r = gln_round_up(a.nb, 4);
+    a.gc_c = gln_round_up(in->cols, 128);
+    a.num = num;
+    a.e5m2 = cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2;
+    a.nanp = cfg->amax_nan_propagate;
+    a.floor_rule = cfg->e8m0_rounding == GLN_E8M0_ROUND_FLOOR;
+    a.emax = a.e5m2 ? 15 : 8; /* the OCP rule's emax_elem: exponent of the largest power of two <= max */
+    a.fp8_max = a.e5m2 ? GLN_FP8_E5M2_MAX : GLN_FP8_E4M3_MAX;
+    return a;
+}
+
+/* 16-byte chunks everywhere: rows of a multiple of 16 elements, buffers 16-byte aligned (member
+ * offsets are then multiples of 16 elements too). */
+static int gq_vec_ok(const gq_args_t *a) {
+    return a->cols % GQ_CHUNK == 0 && gq_aligned(a->x) && gq_aligned(a->q) && gq_aligned(a->qc);
+}
+
+static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
+                                  const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles, const char *call) {
+    cudaStream_t st = gln_cuda_state(ctx)->stream;
+    const int dt = gq_dt(in->dtype), vec = gq_vec_ok(a);
+    if (!cfg->delayed) {
+        GLN_TRY(gq_launch(gq_tensor_pick<GQ_AMAX>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<amax>"));
+    } else {
+        GLN_TRY(gq_launch(gq_tensor_pick<GQ_CAST_AMAX>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
+    }
+    gq_tensor_scale_kernel<<<(unsigned int)gln_ceil_div(a->num, GQ_THREADS), GQ_THREADS, 0, st>>>(
+        a->work, in->data, (int)in->dtype, a->num, cfg->amax_nan_propagate, !cfg->delayed, a->fp8_max,
+        cfg->power_2_scale, cfg->amax_epsilon, out->amax, (float *)a->scale,
+        cfg->rowwise ? (float *)out->scale_inv : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL);
+    GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
+    if (cfg->delayed) return GLN_STATUS_SUCCESS;
+    return gq_launch(gq_tensor_pick<GQ_CAST>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<cast>");
+}
+
+extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
+                                                  const int64_t *out_splits, const char *call) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    gq_setup_kernel<<<1, GQ_THREADS, 0, s->stream>>>(NULL, num, NULL, NULL, 0, in_splits, out_splits, s->async_dev);
+    return gln_cuda_check_launch(call, "gq_setup_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                  const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                  const gln_cuda_plan_t *plan, const char *call) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int tensor = cfg->mode == GLN_SCALING_TENSOR;
+    if (!tensor && cfg->mode != GLN_SCALING_MXFP8_1D)
+        return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: gln_cuda_quantize_members takes TENSOR or MXFP8_1D, not %s",
+                        call, gln_scaling_name(cfg->mode));
+    gq_scratch_t sc;
+    GLN_TRY(gq_scratch_get(ctx, cfg, out, num, plan != NULL, &sc, call));
+    const gq_args_t a = gq_args_make(cfg, in, out, num, plan, &sc);
+    /* tiles: a bound from what the host knows (each member adds at most one partial row tile) */
+    const int64_t row_tiles = gln_ceil_div(in->rows, GQ_TR) + (plan ? num : 0), tiles = row_tiles * a.n_ct;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (plan || tensor) {
+        gq_setup_kernel<<<1, GQ_THREADS, 0, s->stream>>>(a.rows, num, sc.tstart, sc.work, tensor ? num : 0, NULL,
+                                                         NULL, s->async_dev);
+        st = gln_cuda_check_launch(call, "gq_setup_kernel");
+    }
+    if (st == GLN_STATUS_SUCCESS) {
+        if (tensor) st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, call);
+        else st = gq_launch(gq_mx_pick(gq_dt(in->dtype), gq_vec_ok(&a)), &a, tiles, s->stream, call, "gq_mx_kernel");
+    }
+    if (sc.block) gln_cuda_scratch_free(ctx, sc.block);
+    return st;
+}
