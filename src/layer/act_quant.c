@@ -7,8 +7,8 @@
  * the buffer's per-member scale array before and their amaxes recorded after. */
 #include "layer/layer.h"
 
-gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_lbuf_t *src,
-                              int rowwise, int columnwise, gln_lbuf_t *out) {
+gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
+                              int rowwise, int columnwise, gln_group_buffer_t *out) {
     gln_status_t st;
     gln_context_t *ctx = L->ctx;
     const gln_grouped_tensor_t *g = &src->g;
@@ -17,13 +17,13 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
     int32_t stride = role == GLN_ROLE_INPUT ? 3 : 2, n = g->num;
     cfg.rowwise = rowwise;
     cfg.columnwise = columnwise;
-    GLN_TRY(gln_lbuf_alloc_quant(ctx, &cfg, g->packed.rows, g->packed.cols, n, g->splits,
-                                 g->splits_on_backend, out));
+    GLN_TRY(gln_group_buffer_alloc_quantized(ctx, &cfg, g->packed.rows, g->packed.cols, n, g->splits,
+                                             g->splits_on_backend, out));
     float *scale = out->g.packed.scale, *amax = out->g.packed.amax;
     if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
     if (L->cfg.path == GLN_PATH_SPLIT) {
         for (int32_t i = 0; i < n; i++) {
-            gln_tensor_t in = gln_lbuf_member(src, i), q = gln_lbuf_member(out, i);
+            gln_tensor_t in = gln_group_buffer_member(src, i), q = gln_group_buffer_member(out, i);
             GLN_CHECK(gln_op_quantize(ctx, &cfg, &in, &q));
         }
     } else {
@@ -32,6 +32,6 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
     if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_lbuf_free(ctx, out);
+    gln_group_buffer_free(ctx, out);
     return st;
 }

@@ -25,7 +25,7 @@
 
 static const char *FN = "gln_grouped_linear_backward";
 
-static gln_status_t bias_grads(gln_grouped_linear_t *L, const gln_lbuf_t *dy) {
+static gln_status_t bias_grads(gln_grouped_linear_t *L, const gln_group_buffer_t *dy) {
     gln_tensor_t *db = calloc((size_t)L->n, sizeof *db);
     GLN_REQUIRE(db != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
     for (int32_t i = 0; i < L->n; i++) db[i] = gln_tensor_make(L->cfg.param_dtype, 1, L->kout, L->bgrads[i]);
@@ -75,8 +75,8 @@ static gln_status_t splits_copy(gln_grouped_linear_t *L, const gln_grouped_linea
  * copy, dy's columnwise copy, or a copy of the high-precision dy — the caller's dy need not
  * outlive this call). */
 static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                                  gln_lbuf_t *x, const gln_lbuf_t *dyw, gln_lbuf_t *dyq,
-                                  const gln_tensor_t *d, int accumulate) {
+                                  gln_group_buffer_t *x, const gln_group_buffer_t *dyw,
+                                  gln_group_buffer_t *dyq, const gln_tensor_t *d, int accumulate) {
     gln_status_t st;
     gln_wgrad_item_t *it = calloc(1, sizeof *it);
     GLN_REQUIRE(it != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
@@ -87,13 +87,13 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
     GLN_CHECK(splits_copy(L, s, it));
     const int64_t *splits = s->splits_on_backend ? it->splits_dev : it->splits_host;
     if (L->recipe.quantized) {
-        gln_lbuf_drop_rowwise(L->ctx, dyq);
+        gln_group_buffer_drop_rowwise(L->ctx, dyq);
         it->dy = *dyq;
         memset(dyq, 0, sizeof *dyq);
     } else {
         const gln_tensor_t *t = &dyw->g.packed;
-        GLN_CHECK(gln_lbuf_alloc_hp(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
-                                    s->splits_on_backend, &it->dy));
+        GLN_CHECK(gln_group_buffer_alloc_high_precision(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
+                                                        s->splits_on_backend, &it->dy));
         size_t bytes;
         GLN_CHECK(gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
         if (bytes)
@@ -112,17 +112,17 @@ fail:
 }
 
 static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                              const gln_lbuf_t *dyw, gln_lbuf_t *dyq, gln_tensor_t *d,
+                              const gln_group_buffer_t *dyw, gln_group_buffer_t *dyq, gln_tensor_t *d,
                               int accumulate) {
     gln_status_t st;
     gln_context_t *ctx = L->ctx;
-    gln_lbuf_t xq = {0};
+    gln_group_buffer_t xq = {0};
     /* save_original_input: quantize the saved input columnwise now (deterministic recipes only,
      * so this reproduces the forward's quantization exactly). */
-    if (s->x_is_hp && L->recipe.quantized)
+    if (s->x_is_high_precision && L->recipe.quantized)
         GLN_CHECK(gln_act_quantize(L, GLN_ROLE_INPUT, &s->x, 0, 1, &xq));
-    gln_lbuf_t *x = xq.g.num ? &xq : &s->x;
-    const gln_lbuf_t *dy = L->recipe.quantized ? dyq : dyw;
+    gln_group_buffer_t *x = xq.g.num ? &xq : &s->x;
+    const gln_group_buffer_t *dy = L->recipe.quantized ? dyq : dyw;
     if (L->cfg.delay_wgrad_compute) {
         GLN_CHECK(wgrad_enqueue(L, s, x, dyw, dyq, d, accumulate));
     } else {
@@ -137,7 +137,7 @@ static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_
     }
     st = GLN_STATUS_SUCCESS;
 fail:
-    gln_lbuf_free(ctx, &xq);
+    gln_group_buffer_free(ctx, &xq);
     return st;
 }
 
@@ -161,12 +161,12 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
     gln_grouped_linear_t *L = s->layer;
     gln_context_t *ctx = L->ctx;
     gln_status_t st;
-    gln_lbuf_t dyw = {0}, dyq = {0}, dxw = {0};
+    gln_group_buffer_t dyw = {0}, dyq = {0}, dxw = {0};
     void *dxbuf = NULL;
     int quant = L->recipe.quantized, do_dgrad = dx != NULL, do_wgrad = s->need_wgrad;
     const int64_t *splits = gln_saved_splits(s);
     gln_tensor_t *wd = NULL;
-    gln_mweights_t dmw = {0}; /* distributed: the weights re-materialized for dgrad */
+    gln_materialized_weights_t dmw = {0}; /* distributed: the weights re-materialized for dgrad */
     int accumulate = 0;
 
     /* Everything that can refuse the call, before the first write (a failure here leaves dx,
@@ -182,10 +182,10 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
     }
     if (do_dgrad && L->dist)
         GLN_STEP(FN, "materializing the weights for dgrad",
-                 gln_materialize(L, GLN_MSTAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
+                 gln_materialize(L, GLN_MATERIALIZE_STAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
     s->done = 1; /* from here on gradients may be partly written: no second attempt */
 
-    GLN_STEP(FN, "grouping dy", gln_lbuf_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
+    GLN_STEP(FN, "grouping dy", gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
     if (quant && (do_dgrad || do_wgrad))
         GLN_STEP(FN, "quantizing dy", gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
     if (L->cfg.bias) GLN_STEP(FN, "bias gradients from dy", bias_grads(L, &dyw));
@@ -195,7 +195,7 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
             GLN_STEP(FN, "allocating dx", gln_output_alloc(ctx, &dxd, &dxbuf));
             dxd.data = dxbuf;
         }
-        GLN_STEP(FN, "grouping dx", gln_lbuf_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
+        GLN_STEP(FN, "grouping dx", gln_group_buffer_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
         GLN_STEP(FN, "dgrad GEMM into dx",
                  gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
         if (L->dist) GLN_STEP(FN, "releasing the dgrad weights", gln_materialize_release(L, &dmw));
@@ -220,9 +220,9 @@ fail:
     }
     free(wd);
     gln_ctx_free(ctx, dxbuf);
-    gln_lbuf_free(ctx, &dyw);
-    gln_lbuf_free(ctx, &dyq);
-    gln_lbuf_free(ctx, &dxw);
+    gln_group_buffer_free(ctx, &dyw);
+    gln_group_buffer_free(ctx, &dyq);
+    gln_group_buffer_free(ctx, &dxw);
     return st;
 }
 

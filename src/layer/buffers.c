@@ -22,7 +22,7 @@ static size_t scale_elem_size(gln_scaling_mode_t mode) {
 }
 
 /* Host offsets: row_start[N+1] and, for quantized modes, scale offsets srow / scol [N+1]. */
-static gln_status_t lbuf_offsets(gln_lbuf_t *b, gln_scaling_mode_t mode) {
+static gln_status_t buffer_offsets(gln_group_buffer_t *b, gln_scaling_mode_t mode) {
     int32_t n = b->g.num;
     b->offs = calloc(3 * ((size_t)n + 1), sizeof(int64_t));
     if (!b->offs) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
@@ -36,20 +36,20 @@ static gln_status_t lbuf_offsets(gln_lbuf_t *b, gln_scaling_mode_t mode) {
     return GLN_STATUS_SUCCESS;
 }
 
-static void lbuf_init(gln_lbuf_t *b, int32_t num, const int64_t *splits, int splits_on_backend) {
+static void buffer_init(gln_group_buffer_t *b, int32_t num, const int64_t *splits, int splits_on_backend) {
     memset(b, 0, sizeof *b);
     b->g.num = num;
     b->g.splits = splits;
     b->g.splits_on_backend = splits_on_backend;
 }
 
-gln_status_t gln_lbuf_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int64_t rows, int64_t cols,
-                               int32_t num, const int64_t *splits, int splits_on_backend,
-                               gln_lbuf_t *b) {
+gln_status_t gln_group_buffer_alloc_high_precision(gln_context_t *ctx, gln_dtype_t dtype, int64_t rows,
+                                                   int64_t cols, int32_t num, const int64_t *splits,
+                                                   int splits_on_backend, gln_group_buffer_t *b) {
     gln_status_t st;
-    lbuf_init(b, num, splits, splits_on_backend);
+    buffer_init(b, num, splits, splits_on_backend);
     b->g.packed = gln_tensor_make(dtype, rows, cols, NULL);
-    if (!splits_on_backend) GLN_CHECK(lbuf_offsets(b, GLN_SCALING_NONE));
+    if (!splits_on_backend) GLN_CHECK(buffer_offsets(b, GLN_SCALING_NONE));
     size_t bytes;
     GLN_CHECK(gln_shape_bytes(FN, "a grouped buffer", rows, cols, gln_dtype_size(dtype), &bytes));
     /* +1: a buffer of zero rows still gets a valid (never read) address */
@@ -57,13 +57,13 @@ gln_status_t gln_lbuf_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int64_t ro
     b->g.packed.data = b->mem_row;
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_lbuf_free(ctx, b);
+    gln_group_buffer_free(ctx, b);
     return st;
 }
 
 /* One copy (rowwise or columnwise): data then scales in one allocation. */
-static gln_status_t lbuf_alloc_copy(gln_context_t *ctx, size_t data_bytes, size_t scale_bytes,
-                                    void **mem, void **data, void **scales) {
+static gln_status_t buffer_alloc_copy(gln_context_t *ctx, size_t data_bytes, size_t scale_bytes,
+                                      void **mem, void **data, void **scales) {
     size_t off = gln_align_up(data_bytes, GLN_LAYER_ALIGN);
     GLN_TRY(gln_ctx_alloc(ctx, off + scale_bytes + 1, mem));
     *data = *mem;
@@ -72,17 +72,17 @@ static gln_status_t lbuf_alloc_copy(gln_context_t *ctx, size_t data_bytes, size_
     return gln_ctx_zero(ctx, *scales, scale_bytes);
 }
 
-gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int64_t rows,
-                                  int64_t cols, int32_t num, const int64_t *splits,
-                                  int splits_on_backend, gln_lbuf_t *b) {
+gln_status_t gln_group_buffer_alloc_quantized(gln_context_t *ctx, const gln_quant_config_t *cfg, int64_t rows,
+                                              int64_t cols, int32_t num, const int64_t *splits,
+                                              int splits_on_backend, gln_group_buffer_t *b) {
     gln_status_t st;
     gln_tensor_t *p = &b->g.packed;
-    lbuf_init(b, num, splits, splits_on_backend);
+    buffer_init(b, num, splits, splits_on_backend);
     *p = gln_tensor_make(cfg->fp8_dtype, rows, cols, NULL);
     p->scaling = cfg->mode;
     int64_t row_elems = num, col_elems = num;
     if (!splits_on_backend) {
-        GLN_CHECK(lbuf_offsets(b, cfg->mode));
+        GLN_CHECK(buffer_offsets(b, cfg->mode));
         if (cfg->mode != GLN_SCALING_TENSOR) {
             row_elems = b->offs[2 * (num + 1) - 1];
             col_elems = b->offs[3 * (num + 1) - 1];
@@ -95,10 +95,10 @@ gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *
     GLN_CHECK(gln_bytes(FN, "rowwise scales", row_elems, es, &row_bytes));
     GLN_CHECK(gln_bytes(FN, "columnwise scales", col_elems, es, &col_bytes));
     if (cfg->rowwise)
-        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
+        GLN_CHECK(buffer_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
     if (cfg->columnwise)
-        GLN_CHECK(lbuf_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
-                                  &p->col_scale_inv));
+        GLN_CHECK(buffer_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
+                                    &p->col_scale_inv));
     if (cfg->mode == GLN_SCALING_TENSOR) {
         GLN_CHECK(gln_ctx_alloc(ctx, 2 * (size_t)num * sizeof(float), &b->mem_aux));
         GLN_CHECK(gln_ctx_zero(ctx, b->mem_aux, 2 * (size_t)num * sizeof(float)));
@@ -107,19 +107,19 @@ gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *
     }
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_lbuf_free(ctx, b);
+    gln_group_buffer_free(ctx, b);
     return st;
 }
 
-gln_status_t gln_lbuf_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
-                           int splits_on_backend, gln_lbuf_t *b) {
-    lbuf_init(b, num, splits, splits_on_backend);
+gln_status_t gln_group_buffer_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
+                                   int splits_on_backend, gln_group_buffer_t *b) {
+    buffer_init(b, num, splits, splits_on_backend);
     b->g.packed = *t;
     if (splits_on_backend) return GLN_STATUS_SUCCESS;
-    return lbuf_offsets(b, t->scaling);
+    return buffer_offsets(b, t->scaling);
 }
 
-void gln_lbuf_free(gln_context_t *ctx, gln_lbuf_t *b) {
+void gln_group_buffer_free(gln_context_t *ctx, gln_group_buffer_t *b) {
     gln_ctx_free(ctx, b->mem_row);
     gln_ctx_free(ctx, b->mem_col);
     gln_ctx_free(ctx, b->mem_aux);
@@ -127,7 +127,7 @@ void gln_lbuf_free(gln_context_t *ctx, gln_lbuf_t *b) {
     memset(b, 0, sizeof *b);
 }
 
-void gln_lbuf_drop_rowwise(gln_context_t *ctx, gln_lbuf_t *b) {
+void gln_group_buffer_drop_rowwise(gln_context_t *ctx, gln_group_buffer_t *b) {
     if (b->g.packed.scaling == GLN_SCALING_NONE || !b->mem_col) return;
     gln_ctx_free(ctx, b->mem_row);
     b->mem_row = NULL;
@@ -135,7 +135,7 @@ void gln_lbuf_drop_rowwise(gln_context_t *ctx, gln_lbuf_t *b) {
     b->g.packed.scale_inv = NULL;
 }
 
-gln_tensor_t gln_lbuf_member(const gln_lbuf_t *b, int32_t i) {
+gln_tensor_t gln_group_buffer_member(const gln_group_buffer_t *b, int32_t i) {
     const gln_tensor_t *p = &b->g.packed;
     int32_t n = b->g.num;
     const int64_t *rs = b->offs, *sr = rs + n + 1, *sc = sr + n + 1;
@@ -163,7 +163,7 @@ gln_status_t gln_output_alloc(gln_context_t *ctx, const gln_tensor_t *t, void **
 
 /* ------------------------------------------------------------------ weight sets */
 
-static gln_status_t wset_tensors(int32_t num, gln_wset_t *w) {
+static gln_status_t weight_set_tensors(int32_t num, gln_weight_set_t *w) {
     memset(w, 0, sizeof *w);
     w->num = num;
     w->t = calloc((size_t)num, sizeof *w->t);
@@ -171,16 +171,16 @@ static gln_status_t wset_tensors(int32_t num, gln_wset_t *w) {
                 : gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
 }
 
-gln_status_t gln_wset_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int32_t num, int64_t rows,
-                               int64_t cols, gln_wset_t *w) {
+gln_status_t gln_weight_set_alloc_high_precision(gln_context_t *ctx, gln_dtype_t dtype, int32_t num,
+                                                 int64_t rows, int64_t cols, gln_weight_set_t *w) {
     size_t each, all;
     GLN_TRY(gln_shape_bytes(FN, "a weight set", rows, cols, gln_dtype_size(dtype), &each));
     GLN_REQUIRE(!gln_mul_overflow_size(each, (size_t)num, &all), GLN_STATUS_INVALID_ARGUMENT,
                 "%s: %d weights of %zu bytes overflow size_t", FN, (int)num, each);
-    GLN_TRY(wset_tensors(num, w));
+    GLN_TRY(weight_set_tensors(num, w));
     gln_status_t st = gln_ctx_alloc(ctx, all + 1, &w->mem);
     if (st != GLN_STATUS_SUCCESS) {
-        gln_wset_free(ctx, w);
+        gln_weight_set_free(ctx, w);
         return st;
     }
     for (int32_t i = 0; i < num; i++)
@@ -188,11 +188,11 @@ gln_status_t gln_wset_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int32_t nu
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_wset_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
-                                  int64_t rows, int64_t cols, gln_wset_t *w) {
+gln_status_t gln_weight_set_alloc_quantized(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
+                                            int64_t rows, int64_t cols, gln_weight_set_t *w) {
     gln_status_t st;
     gln_quant_layout_t lay;
-    GLN_TRY(wset_tensors(num, w));
+    GLN_TRY(weight_set_tensors(num, w));
     GLN_CHECK(gln_layout_compute(FN, cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
     size_t a = GLN_LAYER_ALIGN;
     size_t d = cfg->rowwise ? gln_align_up(lay.data_bytes, a) : 0;
@@ -229,18 +229,18 @@ gln_status_t gln_wset_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *
     }
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_wset_free(ctx, w);
+    gln_weight_set_free(ctx, w);
     return st;
 }
 
-gln_status_t gln_wset_wrap(int32_t num, gln_dtype_t dtype, int64_t rows, int64_t cols,
-                           void *const *ptrs, gln_wset_t *w) {
-    GLN_TRY(wset_tensors(num, w));
+gln_status_t gln_weight_set_wrap(int32_t num, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                                 void *const *ptrs, gln_weight_set_t *w) {
+    GLN_TRY(weight_set_tensors(num, w));
     for (int32_t i = 0; i < num; i++) w->t[i] = gln_tensor_make(dtype, rows, cols, ptrs[i]);
     return GLN_STATUS_SUCCESS;
 }
 
-void gln_wset_free(gln_context_t *ctx, gln_wset_t *w) {
+void gln_weight_set_free(gln_context_t *ctx, gln_weight_set_t *w) {
     gln_ctx_free(ctx, w->mem);
     free(w->t);
     memset(w, 0, sizeof *w);

@@ -18,28 +18,28 @@
 
 #include "layer/layer.h"
 
-void gln_wcache_unref(gln_context_t *ctx, gln_wcache_entry_t *e) {
+void gln_weight_cache_unref(gln_context_t *ctx, gln_weight_cache_entry_t *e) {
     if (!e || --e->refs > 0) return;
-    gln_wset_free(ctx, &e->w);
+    gln_weight_set_free(ctx, &e->w);
     free(e);
 }
 
-static gln_status_t wcache_fill(gln_grouped_linear_t *L, gln_wcache_entry_t *e) {
-    gln_wset_t src;
+static gln_status_t cache_entry_fill(gln_grouped_linear_t *L, gln_weight_cache_entry_t *e) {
+    gln_weight_set_t src;
     gln_quant_config_t cfg = L->recipe.weight;
     cfg.rowwise = e->rowwise;
     cfg.columnwise = e->columnwise;
-    GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
+    GLN_TRY(gln_weight_set_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
     gln_status_t st = gln_weights_quantize(L, src.t, &cfg, NULL, &e->w);
-    gln_wset_free(L->ctx, &src);
+    gln_weight_set_free(L->ctx, &src);
     if (st == GLN_STATUS_SUCCESS) e->version = L->weight_version;
     return st;
 }
 
-static gln_status_t wcache_new(gln_grouped_linear_t *L, int rowwise, int columnwise,
-                               gln_wcache_entry_t **out) {
+static gln_status_t cache_entry_new(gln_grouped_linear_t *L, int rowwise, int columnwise,
+                                    gln_weight_cache_entry_t **out) {
     gln_status_t st;
-    gln_wcache_entry_t *e = calloc(1, sizeof *e);
+    gln_weight_cache_entry_t *e = calloc(1, sizeof *e);
     if (!e) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
     e->refs = 1;
     e->rowwise = rowwise;
@@ -47,18 +47,18 @@ static gln_status_t wcache_new(gln_grouped_linear_t *L, int rowwise, int columnw
     gln_quant_config_t cfg = L->recipe.weight;
     cfg.rowwise = rowwise;
     cfg.columnwise = columnwise;
-    GLN_CHECK(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &e->w));
-    GLN_CHECK(wcache_fill(L, e));
+    GLN_CHECK(gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &e->w));
+    GLN_CHECK(cache_entry_fill(L, e));
     *out = e;
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_wcache_unref(L->ctx, e);
+    gln_weight_cache_unref(L->ctx, e);
     return st;
 }
 
-gln_status_t gln_wcache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
-                            int need_col, gln_wcache_entry_t **out) {
-    gln_wcache_entry_t *e = L->cache;
+gln_status_t gln_weight_cache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row, int need_col,
+                                  gln_weight_cache_entry_t **out) {
+    gln_weight_cache_entry_t *e = L->cache;
     int has = e && (!need_row || e->rowwise) && (!need_col || e->columnwise);
     int reuse = 0, in_place = 0;
     if (mb == GLN_MICROBATCH_NEXT) reuse = has && e->version == L->weight_version;
@@ -69,14 +69,14 @@ gln_status_t gln_wcache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int ne
         return GLN_STATUS_SUCCESS;
     }
     if (in_place) {
-        GLN_TRY(wcache_fill(L, e));
+        GLN_TRY(cache_entry_fill(L, e));
         e->refs++;
         *out = e;
         return GLN_STATUS_SUCCESS;
     }
-    gln_wcache_entry_t *fresh = NULL;
-    GLN_TRY(wcache_new(L, need_row || (e && e->rowwise), need_col || (e && e->columnwise), &fresh));
-    gln_wcache_unref(L->ctx, L->cache);
+    gln_weight_cache_entry_t *fresh = NULL;
+    GLN_TRY(cache_entry_new(L, need_row || (e && e->rowwise), need_col || (e && e->columnwise), &fresh));
+    gln_weight_cache_unref(L->ctx, L->cache);
     L->cache = fresh;
     fresh->refs++;
     *out = fresh;

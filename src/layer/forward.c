@@ -58,7 +58,7 @@ static gln_status_t saved_create(gln_grouped_linear_t *L, const gln_grouped_line
 void gln_saved_free(gln_grouped_linear_saved_t *s) {
     if (!s) return;
     gln_grouped_linear_t *L = s->layer;
-    gln_lbuf_free(L->ctx, &s->x);
+    gln_group_buffer_free(L->ctx, &s->x);
     if (s->have_mw) gln_materialize_release(L, &s->mw);
     gln_ctx_free(L->ctx, s->splits_dev);
     free(s->splits_host);
@@ -81,16 +81,16 @@ static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_line
  * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (te-grouped-linear.md §2.3
  * step 4: the FP8 GEMM takes a 16-bit bias): the bias is rounded to bf16 (RNE) and widened
  * back to FP32 exactly, so the FP32 add sees the bf16 value. */
-static gln_status_t bias_list(gln_grouped_linear_t *L, gln_wset_t *b) {
+static gln_status_t bias_list(gln_grouped_linear_t *L, gln_weight_set_t *b) {
     void *const *src = L->biases;
     gln_dtype_t act = L->cfg.activation_dtype, pd = L->cfg.param_dtype;
     int via_bf16 = L->recipe.quantized && act == GLN_DTYPE_FP32;
-    GLN_TRY(gln_wset_wrap(L->n, pd, 1, L->kout, src, b));
+    GLN_TRY(gln_weight_set_wrap(L->n, pd, 1, L->kout, src, b));
     if (pd == act && !via_bf16) return GLN_STATUS_SUCCESS;
-    gln_wset_t params = *b, mid = {0};
-    gln_status_t st = gln_wset_alloc_hp(L->ctx, act, L->n, 1, L->kout, b);
+    gln_weight_set_t params = *b, mid = {0};
+    gln_status_t st = gln_weight_set_alloc_high_precision(L->ctx, act, L->n, 1, L->kout, b);
     if (st == GLN_STATUS_SUCCESS && via_bf16 && pd != GLN_DTYPE_BF16)
-        st = gln_wset_alloc_hp(L->ctx, GLN_DTYPE_BF16, L->n, 1, L->kout, &mid);
+        st = gln_weight_set_alloc_high_precision(L->ctx, GLN_DTYPE_BF16, L->n, 1, L->kout, &mid);
     for (int32_t i = 0; st == GLN_STATUS_SUCCESS && i < L->n; i++) {
         if (mid.t) {
             st = gln_op_cast(L->ctx, &params.t[i], &mid.t[i]);
@@ -99,29 +99,29 @@ static gln_status_t bias_list(gln_grouped_linear_t *L, gln_wset_t *b) {
             st = gln_op_cast(L->ctx, &params.t[i], &b->t[i]);
         }
     }
-    gln_wset_free(L->ctx, &mid);
-    gln_wset_free(L->ctx, &params);
-    if (st != GLN_STATUS_SUCCESS) gln_wset_free(L->ctx, b);
+    gln_weight_set_free(L->ctx, &mid);
+    gln_weight_set_free(L->ctx, &params);
+    if (st != GLN_STATUS_SUCCESS) gln_weight_set_free(L->ctx, b);
     return st;
 }
 
 /* The wgrad operand kept by the saved context. */
 static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                               const gln_lbuf_t *xw, gln_lbuf_t *xq) {
+                               const gln_group_buffer_t *xw, gln_group_buffer_t *xq) {
     if (L->recipe.quantized && !L->cfg.save_original_input) {
-        gln_lbuf_drop_rowwise(L->ctx, xq);
+        gln_group_buffer_drop_rowwise(L->ctx, xq);
         s->x = *xq;
         memset(xq, 0, sizeof *xq);
     } else {
         const gln_tensor_t *x = &xw->g.packed;
-        GLN_TRY(gln_lbuf_alloc_hp(L->ctx, x->dtype, x->rows, x->cols, L->n, gln_saved_splits(s),
-                                  s->splits_on_backend, &s->x));
+        GLN_TRY(gln_group_buffer_alloc_high_precision(L->ctx, x->dtype, x->rows, x->cols, L->n,
+                                                      gln_saved_splits(s), s->splits_on_backend, &s->x));
         size_t bytes;
         GLN_TRY(gln_shape_bytes(FN, "the saved input", x->rows, x->cols, gln_dtype_size(x->dtype), &bytes));
         if (bytes)
             GLN_TRY(L->ctx->ops->memcpy(L->ctx, s->x.g.packed.data, x->data, bytes,
                                         GLN_COPY_BACKEND_TO_BACKEND));
-        s->x_is_hp = 1;
+        s->x_is_high_precision = 1;
     }
     s->x.g.splits = gln_saved_splits(s);
     return GLN_STATUS_SUCCESS;
@@ -147,9 +147,9 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     gln_context_t *ctx = L->ctx;
     gln_status_t st = GLN_STATUS_SUCCESS;
     gln_grouped_linear_saved_t *s = NULL;
-    gln_lbuf_t xw = {0}, xq = {0}, yw = {0};
-    gln_mweights_t mw = {0};
-    gln_wset_t bias = {0};
+    gln_group_buffer_t xw = {0}, xq = {0}, yw = {0};
+    gln_materialized_weights_t mw = {0};
+    gln_weight_set_t bias = {0};
     void *ybuf = NULL;
     int quant = L->recipe.quantized;
     int need_wgrad = saved && weights_need_grad(L);
@@ -168,12 +168,13 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
         GLN_STEP(FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
         y.data = ybuf;
     }
-    GLN_STEP(FN, "grouping args->x", gln_lbuf_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
-    GLN_STEP(FN, "grouping args->y", gln_lbuf_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
+    GLN_STEP(FN, "grouping args->x", gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    GLN_STEP(FN, "grouping args->y", gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
     if (need_dgrad && L->dist && L->recipe.delayed)
         GLN_STEP(FN, "saving the weight scales", save_weight_scales(L, s));
     GLN_STEP(FN, "materializing the weights",
-             gln_materialize(L, GLN_MSTAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL, &mw));
+             gln_materialize(L, GLN_MATERIALIZE_STAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL,
+                             &mw));
     if (quant) GLN_STEP(FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
     if (L->cfg.bias) GLN_STEP(FN, "preparing the biases", bias_list(L, &bias));
     GLN_STEP(FN, "fprop GEMM into args->y",
@@ -208,10 +209,10 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     }
 fail:
     gln_materialize_release(L, &mw); /* no-op once handed over or released */
-    gln_wset_free(ctx, &bias);
-    gln_lbuf_free(ctx, &xq);
-    gln_lbuf_free(ctx, &xw);
-    gln_lbuf_free(ctx, &yw);
+    gln_weight_set_free(ctx, &bias);
+    gln_group_buffer_free(ctx, &xq);
+    gln_group_buffer_free(ctx, &xw);
+    gln_group_buffer_free(ctx, &yw);
     gln_ctx_free(ctx, ybuf);
     gln_saved_free(s);
     return st;

@@ -7,8 +7,8 @@
 #include "common/checked.h"
 #include "layer/layer.h"
 
-gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *x,
-                             const gln_tensor_t *bias, gln_lbuf_t *y) {
+gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *x,
+                             const gln_tensor_t *bias, gln_group_buffer_t *y) {
     gln_context_t *ctx = L->ctx;
     if (L->cfg.path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
@@ -21,14 +21,14 @@ gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, con
     }
     for (int32_t i = 0; i < L->n; i++) {
         if (x->g.splits[i] == 0) continue;
-        gln_tensor_t xi = gln_lbuf_member(x, i), yi = gln_lbuf_member(y, i);
+        gln_tensor_t xi = gln_group_buffer_member(x, i), yi = gln_group_buffer_member(y, i);
         GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_TN, &w[i], &xi, &yi, bias ? &bias[i] : NULL, 0));
     }
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *dy,
-                             gln_lbuf_t *dx) {
+gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *dy,
+                             gln_group_buffer_t *dx) {
     gln_context_t *ctx = L->ctx;
     if (L->cfg.path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
@@ -40,14 +40,14 @@ gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, con
     }
     for (int32_t i = 0; i < L->n; i++) {
         if (dy->g.splits[i] == 0) continue;
-        gln_tensor_t dyi = gln_lbuf_member(dy, i), dxi = gln_lbuf_member(dx, i);
+        gln_tensor_t dyi = gln_group_buffer_member(dy, i), dxi = gln_group_buffer_member(dx, i);
         GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_NN, &w[i], &dyi, &dxi, NULL, 0));
     }
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_lbuf_t *x,
-                             const gln_lbuf_t *dy, gln_tensor_t *d, int accumulate) {
+gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_group_buffer_t *x,
+                             const gln_group_buffer_t *dy, gln_tensor_t *d, int accumulate) {
     if (path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
         a.layout = GLN_LAYOUT_NT;
@@ -65,7 +65,7 @@ gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, con
             if (!accumulate) GLN_TRY(gln_ctx_zero(ctx, d[i].data, bytes));
             continue;
         }
-        gln_tensor_t xi = gln_lbuf_member(x, i), dyi = gln_lbuf_member(dy, i);
+        gln_tensor_t xi = gln_group_buffer_member(x, i), dyi = gln_group_buffer_member(dy, i);
         GLN_TRY(gln_op_gemm(ctx, GLN_LAYOUT_NT, &xi, &dyi, &d[i], NULL, accumulate));
     }
     return GLN_STATUS_SUCCESS;

@@ -16,7 +16,7 @@ static gln_status_t layer_setup(gln_grouped_linear_t *L) {
 
 static void layer_free(gln_grouped_linear_t *L) {
     gln_wgrad_queue_clear(L);
-    gln_wcache_unref(L->ctx, L->cache);
+    gln_weight_cache_unref(L->ctx, L->cache);
     gln_ctx_free(L->ctx, L->owned_y);
     gln_fp8_state_free(L->ctx, &L->fp8_fwd);
     gln_fp8_state_free(L->ctx, &L->fp8_bwd);

@@ -82,48 +82,48 @@ gln_status_t gln_fp8_state_host(const char *fn, gln_context_t *ctx, gln_fp8_stat
  * so the rowwise part can be dropped when only the columnwise copy is saved.  `offs` holds,
  * when the splits are known on the host, the first row of each member and each member's scale
  * offsets (3 arrays of N+1). */
-typedef struct gln_lbuf {
+typedef struct gln_group_buffer {
     gln_grouped_tensor_t g;
     void *mem_row, *mem_col, *mem_aux;
     int64_t *offs; /* host: row_start[N+1], srow[N+1], scol[N+1]; NULL without host splits */
-} gln_lbuf_t;
+} gln_group_buffer_t;
 
 /* High-precision [rows, cols] grouped buffer (dtype fp32/bf16/fp16). */
-gln_status_t gln_lbuf_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int64_t rows, int64_t cols,
-                               int32_t num, const int64_t *splits, int splits_on_backend,
-                               gln_lbuf_t *b);
+gln_status_t gln_group_buffer_alloc_high_precision(gln_context_t *ctx, gln_dtype_t dtype, int64_t rows,
+                                                   int64_t cols, int32_t num, const int64_t *splits,
+                                                   int splits_on_backend, gln_group_buffer_t *b);
 /* Quantized grouped buffer for cfg (mode, fp8 dtype, rowwise / columnwise). */
-gln_status_t gln_lbuf_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int64_t rows,
-                                  int64_t cols, int32_t num, const int64_t *splits,
-                                  int splits_on_backend, gln_lbuf_t *b);
-void gln_lbuf_free(gln_context_t *ctx, gln_lbuf_t *b);
+gln_status_t gln_group_buffer_alloc_quantized(gln_context_t *ctx, const gln_quant_config_t *cfg, int64_t rows,
+                                              int64_t cols, int32_t num, const int64_t *splits,
+                                              int splits_on_backend, gln_group_buffer_t *b);
+void gln_group_buffer_free(gln_context_t *ctx, gln_group_buffer_t *b);
 /* Free the rowwise half of a quantized buffer (keeps the columnwise copy). */
-void gln_lbuf_drop_rowwise(gln_context_t *ctx, gln_lbuf_t *b);
+void gln_group_buffer_drop_rowwise(gln_context_t *ctx, gln_group_buffer_t *b);
 /* Member i as a plain tensor view (needs host splits). */
-gln_tensor_t gln_lbuf_member(const gln_lbuf_t *b, int32_t i);
+gln_tensor_t gln_group_buffer_member(const gln_group_buffer_t *b, int32_t i);
 /* Describe caller memory (x, y, dy, dx) as an unowned grouped buffer (no storage freed). */
-gln_status_t gln_lbuf_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
-                           int splits_on_backend, gln_lbuf_t *b);
+gln_status_t gln_group_buffer_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
+                                   int splits_on_backend, gln_group_buffer_t *b);
 
 /* A zeroed buffer for a library-allocated output of t's shape and dtype (y, dx). */
 gln_status_t gln_output_alloc(gln_context_t *ctx, const gln_tensor_t *t, void **buf);
 
 /* N weights [rows, cols] (one allocation), high precision or quantized. */
-typedef struct gln_wset {
+typedef struct gln_weight_set {
     int32_t num;
     gln_tensor_t *t;     /* host array [N] */
     void *mem;           /* NULL when the tensors view caller memory */
     float *aux;          /* per-tensor modes: scale[N] then amax[N] (backend memory) */
-} gln_wset_t;
+} gln_weight_set_t;
 
-gln_status_t gln_wset_alloc_hp(gln_context_t *ctx, gln_dtype_t dtype, int32_t num, int64_t rows,
-                               int64_t cols, gln_wset_t *w);
-gln_status_t gln_wset_alloc_quant(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
-                                  int64_t rows, int64_t cols, gln_wset_t *w);
+gln_status_t gln_weight_set_alloc_high_precision(gln_context_t *ctx, gln_dtype_t dtype, int32_t num,
+                                                 int64_t rows, int64_t cols, gln_weight_set_t *w);
+gln_status_t gln_weight_set_alloc_quantized(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
+                                            int64_t rows, int64_t cols, gln_weight_set_t *w);
 /* Views of caller buffers (no storage). */
-gln_status_t gln_wset_wrap(int32_t num, gln_dtype_t dtype, int64_t rows, int64_t cols,
-                           void *const *ptrs, gln_wset_t *w);
-void gln_wset_free(gln_context_t *ctx, gln_wset_t *w);
+gln_status_t gln_weight_set_wrap(int32_t num, gln_dtype_t dtype, int64_t rows, int64_t cols,
+                                 void *const *ptrs, gln_weight_set_t *w);
+void gln_weight_set_free(gln_context_t *ctx, gln_weight_set_t *w);
 
 /* ---------------------------------------------------------------- cache.c */
 
@@ -131,17 +131,17 @@ void gln_wset_free(gln_context_t *ctx, gln_wset_t *w);
  * whose dgrad uses it holds another, so a later re-quantization never changes the weights an
  * in-flight backward will use (re-quantizing in place happens only when the layer's reference
  * is the only one; otherwise a fresh entry replaces it). */
-typedef struct gln_wcache_entry {
+typedef struct gln_weight_cache_entry {
     int refs;
     uint64_t version;
     int rowwise, columnwise;
-    gln_wset_t w;
-} gln_wcache_entry_t;
+    gln_weight_set_t w;
+} gln_weight_cache_entry_t;
 
-void gln_wcache_unref(gln_context_t *ctx, gln_wcache_entry_t *e);
+void gln_weight_cache_unref(gln_context_t *ctx, gln_weight_cache_entry_t *e);
 /* A new reference to cached weights holding at least the requested copies (policy in cache.c). */
-gln_status_t gln_wcache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
-                            int need_col, gln_wcache_entry_t **out);
+gln_status_t gln_weight_cache_get(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row, int need_col,
+                                  gln_weight_cache_entry_t **out);
 
 /* ---------------------------------------------------------------- the layer */
 
@@ -168,7 +168,7 @@ struct gln_grouped_linear {
     gln_fp8_state_t fp8_fwd, fp8_bwd;  /* FP8_DELAYED only */
 
     uint64_t weight_version;          /* bumped by weights_updated */
-    gln_wcache_entry_t *cache;        /* quantized plain weights (FP8 recipes) */
+    gln_weight_cache_entry_t *cache;  /* quantized plain weights (FP8 recipes) */
 
     gln_wgrad_item_t *queue_head, *queue_tail; /* delayed wgrad FIFO */
     int live_saved;                   /* saved contexts not yet released */
@@ -186,31 +186,34 @@ void gln_layer_params_free(gln_grouped_linear_t *L);
 
 /* ---------------------------------------------------------------- materialize.c */
 
-typedef enum gln_mstage { GLN_MSTAGE_FORWARD = 0, GLN_MSTAGE_BACKWARD = 1 } gln_mstage_t;
+typedef enum gln_materialize_stage {
+    GLN_MATERIALIZE_STAGE_FORWARD = 0,
+    GLN_MATERIALIZE_STAGE_BACKWARD = 1
+} gln_materialize_stage_t;
 
 /* Weights ready for one GEMM stage.  Exactly one of entry / temp / plain views holds them. */
-typedef struct gln_mweights {
+typedef struct gln_materialized_weights {
     const gln_tensor_t *w;            /* [N] GEMM operands */
-    gln_wcache_entry_t *entry;        /* cached quantized weights (a reference) */
-    gln_wset_t temp;                  /* owned cast / quantized copy, or views */
+    gln_weight_cache_entry_t *entry;  /* cached quantized weights (a reference) */
+    gln_weight_set_t temp;            /* owned cast / quantized copy, or views */
     gln_tensor_t *gathered;           /* distributed: materialized tensors [N] to release */
-} gln_mweights_t;
+} gln_materialized_weights_t;
 
 /* Produce the weights for a stage: fprop needs rowwise (and, when `need_col`, the columnwise
  * copy is made too for a later dgrad); dgrad (BACKWARD) needs columnwise.  replay_scales
  * (delayed scaling, distributed weights in backward; backend memory): quantize with these N
  * weight scales — the ones the forward used — and record no amax, so dgrad sees the same
  * quantized weights as with plain weights; NULL: the state's current scales, amax recorded. */
-gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_mstage_t stage, gln_microbatch_t mb,
+gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_materialize_stage_t stage, gln_microbatch_t mb,
                              int need_row, int need_col, const float *replay_scales,
-                             gln_mweights_t *mw);
+                             gln_materialized_weights_t *mw);
 /* Quantize N high-precision weights into dst (copies per cfg).  Delayed scaling uses the weight
  * slots 3i+1 and records their amax. */
 gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
                                   const gln_quant_config_t *cfg, const float *replay_scales,
-                                  gln_wset_t *dst);
+                                  gln_weight_set_t *dst);
 /* Hand distributed copies back, free temporaries, drop cache references. */
-gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw);
+gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_materialized_weights_t *mw);
 /* Distributed weights on a sharded group: the agreement every forward / backward runs once its
  * arguments are validated (call, recipe, fp8 format, dgrad, wgrad), planning `hooks` more
  * collective hooks in this call (docs/distributed.md).  A no-op for plain weights and for
@@ -223,18 +226,18 @@ gln_status_t gln_dist_agree_call(gln_grouped_linear_t *L, const char *fn, int ca
 typedef enum gln_role { GLN_ROLE_INPUT = 0, GLN_ROLE_GRAD = 1 } gln_role_t;
 /* Quantize the grouped activation `src` (host splits in src->offs on the split path) into a
  * new buffer with the requested copies; delayed scaling stages / records the role's slots. */
-gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_lbuf_t *src,
-                              int rowwise, int columnwise, gln_lbuf_t *out);
+gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
+                              int rowwise, int columnwise, gln_group_buffer_t *out);
 
 /* ---------------------------------------------------------------- gemm_stage.c */
 
-gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *x,
-                             const gln_tensor_t *bias, gln_lbuf_t *y);
-gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_lbuf_t *dy,
-                             gln_lbuf_t *dx);
+gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *x,
+                             const gln_tensor_t *bias, gln_group_buffer_t *y);
+gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *dy,
+                             gln_group_buffer_t *dx);
 /* dW_i = dy_iᵀ x_i into d[i] (accumulate or overwrite); empty experts give 0 / unchanged. */
-gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_lbuf_t *x,
-                             const gln_lbuf_t *dy, gln_tensor_t *d, int accumulate);
+gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_group_buffer_t *x,
+                             const gln_group_buffer_t *dy, gln_tensor_t *d, int accumulate);
 
 /* ---------------------------------------------------------------- saved context */
 
@@ -247,9 +250,9 @@ struct gln_grouped_linear_saved {
     int splits_on_backend;
     int64_t *splits_host;          /* host copy [N] (split path or host splits) */
     int64_t *splits_dev;           /* backend copy [N] (grouped path with backend splits) */
-    gln_lbuf_t x;                  /* wgrad operand: quantized columnwise copy or hp copy */
-    int x_is_hp;                   /* x holds the high-precision input */
-    gln_mweights_t mw;             /* plain weights kept for dgrad */
+    gln_group_buffer_t x;          /* wgrad operand: quantized columnwise or high-precision copy */
+    int x_is_high_precision;       /* x holds the high-precision input */
+    gln_materialized_weights_t mw; /* plain weights kept for dgrad */
     float *wscales;                /* delayed + distributed: the forward's weight scales [N]
                                       (backend memory) */
     int have_mw;
@@ -275,7 +278,7 @@ gln_status_t gln_validate_splits(const char *fn, const gln_context_t *ctx, const
 
 struct gln_wgrad_item {
     gln_wgrad_item_t *next;
-    gln_lbuf_t x, dy;              /* wgrad operands (owned) */
+    gln_group_buffer_t x, dy;      /* wgrad operands (owned) */
     int64_t *splits_host, *splits_dev;
     gln_tensor_t *d;               /* [N] outputs (views of layer / caller gradient buffers) */
     int accumulate;

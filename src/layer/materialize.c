@@ -17,7 +17,7 @@
 
 gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
                                   const gln_quant_config_t *cfg, const float *replay_scales,
-                                  gln_wset_t *dst) {
+                                  gln_weight_set_t *dst) {
     gln_context_t *ctx = L->ctx;
     int32_t n = dst->num;
     int record = L->recipe.delayed && !replay_scales;
@@ -31,12 +31,12 @@ gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *s
 
 /* Cast N weights to `dtype` into a new set. */
 static gln_status_t weights_cast(gln_grouped_linear_t *L, const gln_tensor_t *src, gln_dtype_t dtype,
-                                 gln_wset_t *dst) {
-    GLN_TRY(gln_wset_alloc_hp(L->ctx, dtype, L->n, L->kout, L->kin, dst));
+                                 gln_weight_set_t *dst) {
+    GLN_TRY(gln_weight_set_alloc_high_precision(L->ctx, dtype, L->n, L->kout, L->kin, dst));
     for (int32_t i = 0; i < L->n; i++) {
         gln_status_t st = gln_op_cast(L->ctx, &src[i], &dst->t[i]);
         if (st != GLN_STATUS_SUCCESS) {
-            gln_wset_free(L->ctx, dst);
+            gln_weight_set_free(L->ctx, dst);
             return st;
         }
     }
@@ -44,32 +44,32 @@ static gln_status_t weights_cast(gln_grouped_linear_t *L, const gln_tensor_t *sr
 }
 
 static gln_status_t materialize_plain(gln_grouped_linear_t *L, gln_microbatch_t mb, int need_row,
-                                      int need_col, gln_mweights_t *mw) {
+                                      int need_col, gln_materialized_weights_t *mw) {
     if (L->recipe.quantized && mb == GLN_MICROBATCH_UNSET) {
-        gln_wset_t src;
+        gln_weight_set_t src;
         gln_quant_config_t cfg = L->recipe.weight;
         cfg.rowwise = need_row;
         cfg.columnwise = need_col;
-        GLN_TRY(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
-        GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
+        GLN_TRY(gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
+        GLN_TRY(gln_weight_set_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &src));
         gln_status_t st = gln_weights_quantize(L, src.t, &cfg, NULL, &mw->temp);
-        gln_wset_free(L->ctx, &src);
+        gln_weight_set_free(L->ctx, &src);
         GLN_TRY(st);
         mw->w = mw->temp.t;
         return GLN_STATUS_SUCCESS;
     }
     if (L->recipe.quantized) {
-        GLN_TRY(gln_wcache_get(L, mb, need_row, need_col, &mw->entry));
+        GLN_TRY(gln_weight_cache_get(L, mb, need_row, need_col, &mw->entry));
         mw->w = mw->entry->w.t;
         return GLN_STATUS_SUCCESS;
     }
     gln_dtype_t act = L->cfg.activation_dtype;
-    GLN_TRY(gln_wset_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &mw->temp));
+    GLN_TRY(gln_weight_set_wrap(L->n, L->cfg.param_dtype, L->kout, L->kin, L->weights, &mw->temp));
     if (L->cfg.param_dtype != act) {
-        gln_wset_t params = mw->temp;
+        gln_weight_set_t params = mw->temp;
         memset(&mw->temp, 0, sizeof mw->temp);
         gln_status_t st = weights_cast(L, params.t, act, &mw->temp);
-        gln_wset_free(L->ctx, &params);
+        gln_weight_set_free(L->ctx, &params);
         GLN_TRY(st);
     }
     mw->w = mw->temp.t;
@@ -110,15 +110,18 @@ static gln_status_t dist_validate(gln_grouped_linear_t *L, const char *hook, con
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_mstage_t stage, int need_row,
-                                     int need_col, const float *replay_scales, gln_mweights_t *mw) {
+static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_materialize_stage_t stage, int need_row,
+                                     int need_col, const float *replay_scales,
+                                     gln_materialized_weights_t *mw) {
     gln_status_t st;
     const gln_dist_weights_t *d = L->dist;
-    const char *hook = stage == GLN_MSTAGE_FORWARD ? "materialize_forward" : "materialize_backward";
+    const char *hook =
+        stage == GLN_MATERIALIZE_STAGE_FORWARD ? "materialize_forward" : "materialize_backward";
     gln_tensor_t *g = calloc((size_t)L->n, sizeof *g);
     if (!g) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "out of host memory");
     GLN_DIST_HOOK(st, hook, -1,
-                  stage == GLN_MSTAGE_FORWARD ? d->materialize_forward(d->impl, g) : d->materialize_backward(d->impl, g));
+                  stage == GLN_MATERIALIZE_STAGE_FORWARD ? d->materialize_forward(d->impl, g)
+                                                         : d->materialize_backward(d->impl, g));
     if (st != GLN_STATUS_SUCCESS) {
         free(g);
         return st;
@@ -129,7 +132,7 @@ static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_mstage_t stage
         gln_quant_config_t cfg = L->recipe.weight;
         cfg.rowwise = need_row;
         cfg.columnwise = need_col;
-        GLN_CHECK(gln_wset_alloc_quant(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
+        GLN_CHECK(gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
         GLN_CHECK(gln_weights_quantize(L, g, &cfg, replay_scales, &mw->temp));
         mw->w = mw->temp.t;
     } else if (!L->recipe.quantized && g[0].dtype != L->cfg.activation_dtype) {
@@ -144,22 +147,22 @@ fail:
     return st;
 }
 
-gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_mstage_t stage, gln_microbatch_t mb,
+gln_status_t gln_materialize(gln_grouped_linear_t *L, gln_materialize_stage_t stage, gln_microbatch_t mb,
                              int need_row, int need_col, const float *replay_scales,
-                             gln_mweights_t *mw) {
+                             gln_materialized_weights_t *mw) {
     memset(mw, 0, sizeof *mw);
     if (L->dist) return materialize_dist(L, stage, need_row, need_col, replay_scales, mw);
     return materialize_plain(L, mb, need_row, need_col, mw);
 }
 
-gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_mweights_t *mw) {
+gln_status_t gln_materialize_release(gln_grouped_linear_t *L, gln_materialized_weights_t *mw) {
     gln_status_t st = GLN_STATUS_SUCCESS;
     if (mw->gathered) {
         GLN_DIST_HOOK(st, "release", -1, L->dist->release(L->dist->impl, mw->gathered));
         free(mw->gathered);
     }
-    gln_wset_free(L->ctx, &mw->temp);
-    gln_wcache_unref(L->ctx, mw->entry);
+    gln_weight_set_free(L->ctx, &mw->temp);
+    gln_weight_cache_unref(L->ctx, mw->entry);
     memset(mw, 0, sizeof *mw);
     return st;
 }

@@ -17,8 +17,8 @@ void gln_wgrad_queue_push(gln_grouped_linear_t *L, gln_wgrad_item_t *item) {
 
 void gln_wgrad_item_free(gln_context_t *ctx, gln_wgrad_item_t *item) {
     if (!item) return;
-    gln_lbuf_free(ctx, &item->x);
-    gln_lbuf_free(ctx, &item->dy);
+    gln_group_buffer_free(ctx, &item->x);
+    gln_group_buffer_free(ctx, &item->dy);
     gln_ctx_free(ctx, item->splits_dev);
     free(item->splits_host);
     free(item->d);

@@ -135,7 +135,7 @@ void gln_cpu_gemm_ws_need(gln_gemm_layout_t layout, const gln_tensor_t *A, const
         const gln_cpu_gemm_kind_t kind = gln_cpu_gemm_kind(layout, A, B);
         a_n = gln_cpu_operand_floats(A, kind);
         b_n = gln_cpu_operand_floats(B, kind);
-        if (kind == GLN_CPU_GEMM_BLOCK) partial_n = mn, sa_n = (size_t)d.n, sb_n = (size_t)d.m;
+        if (kind == GLN_CPU_GEMM_KIND_BLOCK) partial_n = mn, sa_n = (size_t)d.n, sb_n = (size_t)d.m;
     }
     if (D->dtype != GLN_DTYPE_FP32) acc_n = mn;
     grow(&ws->a_n, a_n);
@@ -211,7 +211,7 @@ gln_status_t gln_cpu_gemm_run(gln_gemm_layout_t layout, const gln_tensor_t *A, c
         gln_cpu_operand_t oa, ob;
         GLN_TRY(gln_cpu_operand_prepare(A, gln_cpu_layout_a_columnwise(layout), kind, ws->a, &oa));
         GLN_TRY(gln_cpu_operand_prepare(B, gln_cpu_layout_b_columnwise(layout), kind, ws->b, &ob));
-        if (kind == GLN_CPU_GEMM_BLOCK) {
+        if (kind == GLN_CPU_GEMM_KIND_BLOCK) {
             if (!filled) memset(acc, 0, mn * sizeof(float));
             gemm_tiled(layout, &oa, &ob, d, 1.0f, 1.0f, acc, ws, 1);
         } else {

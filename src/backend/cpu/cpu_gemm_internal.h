@@ -20,10 +20,10 @@
 #define GLN_CPU_BLOCK_K 128
 
 typedef enum gln_cpu_gemm_kind {
-    GLN_CPU_GEMM_PLAIN = 0,
-    GLN_CPU_GEMM_TENSOR = 1,
-    GLN_CPU_GEMM_DEQUANT = 2,
-    GLN_CPU_GEMM_BLOCK = 3
+    GLN_CPU_GEMM_KIND_PLAIN = 0,
+    GLN_CPU_GEMM_KIND_TENSOR = 1,
+    GLN_CPU_GEMM_KIND_DEQUANT = 2,
+    GLN_CPU_GEMM_KIND_BLOCK = 3
 } gln_cpu_gemm_kind_t;
 
 /* An operand as sgemm sees it. */

@@ -52,17 +52,17 @@ static int block_scales_pow2(const gln_tensor_t *t, int columnwise) {
 
 gln_cpu_gemm_kind_t gln_cpu_gemm_kind(gln_gemm_layout_t layout, const gln_tensor_t *A,
                                       const gln_tensor_t *B) {
-    if (!gln_dtype_is_fp8(A->dtype)) return GLN_CPU_GEMM_PLAIN;
-    if (A->scaling == GLN_SCALING_TENSOR) return GLN_CPU_GEMM_TENSOR;
-    if (A->scaling == GLN_SCALING_MXFP8_1D) return GLN_CPU_GEMM_DEQUANT;
+    if (!gln_dtype_is_fp8(A->dtype)) return GLN_CPU_GEMM_KIND_PLAIN;
+    if (A->scaling == GLN_SCALING_TENSOR) return GLN_CPU_GEMM_KIND_TENSOR;
+    if (A->scaling == GLN_SCALING_MXFP8_1D) return GLN_CPU_GEMM_KIND_DEQUANT;
     if (block_scales_pow2(A, gln_cpu_layout_a_columnwise(layout)) &&
         block_scales_pow2(B, gln_cpu_layout_b_columnwise(layout)))
-        return GLN_CPU_GEMM_DEQUANT;
-    return GLN_CPU_GEMM_BLOCK;
+        return GLN_CPU_GEMM_KIND_DEQUANT;
+    return GLN_CPU_GEMM_KIND_BLOCK;
 }
 
 size_t gln_cpu_operand_floats(const gln_tensor_t *t, gln_cpu_gemm_kind_t kind) {
-    if (kind == GLN_CPU_GEMM_PLAIN && t->dtype == GLN_DTYPE_FP32) return 0;
+    if (kind == GLN_CPU_GEMM_KIND_PLAIN && t->dtype == GLN_DTYPE_FP32) return 0;
     return (size_t)t->rows * (size_t)t->cols;
 }
 
@@ -75,7 +75,7 @@ gln_status_t gln_cpu_operand_prepare(const gln_tensor_t *t, int columnwise, gln_
     op->ld = t->cols;
     op->decode_scale = 1.0f;
     switch (kind) {
-    case GLN_CPU_GEMM_PLAIN:
+    case GLN_CPU_GEMM_KIND_PLAIN:
         if (t->dtype == GLN_DTYPE_FP32) {
             op->values = t->data; /* no copy: sgemm reads the caller's buffer */
         } else {
@@ -83,18 +83,18 @@ gln_status_t gln_cpu_operand_prepare(const gln_tensor_t *t, int columnwise, gln_
             op->values = scratch;
         }
         return GLN_STATUS_SUCCESS;
-    case GLN_CPU_GEMM_DEQUANT:
+    case GLN_CPU_GEMM_KIND_DEQUANT:
         op->values = scratch;
         return count ? gln_cpu_dequantize_to_f32(t, columnwise, scratch) : GLN_STATUS_SUCCESS;
-    case GLN_CPU_GEMM_TENSOR:
-    case GLN_CPU_GEMM_BLOCK:
+    case GLN_CPU_GEMM_KIND_TENSOR:
+    case GLN_CPU_GEMM_KIND_BLOCK:
         /* Raw FP8 values of the copy, in its physical orientation. */
         gln_cpu_widen_fp8(columnwise ? t->col_data : t->data, t->dtype, count, scratch);
         op->values = scratch;
         /* TENSOR and BLOCK columnwise copies are stored [cols, rows]: sgemm flips its flag. */
         op->transposed = columnwise && gln_scaling_transposes(t->scaling);
         op->ld = op->transposed ? t->rows : t->cols;
-        if (kind == GLN_CPU_GEMM_TENSOR)
+        if (kind == GLN_CPU_GEMM_KIND_TENSOR)
             op->decode_scale = *(const float *)(columnwise ? t->col_scale_inv : t->scale_inv);
         return GLN_STATUS_SUCCESS;
     }
