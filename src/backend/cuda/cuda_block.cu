@@ -105,9 +105,15 @@ __device__ __forceinline__ float bq_absmax(float a, float x) {
     return bq_max<NANP>(a, __uint_as_float(__float_as_uint(x) & 0x7FFFFFFFu));
 }
 
+/* Build with -DGLN_BLOCK_SOFT_CONVERT to use the numerics.h conversions instead of the hardware
+ * ones (slower; for bisecting a mismatch that gln_cuda_block_selfcheck reports). */
 __device__ __forceinline__ float bq_fp16(uint32_t h) {
+#ifdef GLN_BLOCK_SOFT_CONVERT
+    return gln_fp16_bits_to_f32((uint16_t)h);
+#else
     const float f = __half2float(__ushort_as_half((unsigned short)h));
     return __uint_as_float(__float_as_uint(f) | ((h & 0x8000u) << 16)); /* a NaN keeps its sign */
+#endif
 }
 
 template <int IN>
@@ -133,7 +139,7 @@ __device__ __forceinline__ void bq_unpack2(uint32_t w, float *lo, float *hi) {
  * gln_f32_to_e5m2_bits for every non-NaN input (NaN: see bq_nan_byte). */
 template <bool E5M2>
 __device__ __forceinline__ uint32_t bq_cvt2(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(GLN_BLOCK_SOFT_CONVERT)
     return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
 #else
     return E5M2 ? gln_f32_to_e5m2_bits(lo) | ((uint32_t)gln_f32_to_e5m2_bits(hi) << 8)
