@@ -1,0 +1,261 @@
+/* GPU quantization benchmark: per-tensor FP8 (current scaling rowwise, current rowwise +
+ * transposed, delayed rowwise + transposed) and MXFP8 (rowwise + columnwise) on the CUDA backend,
+ * through the public API only (gln_quantize, gln_grouped_quantize).
+ *
+ * Sizes: one 16384 x 8192 tensor, and the x, dy and expert weights of the MoE shapes of
+ * PERFORMANCE.md (Mixtral FC1 E8 T4096 K4096 N14336, DeepSeek-like E32 T512 K7168 N2048,
+ * Qwen3-like E128 T128 K2048 N768), x and dy as grouped tensors of E members with uniform device
+ * splits, the weights as a grouped tensor of E members [N, K].  Then the grouped-launch check of
+ * issue 9: the 128 Qwen3-like weights grouped (host and device splits) against the same bytes as
+ * one tensor.
+ *
+ * Figures: useful GB/s = (input read once + every output byte written once, scales included) /
+ * time, and that over the bandwidth of a device-to-device copy (bytes read + written) measured in
+ * the same run.  Time: CUDA events around each call on the context's stream, median of `repeat`
+ * calls after `warmup`; inputs below 128 MB rotate over enough copies that a call never finds its
+ * input in the 50 MB L2.
+ *
+ * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
+ *        (exit 77 without a GPU) */
+#include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
+
+#include <cuda_runtime.h>
+
+#define ROTATE_BYTES ((size_t)128 << 20)
+
+static int g_repeat = 30, g_warmup = 5;
+static const char *g_only = NULL;
+
+static void cuda_try(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+/* ---- timing ------------------------------------------------------------------------------------ */
+
+typedef void (*call_fn)(void *arg, int k);
+
+/* Median milliseconds of one call of fn(arg, k) (k = the call's index, for rotating inputs). */
+static double median_ms(gln_context_t *ctx, call_fn fn, void *arg) {
+    cudaStream_t st = (cudaStream_t)gln_context_stream(ctx);
+    cudaEvent_t a, b;
+    cuda_try(cudaEventCreate(&a), "cudaEventCreate");
+    cuda_try(cudaEventCreate(&b), "cudaEventCreate");
+    for (int i = 0; i < g_warmup; i++) fn(arg, i);
+    TRY(gln_synchronize(ctx));
+    double *t = malloc((size_t)g_repeat * sizeof *t);
+    for (int r = 0; r < g_repeat; r++) {
+        cuda_try(cudaEventRecord(a, st), "cudaEventRecord");
+        fn(arg, g_warmup + r);
+        cuda_try(cudaEventRecord(b, st), "cudaEventRecord");
+        cuda_try(cudaEventSynchronize(b), "cudaEventSynchronize");
+        float ms = 0.0f;
+        cuda_try(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+        t[r] = ms;
+    }
+    qsort(t, (size_t)g_repeat, sizeof *t, cmp_double);
+    const double m = t[g_repeat / 2];
+    free(t);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return m;
+}
+
+/* ---- the copy ceiling ---------------------------------------------------------------------------- */
+
+typedef struct copy_arg {
+    gln_context_t *ctx;
+    void *src, *dst;
+    size_t bytes;
+} copy_arg_t;
+
+static void copy_call(void *p, int k) {
+    copy_arg_t *c = p;
+    (void)k;
+    TRY(gln_memcpy(c->ctx, c->dst, c->src, c->bytes, GLN_COPY_BACKEND_TO_BACKEND));
+}
+
+/* Device-to-device copy bandwidth, GB/s of bytes read + written (512 MB: far past L2). */
+static double copy_gbps(gln_context_t *ctx) {
+    copy_arg_t c = {ctx, NULL, NULL, (size_t)512 << 20};
+    c.src = device_random(ctx, GLN_DTYPE_BF16, c.bytes / 2, 1);
+    TRY(gln_malloc(ctx, c.bytes, &c.dst));
+    const double ms = median_ms(ctx, copy_call, &c);
+    TRY(gln_free(ctx, c.src));
+    TRY(gln_free(ctx, c.dst));
+    return 2.0 * (double)c.bytes / (ms * 1e6);
+}
+
+/* ---- one quantization problem ----------------------------------------------------------------- */
+
+typedef enum kind { K_CUR_R, K_CUR_RT, K_DEL_RT, K_MX_RC, K_COUNT } kind_t;
+static const char *kind_names[] = {"tensor-current R", "tensor-current R+T", "tensor-delayed R+T", "mxfp8 R+C"};
+
+typedef struct problem {
+    gln_context_t *ctx;
+    gln_quant_config_t cfg;
+    gln_dtype_t dtype;
+    int32_t num;                /* 0: one tensor through gln_quantize; else grouped members */
+    int64_t rows, cols;
+    int64_t *splits;            /* host [num] */
+    void *splits_dev;           /* device copy */
+    int device_splits;
+    int nx;                     /* rotating inputs */
+    void **x;
+    void *q, *qt, *s, *cs;
+    float *amax, *scale;        /* [max(num, 1)] */
+    size_t useful_bytes;
+} problem_t;
+
+static gln_quant_config_t kind_cfg(kind_t k) {
+    gln_quant_config_t c = GLN_QUANT_CONFIG_INIT;
+    c.mode = k == K_MX_RC ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
+    c.rowwise = 1;
+    c.columnwise = k != K_CUR_R;
+    c.delayed = k == K_DEL_RT;
+    return c;
+}
+
+static void problem_init(gln_context_t *ctx, problem_t *p, kind_t k, gln_dtype_t dt, int32_t num, int64_t rows,
+                         int64_t cols, int device_splits) {
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx, p->cfg = kind_cfg(k), p->dtype = dt, p->num = num, p->rows = rows, p->cols = cols;
+    p->device_splits = device_splits;
+    const size_t es = dt == GLN_DTYPE_FP32 ? 4 : 2, n = (size_t)rows * (size_t)cols, in_bytes = n * es;
+    p->nx = in_bytes >= ROTATE_BYTES ? 1 : (int)((ROTATE_BYTES + in_bytes - 1) / in_bytes);
+    p->x = malloc((size_t)p->nx * sizeof *p->x);
+    for (int i = 0; i < p->nx; i++) p->x[i] = device_random(ctx, dt, n, 7 + (uint64_t)i);
+    const int32_t members = num ? num : 1;
+    int64_t sr = 1, sc = 1;
+    if (num) {
+        p->splits = malloc((size_t)num * sizeof *p->splits);
+        for (int32_t i = 0; i < num; i++) p->splits[i] = rows / num + (i < rows % num);
+        TRY(gln_malloc(ctx, (size_t)num * sizeof(int64_t), &p->splits_dev));
+        TRY(gln_memcpy(ctx, p->splits_dev, p->splits, (size_t)num * sizeof(int64_t), GLN_COPY_HOST_TO_BACKEND));
+        TRY(gln_grouped_scale_bound(p->cfg.mode, num, rows, cols, &sr, &sc));
+    } else {
+        gln_quant_layout_t l;
+        TRY(gln_quant_layout(p->cfg.mode, p->cfg.fp8_dtype, rows, cols, &l));
+        sr = (int64_t)(l.scale_bytes / (p->cfg.mode == GLN_SCALING_MXFP8_1D ? 1 : 4));
+        sc = (int64_t)(l.col_scale_bytes / (p->cfg.mode == GLN_SCALING_MXFP8_1D ? 1 : 4));
+    }
+    const size_t ses = p->cfg.mode == GLN_SCALING_MXFP8_1D ? 1 : 4;
+    TRY(gln_malloc(ctx, n, &p->q));
+    TRY(gln_malloc(ctx, (size_t)sr * ses, &p->s));
+    p->useful_bytes = in_bytes + n + (size_t)sr * ses;
+    if (p->cfg.columnwise) {
+        TRY(gln_malloc(ctx, n, &p->qt));
+        TRY(gln_malloc(ctx, (size_t)sc * ses, &p->cs));
+        p->useful_bytes += n + (size_t)sc * ses;
+    }
+    float *h = malloc((size_t)members * sizeof *h);
+    TRY(gln_malloc(ctx, (size_t)members * sizeof(float), (void **)&p->amax));
+    TRY(gln_malloc(ctx, (size_t)members * sizeof(float), (void **)&p->scale));
+    for (int32_t i = 0; i < members; i++) h[i] = 0.0f;
+    TRY(gln_memcpy(ctx, p->amax, h, (size_t)members * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
+    for (int32_t i = 0; i < members; i++) h[i] = 64.0f; /* delayed: a scale that keeps |x| < 1 in range */
+    TRY(gln_memcpy(ctx, p->scale, h, (size_t)members * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
+    free(h);
+}
+
+static void problem_free(problem_t *p) {
+    for (int i = 0; i < p->nx; i++) TRY(gln_free(p->ctx, p->x[i]));
+    void *bufs[] = {p->q, p->qt, p->s, p->cs, p->amax, p->scale, p->splits_dev};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) TRY(gln_free(p->ctx, bufs[i]));
+    free(p->x);
+    free(p->splits);
+}
+
+static void quantize_call(void *arg, int k) {
+    problem_t *p = arg;
+    gln_tensor_t in = gln_tensor_make(p->dtype, p->rows, p->cols, p->x[k % p->nx]);
+    gln_tensor_t out = {p->cfg.fp8_dtype, p->rows, p->cols, p->q, p->cfg.mode, p->s, p->qt, p->cs, p->amax, p->scale};
+    if (!p->num) {
+        TRY(gln_quantize(p->ctx, &p->cfg, &in, &out));
+        return;
+    }
+    const int64_t *sp = p->device_splits ? (const int64_t *)p->splits_dev : p->splits;
+    gln_grouped_tensor_t gi = {p->num, sp, p->device_splits, in};
+    gln_grouped_tensor_t go = {p->num, sp, p->device_splits, out};
+    TRY(gln_grouped_quantize(p->ctx, &p->cfg, &gi, &go));
+}
+
+/* Time one problem and print its line; returns the median ms. */
+static double run(gln_context_t *ctx, const char *label, kind_t k, gln_dtype_t dt, int32_t num, int64_t rows,
+                  int64_t cols, int device_splits, double copy) {
+    char name[200];
+    snprintf(name, sizeof name, "%-22s %-18s", label, kind_names[k]);
+    if (g_only && !strstr(name, g_only)) return 0.0;
+    problem_t p;
+    problem_init(ctx, &p, k, dt, num, rows, cols, device_splits);
+    const double ms = median_ms(ctx, quantize_call, &p);
+    const double gbps = (double)p.useful_bytes / (ms * 1e6);
+    char shape[64];
+    if (num) snprintf(shape, sizeof shape, "%d x [%lld, %lld]%s", (int)num, (long long)(rows / num), (long long)cols,
+                      device_splits ? " dev" : " host");
+    else snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)rows, (long long)cols);
+    printf("%s %-26s %9.1f us %8.0f GB/s %6.1f%% of copy\n", name, shape, ms * 1e3, gbps, 100.0 * gbps / copy);
+    fflush(stdout);
+    problem_free(&p);
+    return ms;
+}
+
+typedef struct moe {
+    const char *name;
+    int32_t experts;
+    int64_t tokens, k, n; /* tokens per expert, hidden (K_in), expert FFN (K_out) */
+} moe_t;
+
+static const moe_t moes[] = {
+    {"mixtral-fc1", 8, 4096, 4096, 14336}, {"deepseek", 32, 512, 7168, 2048}, {"qwen3", 128, 128, 2048, 768}};
+
+int main(int argc, char **argv) {
+    gln_dtype_t dt = GLN_DTYPE_BF16;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--repeat") && i + 1 < argc) g_repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) g_warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *d = argv[++i];
+            dt = !strcmp(d, "fp32") ? GLN_DTYPE_FP32 : !strcmp(d, "fp16") ? GLN_DTYPE_FP16 : GLN_DTYPE_BF16;
+        } else {
+            fprintf(stderr,
+                    "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]\n");
+            return 2;
+        }
+    }
+    if (g_repeat < 1) g_repeat = 1;
+    gln_context_t *ctx = bench_cuda_context();
+    const double copy = copy_gbps(ctx);
+    printf("device-to-device copy: %.0f GB/s (read + written); input %s; median of %d after %d warm-up\n", copy,
+           gln_dtype_name(dt), g_repeat, g_warmup);
+    for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
+    for (size_t m = 0; m < sizeof moes / sizeof moes[0]; m++) {
+        const moe_t *s = &moes[m];
+        char label[64];
+        const int64_t M = s->experts * s->tokens;
+        for (int k = 0; k < K_COUNT; k++) {
+            snprintf(label, sizeof label, "%s x", s->name);
+            run(ctx, label, (kind_t)k, dt, s->experts, M, s->k, 1, copy);
+            snprintf(label, sizeof label, "%s dy", s->name);
+            run(ctx, label, (kind_t)k, dt, s->experts, M, s->n, 1, copy);
+            snprintf(label, sizeof label, "%s weights", s->name);
+            run(ctx, label, (kind_t)k, dt, s->experts, s->experts * s->n, s->k, 1, copy);
+        }
+    }
+    /* issue 9: 128 expert weights in one grouped launch vs the same bytes as one tensor */
+    printf("grouped launch vs one tensor (qwen3 weights, 128 x [768, 2048]):\n");
+    for (int k = 0; k < K_COUNT; k++) {
+        const double one = run(ctx, "qwen3-w one tensor", (kind_t)k, dt, 0, 128 * 768, 2048, 0, copy);
+        const double dev = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 1, copy);
+        const double host = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 0, copy);
+        if (one > 0.0)
+            printf("  %-18s grouped / one tensor: device splits %.3f, host splits %.3f\n", kind_names[k], dev / one,
+                   host / one);
+    }
+    gln_context_destroy(ctx);
+    return 0;
+}
