@@ -41,8 +41,8 @@ static gln_status_t check_shapes_and_types(const gln_grouped_linear_config_t *c)
                             c->in_features, &per_expert));
     GLN_TRY(gln_check_elems(FN, "cfg->num_experts x out_features x in_features", c->num_experts,
                             per_expert, NULL));
-    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->param_dtype), "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN,
-                    gln_dtype_name(c->param_dtype));
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->param_dtype),
+                    "%s: cfg->param_dtype %s must be fp32, bf16 or fp16", FN, gln_dtype_name(c->param_dtype));
     GLN_REQUIRE_ARG(gln_dtype_is_high_precision(c->activation_dtype),
                     "%s: cfg->activation_dtype %s must be fp32, bf16 or fp16", FN,
                     gln_dtype_name(c->activation_dtype));

@@ -4,6 +4,7 @@
 #include "common/checked.h"
 #include "common/context.h"
 #include "common/error.h"
+#include "tensor/tensor.h"
 
 gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx) {
     GLN_REQUIRE_NOT_NULL(fn, ctx);
@@ -13,9 +14,8 @@ gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx) {
 gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_tensor_t *t,
                                   int64_t rows, int64_t cols) {
     GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);
-    GLN_REQUIRE_ARG(t->dtype == GLN_DTYPE_FP32 || t->dtype == GLN_DTYPE_BF16 ||
-                        t->dtype == GLN_DTYPE_FP16,
-                    "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name, gln_dtype_name(t->dtype));
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(t->dtype), "%s: %s->dtype %s must be fp32, bf16 or fp16", fn,
+                    name, gln_dtype_name(t->dtype));
     GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
                     "%s: %s->scaling %d must be GLN_SCALING_NONE (high precision)", fn, name,
                     (int)t->scaling);

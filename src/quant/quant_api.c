@@ -49,13 +49,13 @@ static gln_status_t gln_quant_config_read(const char *fn, const gln_quant_config
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t gln_check_hp(const char *fn, const char *name, const gln_tensor_t *t) {
+static gln_status_t gln_check_high_precision(const char *fn, const char *name, const gln_tensor_t *t) {
     GLN_TRY(gln_tensor_validate(fn, name, t));
     GLN_REQUIRE_ARG(t->scaling == GLN_SCALING_NONE,
                     "%s: %s->scaling %d must be NONE (0): a high-precision tensor", fn, name,
                     (int)t->scaling);
-    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(t->dtype), "%s: %s->dtype %s must be fp32, bf16 or fp16", fn, name,
-                    gln_dtype_name(t->dtype));
+    GLN_REQUIRE_ARG(gln_dtype_is_high_precision(t->dtype), "%s: %s->dtype %s must be fp32, bf16 or fp16", fn,
+                    name, gln_dtype_name(t->dtype));
     return GLN_STATUS_SUCCESS;
 }
 
@@ -94,7 +94,7 @@ gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, con
     gln_quant_config_t c;
     GLN_REQUIRE_NOT_NULL(fn, ctx);
     GLN_TRY(gln_quant_config_read(fn, cfg, &c));
-    GLN_TRY(gln_check_hp(fn, "in", in));
+    GLN_TRY(gln_check_high_precision(fn, "in", in));
     GLN_TRY(gln_check_quant_out(fn, "out", &c, out, in->rows * in->cols > 0));
     GLN_REQUIRE_ARG(out->rows == in->rows && out->cols == in->cols,
                     "%s: out is %lld x %lld, must match in (%lld x %lld)", fn, (long long)out->rows,
@@ -116,7 +116,7 @@ gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int colu
     GLN_REQUIRE_ARG((columnwise ? in->col_scale_inv : in->scale_inv) || !nonempty,
                     "%s: in->%s must not be NULL (the %s copy)", fn,
                     columnwise ? "col_scale_inv" : "scale_inv", copy);
-    GLN_TRY(gln_check_hp(fn, "out", out));
+    GLN_TRY(gln_check_high_precision(fn, "out", out));
     GLN_REQUIRE_ARG(out->rows == in->rows && out->cols == in->cols,
                     "%s: out is %lld x %lld, must match in (%lld x %lld)", fn, (long long)out->rows,
                     (long long)out->cols, (long long)in->rows, (long long)in->cols);
@@ -132,7 +132,7 @@ gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *
     GLN_TRY(gln_quant_config_read(fn, cfg, &c));
     GLN_TRY(gln_grouped_validate(fn, "in", in));
     GLN_TRY(gln_grouped_validate(fn, "out", out));
-    GLN_TRY(gln_check_hp(fn, "in->packed", &in->packed));
+    GLN_TRY(gln_check_high_precision(fn, "in->packed", &in->packed));
     GLN_TRY(gln_check_quant_out(fn, "out->packed", &c, &out->packed, in->packed.rows * in->packed.cols > 0));
     GLN_REQUIRE_ARG(out->num == in->num, "%s: out->num %d must equal in->num %d", fn, (int)out->num,
                     (int)in->num);

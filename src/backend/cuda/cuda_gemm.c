@@ -60,7 +60,7 @@ static void gemm_dims(gln_gemm_layout_t layout, const gln_tensor_t *A, const gln
 
 /* Can cuBLASLt write D of this dtype directly from inputs of type `in` (FP32 compute)? */
 static int native_output(gln_dtype_t in, gln_dtype_t d) {
-    if (gln_dtype_is_fp8(in)) return d == GLN_DTYPE_FP32 || d == GLN_DTYPE_BF16 || d == GLN_DTYPE_FP16;
+    if (gln_dtype_is_fp8(in)) return gln_dtype_is_high_precision(d);
     if (in == GLN_DTYPE_FP32) return d == GLN_DTYPE_FP32;
     return d == in || d == GLN_DTYPE_FP32;
 }
