@@ -15,6 +15,19 @@ gln_status_t gln_op_grouped_quantize(gln_context_t *ctx, const gln_quant_config_
     return ctx->ops->grouped_quantize(ctx, cfg, in, out);
 }
 
+gln_status_t gln_op_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                               gln_tensor_t *out) {
+    if (!ctx->ops->dequantize) return gln_backend_missing(ctx, "gln_dequantize", "dequantize");
+    return ctx->ops->dequantize(ctx, in, columnwise, out);
+}
+
+gln_status_t gln_op_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                  const uint8_t *compact, uint8_t *swizzled) {
+    if (!ctx->ops->mxfp8_swizzle)
+        return gln_backend_missing(ctx, "gln_mxfp8_swizzle_scales", "mxfp8_swizzle");
+    return ctx->ops->mxfp8_swizzle(ctx, rows, cols, columnwise, compact, swizzled);
+}
+
 gln_status_t gln_op_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                          const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate) {
     if (!ctx->ops->gemm) return gln_backend_missing(ctx, "gln_gemm", "gemm");

@@ -13,6 +13,10 @@ gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, 
                              gln_tensor_t *out);
 gln_status_t gln_op_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+gln_status_t gln_op_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
+                               gln_tensor_t *out);
+gln_status_t gln_op_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                  const uint8_t *compact, uint8_t *swizzled);
 gln_status_t gln_op_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                          const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate);
 gln_status_t gln_op_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);

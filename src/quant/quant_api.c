@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
 #include "tensor/tensor.h"
@@ -120,8 +119,7 @@ gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int colu
     GLN_REQUIRE_ARG(out->rows == in->rows && out->cols == in->cols,
                     "%s: out is %lld x %lld, must match in (%lld x %lld)", fn, (long long)out->rows,
                     (long long)out->cols, (long long)in->rows, (long long)in->cols);
-    if (!ctx->ops->dequantize) return gln_backend_missing(ctx, fn, "dequantize");
-    return ctx->ops->dequantize(ctx, in, columnwise, out);
+    return gln_op_dequantize(ctx, in, columnwise, out);
 }
 
 gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
@@ -163,6 +161,5 @@ gln_status_t gln_mxfp8_swizzle_scales(gln_context_t *ctx, int64_t rows, int64_t 
     GLN_REQUIRE_ARG(bytes == 0 || (const void *)compact != (const void *)swizzled,
                     "%s: swizzled must not alias compact (no in-place swizzle)", fn);
     if (bytes == 0) return GLN_STATUS_SUCCESS;
-    if (!ctx->ops->mxfp8_swizzle) return gln_backend_missing(ctx, fn, "mxfp8_swizzle");
-    return ctx->ops->mxfp8_swizzle(ctx, rows, cols, columnwise, compact, swizzled);
+    return gln_op_mxfp8_swizzle(ctx, rows, cols, columnwise, compact, swizzled);
 }
