@@ -1,5 +1,6 @@
 /* GPU quantization benchmark: per-tensor FP8 (current scaling rowwise, current rowwise +
- * transposed, delayed rowwise + transposed) and MXFP8 (rowwise + columnwise) on the CUDA backend,
+ * transposed, delayed rowwise + transposed), MXFP8 (rowwise + columnwise) and FP8 block scaling
+ * (1x128 and 128x128 blocks, power-of-two scales, rowwise + transposed) on the CUDA backend,
  * through the public API only (gln_quantize, gln_grouped_quantize).
  *
  * Sizes: one 16384 x 8192 tensor, and the x, dy and expert weights of the MoE shapes of
@@ -90,8 +91,9 @@ static double copy_gbps(gln_context_t *ctx) {
 
 /* ---- one quantization problem ----------------------------------------------------------------- */
 
-typedef enum kind { K_CUR_R, K_CUR_RT, K_DEL_RT, K_MX_RC, K_COUNT } kind_t;
-static const char *kind_names[] = {"tensor-current R", "tensor-current R+T", "tensor-delayed R+T", "mxfp8 R+C"};
+typedef enum kind { K_CUR_R, K_CUR_RT, K_DEL_RT, K_MX_RC, K_BLK1_RT, K_BLK2_RT, K_COUNT } kind_t;
+static const char *kind_names[] = {"tensor-current R", "tensor-current R+T", "tensor-delayed R+T", "mxfp8 R+C",
+                                   "block 1x128 R+T",  "block 128x128 R+T"};
 
 typedef struct problem {
     gln_context_t *ctx;
@@ -111,7 +113,11 @@ typedef struct problem {
 
 static gln_quant_config_t kind_cfg(kind_t k) {
     gln_quant_config_t c = GLN_QUANT_CONFIG_INIT;
-    c.mode = k == K_MX_RC ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
+    c.mode = k == K_MX_RC     ? GLN_SCALING_MXFP8_1D
+             : k == K_BLK1_RT ? GLN_SCALING_BLOCK_1D
+             : k == K_BLK2_RT ? GLN_SCALING_BLOCK_2D
+                              : GLN_SCALING_TENSOR;
+    c.power_2_scale = k == K_BLK1_RT || k == K_BLK2_RT; /* DeepSeek-style block recipes */
     c.rowwise = 1;
     c.columnwise = k != K_CUR_R;
     c.delayed = k == K_DEL_RT;
