@@ -404,8 +404,17 @@ typedef struct gln_grouped_gemm_args {
     gln_tensor_t *d_list;                 /* NT: [N] */
     const gln_tensor_t *bias_list;        /* TN: [N] (each [1, K_out]) or NULL */
     int accumulate;
+    /* --- version 2 (the first version ends here: size = offsetof(.., block_scales_pow2)) */
+    /* BLOCK_1D / BLOCK_2D operands: 1 = the caller knows every decode scale is a power of two
+     * (quantized with power_2_scale, the layer's fp8-block default), so dequantizing first is
+     * exact (DESIGN.md §7): the CUDA backend then dequantizes to bf16 on the device and runs one
+     * grouped bf16 GEMM, graph-capturable.  0 = unknown: the CUDA backend applies the scales per
+     * 128-block of K in a per-expert loop (host splits).  The CPU backend reads the scales and
+     * decides itself.  A scale that is not a power of two under 1 is rounded into bf16 with its
+     * element (bf16 precision, no longer exact). */
+    int block_scales_pow2;
 } gln_grouped_gemm_args_t;
-#define GLN_GROUPED_GEMM_ARGS_INIT {sizeof(gln_grouped_gemm_args_t), GLN_LAYOUT_TN, 0, 0, 0, 0, 0, 0, 0}
+#define GLN_GROUPED_GEMM_ARGS_INIT {sizeof(gln_grouped_gemm_args_t), GLN_LAYOUT_TN, 0, 0, 0, 0, 0, 0, 0, 0}
 GLN_API gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
 
 /* Per-member column sums of a high-precision grouped tensor into dbias[N] ([1, cols] each),

@@ -1,4 +1,5 @@
 /* Public GEMM entry points: validate everything once, then dispatch through ctx->ops. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -186,15 +187,18 @@ gln_status_t gln_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t 
     static const char *fn = "gln_grouped_gemm";
     GLN_REQUIRE_NOT_NULL(fn, ctx);
     GLN_REQUIRE_NOT_NULL(fn, args);
-    /* Exactly the sizes of known versions (today one): a size ending inside a field would
-     * splice caller bytes into it. */
-    GLN_REQUIRE_ARG(args->size == sizeof(gln_grouped_gemm_args_t),
-                    "%s: args->size %zu is not a known version (expected %zu; start from "
-                    "GLN_GROUPED_GEMM_ARGS_INIT)", fn, args->size, sizeof(gln_grouped_gemm_args_t));
+    /* Exactly the sizes of known versions: the first (up to accumulate) and the current one
+     * (block_scales_pow2 added); a size ending inside a field would splice caller bytes into
+     * it.  Only the caller's version is read; later fields keep their defaults. */
+    const size_t v1 = offsetof(gln_grouped_gemm_args_t, block_scales_pow2);
+    GLN_REQUIRE_ARG(args->size == v1 || args->size == sizeof(gln_grouped_gemm_args_t),
+                    "%s: args->size %zu is not a known version (%zu or %zu; start from "
+                    "GLN_GROUPED_GEMM_ARGS_INIT)", fn, args->size, v1, sizeof(gln_grouped_gemm_args_t));
     gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
-    memcpy(&a, args, sizeof a);
+    memcpy(&a, args, args->size);
     a.size = sizeof a;
     a.accumulate = a.accumulate != 0;
+    a.block_scales_pow2 = a.block_scales_pow2 != 0;
     GLN_TRY(check_layout(fn, a.layout));
     int64_t sum;
     GLN_TRY(gln_arg_grouped(fn, "args->b", a.b, a.b ? gln_arg_splits_readable(ctx, a.b) : 0, &sum));

@@ -249,6 +249,17 @@ gln_status_t gln_cuda_block_selfcheck(gln_context_t *ctx, unsigned long long cou
  * high-precision `out` [rows, cols] (transposed copies are transposed back). */
 gln_status_t gln_cuda_widen_raw(gln_context_t *ctx, const gln_tensor_t *in, int columnwise, gln_tensor_t *out,
                                 const char *call);
+/* cuda_grouped_dequant.cu: copy `columnwise` of every member of the MXFP8_1D / BLOCK_1D / BLOCK_2D
+ * grouped tensor g, dequantized (exactly, for power-of-two scales) into the bf16 buffer `out`
+ * [g->packed.rows, cols] in the normal orientation at the members' rows (rows past them are not
+ * written); members' rows and scale offsets from `plan` (gln_cuda_plan_make for g's mode).  One
+ * launch, grid from host-known sizes: no host synchronization. */
+gln_status_t gln_cuda_grouped_dequantize_bf16(gln_context_t *ctx, const gln_grouped_tensor_t *g, int columnwise,
+                                              const gln_cuda_plan_t *plan, void *out, const char *call);
+/* ... and of `num` tensors of one shape, mode and dtype (the experts' weights): tensor i into
+ * out + i·rows·cols elements.  One launch per 64 tensors. */
+gln_status_t gln_cuda_dequantize_list_bf16(gln_context_t *ctx, const gln_tensor_t *list, int32_t num, int columnwise,
+                                           void *out, const char *call);
 
 /* Where a block-scaled GEMM operand's decode scales live: scale of logical element (r, c) is
  * scales[index(mode, columnwise, r, c, gc)], the reduction index being r when k_is_row. */

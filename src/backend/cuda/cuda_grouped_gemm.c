@@ -11,6 +11,16 @@
  *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i;
  *               experts whose row count is not a multiple of 16 (a TMA stride) run on
  *               gln_cuda_fp8_wgrad_unaligned, chosen on the device
+ *   all three   MXFP8 operands, and BLOCK_1D / BLOCK_2D operands whose scales the caller knows to
+ *               be powers of two (args->block_scales_pow2), by exact emulation: Hopper has no
+ *               tensor-core path for these scale modes, so each operand's copy is dequantized
+ *               into bf16 scratch on the device (cuda_grouped_dequant.cu: fp8 × 2^k is exact in
+ *               bf16 — DESIGN.md §7) and the bf16 kernels above run on it, bias epilogue and
+ *               FP32 main_grad included.  Always CUTLASS, whatever the expert sizes: the loop
+ *               would dequantize expert by expert (and, for block scales, run ⌈K/128⌉ GEMMs).
+ *               FP32 (non-power-of-two) block scales keep the per-expert loop for now: the
+ *               scales must be applied per 128-block of K to FP32 partial sums, which a CUTLASS
+ *               blockwise-scaled kernel will do later.
  * with every row stride a multiple of 16 bytes, every base pointer 16-byte aligned (TMA), and
  * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
  * (device splits: computed on the device, no host synchronization) or from the host splits.
@@ -39,6 +49,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "common/checked.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
 
@@ -225,44 +236,200 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
     }
 }
 
+/* The host arrays a plan fills (one entry per expert). */
+typedef struct host_lists {
+    void **ptrs;
+    const void **biases;
+    const float **scales;
+} host_lists_t;
+
+/* Any kernel for these arguments: fills g (offsets excepted), or returns 0. */
+static int plan_any(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, const host_lists_t *h) {
+    memset(g, 0, sizeof *g);
+    if (args->layout == GLN_LAYOUT_NT) return plan_nt(args, g, h->ptrs) || plan_nt_fp8(args, g, h->ptrs, h->scales);
+    return plan_tn_nn(args, g, (const void **)h->ptrs, h->scales, h->biases);
+}
+
+/* ---- MXFP8 and power-of-two block scales: dequantize to bf16, then the bf16 kernels ---------- */
+
+static int is_block_mode(gln_scaling_mode_t m) { return m == GLN_SCALING_BLOCK_1D || m == GLN_SCALING_BLOCK_2D; }
+
+/* An operand the bf16 kernels can take once dequantized exactly. */
+static int is_emulated(const gln_tensor_t *t, int block_pow2) {
+    if (!gln_dtype_is_fp8(t->dtype)) return 0;
+    return t->scaling == GLN_SCALING_MXFP8_1D || (is_block_mode(t->scaling) && block_pow2);
+}
+
+static int emulated_call(const gln_grouped_gemm_args_t *args) {
+    const int p2 = args->block_scales_pow2;
+    if (!is_emulated(&args->b->packed, p2)) return 0;
+    if (args->layout == GLN_LAYOUT_NT) return is_emulated(&args->a_grouped->packed, p2);
+    /* the weights are dequantized by one batched launch: one dtype, mode and shape */
+    const gln_tensor_t *w0 = &args->a_list[0];
+    for (int32_t i = 0; i < args->b->num; i++) {
+        const gln_tensor_t *w = &args->a_list[i];
+        if (!is_emulated(w, p2) || w->dtype != w0->dtype || w->scaling != w0->scaling || w->rows != w0->rows ||
+            w->cols != w0->cols)
+            return 0;
+    }
+    return 1;
+}
+
+/* The bf16 twins of the operands and what backs them. */
+typedef struct emulated {
+    gln_grouped_gemm_args_t args;  /* the call on the twins */
+    gln_grouped_tensor_t b, a;     /* twins of args->b and (NT) args->a_grouped */
+    gln_tensor_t *w;               /* TN / NN: host [num], twins of the weights */
+    void *b16, *a16;               /* device bf16 scratch */
+    gln_cuda_plan_t plan_b, plan_a;
+} emulated_t;
+
+/* A bf16 view of shape [rows, cols] at data. */
+static gln_tensor_t bf16_view(int64_t rows, int64_t cols, void *data) {
+    return gln_tensor_make(GLN_DTYPE_BF16, rows, cols, data);
+}
+
+/* Twins pointing at `b16` / `a16` (a16: the weights, num · rows · cols, or NT's x). */
+static void emulated_views(emulated_t *e, const gln_grouped_gemm_args_t *args, void *b16, void *a16) {
+    const gln_tensor_t *pb = &args->b->packed;
+    e->args = *args;
+    e->b = *args->b;
+    e->b.packed = bf16_view(pb->rows, pb->cols, b16);
+    e->args.b = &e->b;
+    if (args->layout == GLN_LAYOUT_NT) {
+        const gln_tensor_t *pa = &args->a_grouped->packed;
+        e->a = *args->a_grouped;
+        e->a.packed = bf16_view(pa->rows, pa->cols, a16);
+        e->args.a_grouped = &e->a;
+        return;
+    }
+    const gln_tensor_t *w0 = &args->a_list[0];
+    const size_t per = (size_t)w0->rows * (size_t)w0->cols;
+    for (int32_t i = 0; i < args->b->num; i++)
+        e->w[i] = bf16_view(w0->rows, w0->cols, a16 ? (uint16_t *)a16 + (size_t)i * per : NULL);
+    e->args.a_list = e->w;
+}
+
+/* Would a bf16 kernel take the twins?  Probed with a 256-byte-aligned placeholder address
+ * (the plans only check alignment), before any scratch is taken. */
+static int emulated_fits(emulated_t *e, const gln_grouped_gemm_args_t *args, const host_lists_t *h) {
+    void *probe = (void *)(uintptr_t)256;
+    gln_cutlass_grouped_t g;
+    emulated_views(e, args, probe, probe);
+    return plan_any(&e->args, &g, h);
+}
+
+static gln_status_t bf16_scratch(gln_context_t *ctx, int64_t rows, int64_t cols, void **p, const char *fn) {
+    size_t bytes;
+    GLN_TRY(gln_shape_bytes(fn, "the bf16 operand", rows, cols, 2, &bytes));
+    return gln_cuda_scratch_alloc(ctx, bytes, p, fn);
+}
+
+/* Plans, scratch and the dequantizations, all in stream order. */
+static gln_status_t emulated_prepare(gln_context_t *ctx, emulated_t *e, const gln_grouped_gemm_args_t *args,
+                                     const char *fn) {
+    const gln_grouped_tensor_t *gb = args->b;
+    const int nt = args->layout == GLN_LAYOUT_NT;
+    GLN_TRY(gln_cuda_plan_make(ctx, gb, gb->packed.scaling, &e->plan_b, fn));
+    GLN_TRY(bf16_scratch(ctx, gb->packed.rows, gb->packed.cols, &e->b16, fn));
+    /* the copy each layout reads (see gln_gemm_layout_t): b columnwise in NT only, A except in TN */
+    GLN_TRY(gln_cuda_grouped_dequantize_bf16(ctx, gb, nt, &e->plan_b, e->b16, fn));
+    if (nt) {
+        const gln_grouped_tensor_t *ga = args->a_grouped;
+        GLN_TRY(gln_cuda_plan_make(ctx, ga, ga->packed.scaling, &e->plan_a, fn));
+        GLN_TRY(bf16_scratch(ctx, ga->packed.rows, ga->packed.cols, &e->a16, fn));
+        return gln_cuda_grouped_dequantize_bf16(ctx, ga, 1, &e->plan_a, e->a16, fn);
+    }
+    const gln_tensor_t *w0 = &args->a_list[0];
+    int64_t w_rows;
+    if (gln_mul_overflow_i64((int64_t)gb->num, w0->rows, &w_rows))
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %d weights of %lld rows overflow int64", fn, (int)gb->num,
+                        (long long)w0->rows);
+    GLN_TRY(bf16_scratch(ctx, w_rows, w0->cols, &e->a16, fn));
+    return gln_cuda_dequantize_list_bf16(ctx, args->a_list, gb->num, args->layout != GLN_LAYOUT_TN, e->a16, fn);
+}
+
+static void emulated_release(gln_context_t *ctx, emulated_t *e) {
+    gln_cuda_scratch_free(ctx, e->b16);
+    gln_cuda_scratch_free(ctx, e->a16);
+    gln_cuda_plan_free(ctx, &e->plan_b);
+    gln_cuda_plan_free(ctx, &e->plan_a);
+    free(e->w);
+}
+
+/* The emulated grouped GEMM: *handled = 1 once the twins fit a kernel. */
+static gln_status_t run_emulated(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, const host_lists_t *h,
+                                 int *handled, const char *fn) {
+    emulated_t e;
+    memset(&e, 0, sizeof e);
+    if (args->layout != GLN_LAYOUT_NT && !(e.w = calloc((size_t)args->b->num, sizeof *e.w)))
+        return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)args->b->num);
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (emulated_fits(&e, args, h)) {
+        *handled = 1;
+        st = emulated_prepare(ctx, &e, args, fn);
+        gln_cutlass_grouped_t g;
+        emulated_views(&e, args, e.b16, e.a16);
+        if (st == GLN_STATUS_SUCCESS && plan_any(&e.args, &g, h)) {
+            /* NT: the plan of the operand with fewer packed rows, whose clamped offsets (bad
+             * device splits) stay inside both twins */
+            const int a_first = args->layout == GLN_LAYOUT_NT && args->a_grouped->packed.rows < args->b->packed.rows;
+            g.offsets = a_first ? e.plan_a.rows : e.plan_b.rows;
+            st = run_kernel(ctx, &g, fn);
+        } else if (st == GLN_STATUS_SUCCESS) {
+            *handled = 0; /* the scratch came back less aligned than the probe: the loop */
+        }
+    }
+    emulated_release(ctx, &e);
+    return st;
+}
+
+/* ---- the entry point ------------------------------------------------------------------------ */
+
+/* Per-tensor FP8 and bf16 operands straight into a kernel. */
+static gln_status_t run_direct(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, const host_lists_t *h,
+                               int *handled, const char *fn) {
+    gln_cutlass_grouped_t g;
+    const int nt = args->layout == GLN_LAYOUT_NT;
+    const int fits = plan_any(args, &g, h);
+    /* few large experts with host splits: the loop (see the top of this file), except where
+     * CUTLASS wins there too (the fast-accumulating FP8 fprop) or the loop has no FP8 NT GEMM
+     * of its own (the FP8 wgrad) */
+    const int64_t avg_rows = args->b->packed.rows / args->b->num;
+    const int fp8_wgrad = g.kernel == GLN_CUTLASS_E4M3_WGRAD || g.kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+    const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
+                          !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN) && !(nt && fp8_wgrad);
+    if (!fits || loop_wins) return GLN_STATUS_SUCCESS;
+    int64_t *offsets = NULL;
+    *handled = 1;
+    gln_status_t st = gln_cuda_group_offsets(ctx, args->b, &offsets, fn);
+    if (st == GLN_STATUS_SUCCESS) {
+        g.offsets = offsets;
+        st = run_kernel(ctx, &g, fn);
+    }
+    gln_cuda_scratch_free(ctx, offsets);
+    return st;
+}
+
 gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped_gemm_args_t *args, int *handled) {
     static const char *fn = "gln_grouped_gemm (cuda)";
     *handled = 0;
     if (forced_loop()) return GLN_STATUS_SUCCESS;
     const int32_t num = args->b->num;
+    host_lists_t h;
+    h.ptrs = calloc((size_t)num, sizeof(void *));
+    h.biases = calloc((size_t)num, sizeof(void *));
+    h.scales = calloc((size_t)num, sizeof(float *));
     gln_status_t st = GLN_STATUS_SUCCESS;
-    void **ptrs = calloc((size_t)num, sizeof(void *));
-    const void **biases = calloc((size_t)num, sizeof(void *));
-    const float **scales = calloc((size_t)num, sizeof(float *));
-    if (!ptrs || !scales || !biases) {
-        free(ptrs), free(scales), free(biases);
-        return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)num);
-    }
-    gln_cutlass_grouped_t g;
-    memset(&g, 0, sizeof g);
-    const int nt = args->layout == GLN_LAYOUT_NT;
-    const int fits = nt ? plan_nt(args, &g, ptrs) || plan_nt_fp8(args, &g, ptrs, scales)
-                        : plan_tn_nn(args, &g, (const void **)ptrs, scales, biases);
-    /* few large experts with host splits: the loop (see the top of this file), except where
-     * CUTLASS wins there too (the fast-accumulating FP8 fprop) or the loop has no FP8 NT GEMM
-     * of its own (the FP8 wgrad) */
-    const int64_t avg_rows = args->b->packed.rows / num;
-    const int fp8_wgrad = g.kernel == GLN_CUTLASS_E4M3_WGRAD || g.kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
-    const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
-                          !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN) && !(nt && fp8_wgrad);
-    if (fits && !loop_wins) {
-        int64_t *offsets = NULL;
-        *handled = 1;
-        st = gln_cuda_group_offsets(ctx, args->b, &offsets, fn);
-        if (st == GLN_STATUS_SUCCESS) {
-            g.offsets = offsets;
-            st = run_kernel(ctx, &g, fn);
-        }
-        gln_cuda_scratch_free(ctx, offsets);
-    }
-    free(ptrs);
-    free(scales);
-    free(biases);
+    if (!h.ptrs || !h.scales || !h.biases)
+        st = gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory for %d experts", fn, (int)num);
+    else if (emulated_call(args))
+        st = run_emulated(ctx, args, &h, handled, fn);
+    else
+        st = run_direct(ctx, args, &h, handled, fn);
+    free(h.ptrs);
+    free((void *)h.biases);
+    free((void *)h.scales);
     return st;
 }
 
