@@ -56,8 +56,8 @@ static const recipe_case_t kCapture[] = {
     {"bf16", GLN_RECIPE_NONE, REACH_STEP, NULL},
     {"fp8-current", GLN_RECIPE_FP8_CURRENT, REACH_STEP, NULL},
     {"fp8-delayed", GLN_RECIPE_FP8_DELAYED, REACH_STEP, NULL},
-    {"mxfp8", GLN_RECIPE_MXFP8, REACH_NOTHING, "fprop"},
-    {"fp8-block", GLN_RECIPE_FP8_BLOCK, REACH_NOTHING, "fprop"},
+    {"mxfp8", GLN_RECIPE_MXFP8, REACH_STEP, NULL},
+    {"fp8-block", GLN_RECIPE_FP8_BLOCK, REACH_STEP, NULL},
 };
 
 typedef struct bufs {
