@@ -4,7 +4,7 @@
 # ./gpu-out/logs.tgz).  Not part of CI (CI has no GPU); used for the H200 runs recorded in
 # bench/RESULTS.md.
 #
-#   scripts/gpu_check.sh [--tests REGEX] [--sanitize TEST...] [--] [BENCH COMMAND ...]
+#   scripts/gpu_check.sh [--tests REGEX] [--sanitize "[racecheck:]TEST [CASE...]"]... [--] [BENCH COMMAND ...]
 #
 # CUTLASS headers: $GLN_CUTLASS_DIR, else .cutlass/include (a copy of the nvidia-cutlass wheel's
 # headers carried to the machine), else what CMake finds in .venv.  Each BENCH COMMAND is one
@@ -40,10 +40,14 @@ if [ -n "$tests" ]; then
     >"$out/ctest.log" 2>&1 || rc=1
   grep -E "tests passed|Failed|\*\*\*|Passed|Skipped" "$out/ctest.log" | tail -40
 fi
-for t in "${sanitize[@]}"; do
-  echo "== compute-sanitizer memcheck $t"
-  compute-sanitizer --tool memcheck --error-exitcode 3 "$build/tests/$t" >"$out/sanitize-$t.log" 2>&1 || rc=1
-  tail -3 "$out/sanitize-$t.log"
+for t in "${sanitize[@]}"; do  # "TEST [CASE...]", optionally "racecheck:TEST [CASE...]"
+  tool=memcheck
+  case "$t" in racecheck:*) tool=racecheck; t=${t#racecheck:} ;; esac
+  name=$(echo "$tool-$t" | tr -c 'A-Za-z0-9_.-' '_')
+  echo "== compute-sanitizer $tool $t"
+  # shellcheck disable=SC2086  # the test name and its case names are separate words
+  compute-sanitizer --tool "$tool" --error-exitcode 3 $build/tests/$t >"$out/sanitize-$name.log" 2>&1 || rc=1
+  tail -3 "$out/sanitize-$name.log"
 done
 cd "$build" || exit 1
 for cmd in "$@"; do
