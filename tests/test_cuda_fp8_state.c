@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "common/context.h"
 #include "common/error.h"
 #include "harness.h"

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "common/checked.h"
 #include "common/context.h"
 #include "common/error.h"

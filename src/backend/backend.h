@@ -104,6 +104,10 @@ typedef struct gln_backend_ops {
     int (*supports)(const gln_op_query_t *query);
 } gln_backend_ops_t;
 
+/* The table of backend `kind` (select.c): NULL when that backend was not compiled in (or `kind`
+ * is not a backend).  Contexts and gln_backend_supports pick their table here. */
+const gln_backend_ops_t *gln_backend_ops_for(gln_backend_kind_t kind);
+
 /* The built-in backends.  gln_backend_cuda_ops() returns NULL when CUDA was not compiled in. */
 const gln_backend_ops_t *gln_backend_cpu_ops(void);
 const gln_backend_ops_t *gln_backend_cuda_ops(void);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend/api_check.h"
+#include "backend/backend.h"
 #include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"

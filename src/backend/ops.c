@@ -1,7 +1,14 @@
 /* The one funnel from a validated call into the backend's table (ops.h). */
 #include "backend/ops.h"
 
+#include "backend/backend.h"
 #include "common/context.h"
+#include "common/error.h"
+
+gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op) {
+    return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: operation %s is not implemented by the %s backend",
+                    call, op, ctx->ops->name);
+}
 
 gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                              gln_tensor_t *out) {

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "backend/api_check.h"
+#include "backend/backend.h"
 #include "backend/ops.h"
 #include "common/context.h"
 #include "common/error.h"

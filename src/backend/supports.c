@@ -131,7 +131,7 @@ gln_status_t gln_backend_supports(gln_backend_kind_t backend, const gln_op_query
     GLN_TRY(check_field(fn, r, "b", r->b, query->b_dtype, query->b_scaling));
     GLN_TRY(check_field(fn, r, "out", r->out, query->out_dtype, query->out_scaling));
 
-    const gln_backend_ops_t *ops = backend == GLN_BACKEND_CPU ? gln_backend_cpu_ops() : gln_backend_cuda_ops();
+    const gln_backend_ops_t *ops = gln_backend_ops_for(backend);
     int yes = ops != NULL && slot_present(ops, query->op);
     if (yes && r->a == FIELD_OPERAND) yes = operands_meet(query);
     if (yes && ops->supports) yes = ops->supports(query);

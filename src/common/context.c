@@ -1,28 +1,14 @@
-/* Contexts: creation from versioned options, the backend table behind them, streams, the async
- * error word, and the memory entry points every other module allocates through. */
+/* Contexts: creation from versioned options (the backend's table comes from
+ * gln_backend_ops_for, src/backend/select.c), streams, the async error word, and the memory entry
+ * points every other module allocates through. */
 #include "common/context.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "common/error.h"
-
-int gln_backend_available(gln_backend_kind_t backend) {
-    switch (backend) {
-    case GLN_BACKEND_CPU: return 1;
-    case GLN_BACKEND_CUDA: return gln_backend_cuda_ops() != NULL && gln_cuda_device_present();
-    }
-    return 0;
-}
-
-const char *gln_backend_name(gln_backend_kind_t backend) {
-    switch (backend) {
-    case GLN_BACKEND_CPU: return "cpu";
-    case GLN_BACKEND_CUDA: return "cuda";
-    }
-    return "invalid";
-}
 
 gln_status_t gln_context_create(const gln_context_options_t *options, gln_context_t **ctx) {
     static const char *fn = "gln_context_create";
@@ -48,8 +34,7 @@ gln_status_t gln_context_create(const gln_context_options_t *options, gln_contex
                     "%s: options->alloc and options->free must be set together (both or neither)", fn);
     GLN_REQUIRE_ARG(opts.backend == GLN_BACKEND_CUDA || opts.stream == NULL,
                     "%s: options->stream must be NULL for the cpu backend", fn);
-    const gln_backend_ops_t *ops =
-        opts.backend == GLN_BACKEND_CPU ? gln_backend_cpu_ops() : gln_backend_cuda_ops();
+    const gln_backend_ops_t *ops = gln_backend_ops_for(opts.backend);
     GLN_REQUIRE(ops != NULL, GLN_STATUS_NOT_SUPPORTED,
                 "%s: the %s backend is not compiled into this build (configure with GLN_CUDA=ON)",
                 fn, gln_backend_name(opts.backend));
@@ -103,11 +88,6 @@ void *gln_context_stream(const gln_context_t *ctx) {
 gln_status_t gln_context_async_error(gln_context_t *ctx) {
     GLN_REQUIRE_NOT_NULL("gln_context_async_error", ctx);
     return ctx->ops->async_error ? ctx->ops->async_error(ctx) : GLN_STATUS_SUCCESS;
-}
-
-gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op) {
-    return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: operation %s is not implemented by the %s backend",
-                    call, op, ctx->ops->name);
 }
 
 gln_status_t gln_ctx_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {

@@ -2,12 +2,15 @@
 #ifndef GLN_COMMON_CONTEXT_H
 #define GLN_COMMON_CONTEXT_H
 
-#include "backend/backend.h"
 #include "grouplin.h"
+
+/* The backend's function table (backend/backend.h): files that call through ctx->ops include
+ * that header themselves. */
+struct gln_backend_ops;
 
 struct gln_context {
     gln_backend_kind_t kind;
-    const gln_backend_ops_t *ops;
+    const struct gln_backend_ops *ops;
     int device;
     int num_threads;
     void *stream;        /* the caller's stream from the options (NULL: the backend makes one) */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 #include "weights/sharded.h"

@@ -14,6 +14,7 @@
  * the scales derived from the previous steps. */
 #include <stdlib.h>
 
+#include "backend/backend.h"
 #include "layer/layer.h"
 
 static const char *STATE_CALL = "delayed scaling";

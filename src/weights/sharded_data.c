@@ -2,6 +2,7 @@
  * the materialized-memory counters. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "common/context.h"
 #include "common/error.h"
