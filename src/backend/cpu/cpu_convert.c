@@ -1,4 +1,7 @@
-/* These loops run over whole operands around every GEMM; the default -O2 of GCC 12 does not
+/* Widening (bf16 / fp16 -> FP32) and narrowing (FP32 -> bf16 / fp16) of whole buffers for the
+ * CPU GEMMs and reductions, split over the backend's threads (see cpu_convert.h).
+ *
+ * These loops run over whole operands around every GEMM; the default -O2 of GCC 12 does not
  * vectorize loops of unknown length, so ask for it here (measured: bf16 widen 0.36 -> 0.13 ns,
  * narrow 0.83 -> 0.52 ns per element).  Placed before the includes so the inlined scalar
  * conversions are compiled with the same options. */
