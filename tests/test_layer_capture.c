@@ -23,6 +23,7 @@
  * naming the stage, so such a recipe captures up to that stage only (REACH_FORWARD: the
  * forward alone is captured and compared); the test asserts exactly the table, so it must be
  * updated when a kernel lands. */
+#define _DEFAULT_SOURCE /* usleep */
 #include <stdlib.h>
 #include <string.h>
 
