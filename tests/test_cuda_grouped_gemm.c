@@ -646,6 +646,21 @@ static void test_graph_capture(void) {
     cudaStreamDestroy(user);
 }
 
+/* Zeroed device buffers of a grouped quantized tensor large enough for any splits
+ * (gln_grouped_scale_bound), and their view. */
+static gln_tensor_t device_bound_new(gln_scaling_mode_t mode, int num, int64_t rows, int64_t cols, dbuf_t d[4]) {
+    int64_t se_r, se_c;
+    CHECK_OK(gln_grouped_scale_bound(mode, num, rows, cols, &se_r, &se_c));
+    const size_t es = mode == GLN_SCALING_MXFP8_1D ? 1 : 4, n = (size_t)(rows * cols);
+    const size_t bytes[4] = {n, n, (size_t)se_r * es, (size_t)se_c * es};
+    void *zero = calloc(n + (size_t)(se_r + se_c) * es + 1, 1);
+    for (int k = 0; k < 4; k++) d[k] = dev_new(zero, bytes[k]);
+    free(zero);
+    gln_tensor_t t = gln_tensor_make(GLN_DTYPE_FP8_E4M3, rows, cols, d[0].d);
+    t.scaling = mode, t.col_data = d[1].d, t.scale_inv = d[2].d, t.col_scale_inv = d[3].d;
+    return t;
+}
+
 /* The emulated path captures too: an MXFP8 or power-of-two block fprop with device splits
  * (the plan, the grouped and the weights' dequantization and the bf16 kernel all in the graph),
  * replayed after writing other splits and the activations quantized for them into the same
@@ -673,17 +688,8 @@ static void capture_quant(kind_t kind) {
         w[i] = qtensor_new(&rng, wmode, kout, kin);
         hw[i] = w[i].h, cw[i] = w[i].d;
     }
-    /* x's device buffers, large enough for any splits */
-    int64_t se_r, se_c;
-    CHECK_OK(gln_grouped_scale_bound(act, E, rows, kin, &se_r, &se_c));
-    const size_t es = act == GLN_SCALING_MXFP8_1D ? 1 : 4, n = (size_t)(rows * kin);
-    const size_t xbytes[4] = {n, n, (size_t)se_r * es, (size_t)se_c * es};
     dbuf_t xd[4];
-    void *zero = calloc(n + (size_t)(se_r + se_c) * es + 1, 1);
-    for (int k = 0; k < 4; k++) xd[k] = dev_new(zero, xbytes[k]);
-    free(zero);
-    gln_tensor_t xt = gln_tensor_make(GLN_DTYPE_FP8_E4M3, rows, kin, xd[0].d);
-    xt.scaling = act, xt.col_data = xd[1].d, xt.scale_inv = xd[2].d, xt.col_scale_inv = xd[3].d;
+    const gln_tensor_t xt = device_bound_new(act, E, rows, kin, xd);
     operand_t y = operand_new(&rng, GLN_DTYPE_BF16, rows, kout, 0, NAN);
     dbuf_t ds = dev_new(sets[0], sizeof sets[0]);
     gln_grouped_tensor_t cx = {E, ds.d, 1, xt};
