@@ -127,7 +127,7 @@ static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_
     if (L->cfg.delay_wgrad_compute) {
         GLN_CHECK(wgrad_enqueue(L, s, x, dyw, dyq, d, accumulate));
     } else {
-        GLN_CHECK(gln_stage_wgrad(ctx, L->cfg.path, L->n, x, dy, d, accumulate));
+        GLN_CHECK(gln_stage_wgrad(L, x, dy, d, accumulate));
         if (L->dist) {
             int pending = 0;
             GLN_DIST_HOOK(st, "finalize_grads", -1,

@@ -7,12 +7,19 @@
 #include "common/checked.h"
 #include "layer/layer.h"
 
+/* FP8 block scaling: the layer's quantizers make power-of-two scales unless block_fp32_scales,
+ * which lets the CUDA grouped GEMM dequantize first (exact) and run on the device. */
+static int block_scales_pow2(const gln_grouped_linear_t *L) {
+    return L->cfg.recipe == GLN_RECIPE_FP8_BLOCK && !L->cfg.block_fp32_scales;
+}
+
 gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *x,
                              const gln_tensor_t *bias, gln_group_buffer_t *y) {
     gln_context_t *ctx = L->ctx;
     if (L->cfg.path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
         a.layout = GLN_LAYOUT_TN;
+        a.block_scales_pow2 = block_scales_pow2(L);
         a.a_list = w;
         a.b = &x->g;
         a.d_grouped = &y->g;
@@ -33,6 +40,7 @@ gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, con
     if (L->cfg.path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
         a.layout = GLN_LAYOUT_NN;
+        a.block_scales_pow2 = block_scales_pow2(L);
         a.a_list = w;
         a.b = &dy->g;
         a.d_grouped = &dx->g;
@@ -46,18 +54,20 @@ gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, con
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_group_buffer_t *x,
-                             const gln_group_buffer_t *dy, gln_tensor_t *d, int accumulate) {
-    if (path == GLN_PATH_GROUPED) {
+gln_status_t gln_stage_wgrad(const gln_grouped_linear_t *L, const gln_group_buffer_t *x, const gln_group_buffer_t *dy,
+                             gln_tensor_t *d, int accumulate) {
+    gln_context_t *ctx = L->ctx;
+    if (L->cfg.path == GLN_PATH_GROUPED) {
         gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
         a.layout = GLN_LAYOUT_NT;
         a.a_grouped = &x->g;
         a.b = &dy->g;
         a.d_list = d;
         a.accumulate = accumulate;
+        a.block_scales_pow2 = block_scales_pow2(L);
         return gln_op_grouped_gemm(ctx, &a);
     }
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < L->n; i++) {
         if (x->g.splits[i] == 0) {
             size_t bytes;
             GLN_TRY(gln_shape_bytes("grouped linear wgrad", "d", d[i].rows, d[i].cols,

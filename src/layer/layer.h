@@ -236,8 +236,8 @@ gln_status_t gln_stage_fprop(gln_grouped_linear_t *L, const gln_tensor_t *w, con
 gln_status_t gln_stage_dgrad(gln_grouped_linear_t *L, const gln_tensor_t *w, const gln_group_buffer_t *dy,
                              gln_group_buffer_t *dx);
 /* dW_i = dy_iᵀ x_i into d[i] (accumulate or overwrite); empty experts give 0 / unchanged. */
-gln_status_t gln_stage_wgrad(gln_context_t *ctx, gln_path_t path, int32_t n, const gln_group_buffer_t *x,
-                             const gln_group_buffer_t *dy, gln_tensor_t *d, int accumulate);
+gln_status_t gln_stage_wgrad(const gln_grouped_linear_t *L, const gln_group_buffer_t *x, const gln_group_buffer_t *dy,
+                             gln_tensor_t *d, int accumulate);
 
 /* ---------------------------------------------------------------- saved context */
 

@@ -43,8 +43,7 @@ gln_status_t gln_grouped_linear_backward_dw(gln_grouped_linear_t *layer) {
     gln_wgrad_item_t *it = layer->queue_head;
     layer->queue_head = it->next;
     if (!layer->queue_head) layer->queue_tail = NULL;
-    gln_status_t st = gln_stage_wgrad(layer->ctx, layer->cfg.path, layer->n, &it->x, &it->dy, it->d,
-                                      it->accumulate);
+    gln_status_t st = gln_stage_wgrad(layer, &it->x, &it->dy, it->d, it->accumulate);
     if (st != GLN_STATUS_SUCCESS) st = gln_layer_step_failed(fn, "wgrad GEMM", st);
     gln_wgrad_item_free(layer->ctx, it);
     return st;
