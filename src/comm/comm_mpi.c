@@ -161,14 +161,14 @@ gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm) {
     gln_status_t st = GLN_STATUS_SUCCESS;
     int rank = 0, size = 0;
     mpi_state_t *s = calloc(1, sizeof *s);
-    GLN_CHECK_COND(s != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    GLN_CHECK_COND(st, fail, s != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     s->comm = MPI_COMM_NULL;
-    GLN_CHECK(mpi_check(MPI_Comm_dup(parent, &s->comm), "gln_comm_create_mpi: MPI_Comm_dup"));
-    GLN_CHECK(mpi_check(MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN),
-                        "gln_comm_create_mpi: MPI_Comm_set_errhandler"));
-    GLN_CHECK(mpi_check(MPI_Comm_rank(s->comm, &rank), "gln_comm_create_mpi: MPI_Comm_rank"));
-    GLN_CHECK(mpi_check(MPI_Comm_size(s->comm, &size), "gln_comm_create_mpi: MPI_Comm_size"));
-    GLN_CHECK(gln_comm_new(&mpi_ops, rank, size, s, comm));
+    GLN_CHECK(st, fail, mpi_check(MPI_Comm_dup(parent, &s->comm), "gln_comm_create_mpi: MPI_Comm_dup"));
+    GLN_CHECK(st, fail, mpi_check(MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN),
+                                  "gln_comm_create_mpi: MPI_Comm_set_errhandler"));
+    GLN_CHECK(st, fail, mpi_check(MPI_Comm_rank(s->comm, &rank), "gln_comm_create_mpi: MPI_Comm_rank"));
+    GLN_CHECK(st, fail, mpi_check(MPI_Comm_size(s->comm, &size), "gln_comm_create_mpi: MPI_Comm_size"));
+    GLN_CHECK(st, fail, gln_comm_new(&mpi_ops, rank, size, s, comm));
     return GLN_STATUS_SUCCESS;
 fail:
     if (s && s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);

@@ -36,18 +36,20 @@ void gln_log(gln_log_level_t level, const char *fmt, ...) GLN_PRINTF(2, 3);
         if (gln_try_status_ != GLN_STATUS_SUCCESS) return gln_try_status_;                      \
     } while (0)
 
-/* Store a failing status in `st` and jump to the function's `fail:` label. */
-#define GLN_CHECK(expr)                                                                         \
+/* Store a failing status of `expr` in the status variable `st` and jump to `label` (the
+ * function's cleanup): GLN_CHECK(st, fail, gln_ctx_alloc(ctx, bytes, &p)). */
+#define GLN_CHECK(st, label, expr)                                                              \
     do {                                                                                        \
-        st = (expr);                                                                            \
-        if (st != GLN_STATUS_SUCCESS) goto fail;                                                \
+        (st) = (expr);                                                                          \
+        if ((st) != GLN_STATUS_SUCCESS) goto label;                                             \
     } while (0)
-/* Like GLN_CHECK for a condition, recording a message. */
-#define GLN_CHECK_COND(cond, status, ...)                                                       \
+/* Like GLN_CHECK for a condition: when it does not hold, record the message, store `status`
+ * in `st` and jump to `label`. */
+#define GLN_CHECK_COND(st, label, cond, status, ...)                                            \
     do {                                                                                        \
         if (!(cond)) {                                                                          \
-            st = gln_fail((status), __VA_ARGS__);                                               \
-            goto fail;                                                                          \
+            (st) = gln_fail((status), __VA_ARGS__);                                             \
+            goto label;                                                                         \
         }                                                                                       \
     } while (0)
 

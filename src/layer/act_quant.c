@@ -20,16 +20,16 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
     GLN_TRY(gln_group_buffer_alloc_quantized(ctx, &cfg, g->packed.rows, g->packed.cols, n, g->splits,
                                              g->splits_on_backend, out));
     float *scale = out->g.packed.scale, *amax = out->g.packed.amax;
-    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
+    if (L->recipe.delayed) GLN_CHECK(st, fail, gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
     if (L->cfg.path == GLN_PATH_SPLIT) {
         for (int32_t i = 0; i < n; i++) {
             gln_tensor_t in = gln_group_buffer_member(src, i), q = gln_group_buffer_member(out, i);
-            GLN_CHECK(gln_op_quantize(ctx, &cfg, &in, &q));
+            GLN_CHECK(st, fail, gln_op_quantize(ctx, &cfg, &in, &q));
         }
     } else {
-        GLN_CHECK(gln_op_grouped_quantize(ctx, &cfg, g, &out->g));
+        GLN_CHECK(st, fail, gln_op_grouped_quantize(ctx, &cfg, g, &out->g));
     }
-    if (L->recipe.delayed) GLN_CHECK(gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
+    if (L->recipe.delayed) GLN_CHECK(st, fail, gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
     return GLN_STATUS_SUCCESS;
 fail:
     gln_group_buffer_free(ctx, out);

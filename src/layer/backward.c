@@ -82,10 +82,10 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
     gln_wgrad_item_t *it = calloc(1, sizeof *it);
     GLN_REQUIRE(it != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
     it->d = malloc((size_t)L->n * sizeof *it->d);
-    GLN_CHECK_COND(it->d != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    GLN_CHECK_COND(st, fail, it->d != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
     memcpy(it->d, d, (size_t)L->n * sizeof *d);
     it->accumulate = accumulate;
-    GLN_CHECK(splits_copy(L, s, it));
+    GLN_CHECK(st, fail, splits_copy(L, s, it));
     const int64_t *splits = s->splits_on_backend ? it->splits_dev : it->splits_host;
     if (L->recipe.quantized) {
         gln_group_buffer_drop_rowwise(L->ctx, dyq);
@@ -93,13 +93,13 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
         memset(dyq, 0, sizeof *dyq);
     } else {
         const gln_tensor_t *t = &dyw->g.packed;
-        GLN_CHECK(gln_group_buffer_alloc_high_precision(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
-                                                        s->splits_on_backend, &it->dy));
+        GLN_CHECK(st, fail, gln_group_buffer_alloc_high_precision(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
+                                                                  s->splits_on_backend, &it->dy));
         size_t bytes;
-        GLN_CHECK(gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
+        GLN_CHECK(st, fail, gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
         if (bytes)
-            GLN_CHECK(L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
-                                          GLN_COPY_BACKEND_TO_BACKEND));
+            GLN_CHECK(st, fail, L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
+                                                    GLN_COPY_BACKEND_TO_BACKEND));
     }
     it->x = *x;
     memset(x, 0, sizeof *x);
@@ -121,13 +121,13 @@ static gln_status_t wgrad_run(gln_grouped_linear_t *L, gln_grouped_linear_saved_
     /* save_original_input: quantize the saved input columnwise now (deterministic recipes only,
      * so this reproduces the forward's quantization exactly). */
     if (s->x_is_high_precision && L->recipe.quantized)
-        GLN_CHECK(gln_act_quantize(L, GLN_ROLE_INPUT, &s->x, 0, 1, &xq));
+        GLN_CHECK(st, fail, gln_act_quantize(L, GLN_ROLE_INPUT, &s->x, 0, 1, &xq));
     gln_group_buffer_t *x = xq.g.num ? &xq : &s->x;
     const gln_group_buffer_t *dy = L->recipe.quantized ? dyq : dyw;
     if (L->cfg.delay_wgrad_compute) {
-        GLN_CHECK(wgrad_enqueue(L, s, x, dyw, dyq, d, accumulate));
+        GLN_CHECK(st, fail, wgrad_enqueue(L, s, x, dyw, dyq, d, accumulate));
     } else {
-        GLN_CHECK(gln_stage_wgrad(L, x, dy, d, accumulate));
+        GLN_CHECK(st, fail, gln_stage_wgrad(L, x, dy, d, accumulate));
         if (L->dist) {
             int pending = 0;
             GLN_DIST_HOOK(st, "finalize_grads", -1,
@@ -175,40 +175,40 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
     GLN_TRY(gln_dist_agree_call(L, FN, GLN_CALL_LAYER_BACKWARD, do_dgrad, do_wgrad,
                                 do_dgrad + do_wgrad));
     /* Each step's failure is reported as "gln_grouped_linear_backward: <step>: <detail>". */
-    GLN_STEP(FN, "completing the previous finalize_grads", complete_pending_finalize(L));
+    GLN_STEP(st, fail, FN, "completing the previous finalize_grads", complete_pending_finalize(L));
     if (do_wgrad) {
         wd = calloc((size_t)L->n, sizeof *wd);
         GLN_REQUIRE(wd != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
-        GLN_STEP(FN, "looking up the wgrad outputs", wgrad_outputs(L, s, wd, &accumulate));
+        GLN_STEP(st, fail, FN, "looking up the wgrad outputs", wgrad_outputs(L, s, wd, &accumulate));
     }
     if (do_dgrad && L->dist)
-        GLN_STEP(FN, "materializing the weights for dgrad",
-                 gln_materialize(L, GLN_MATERIALIZE_STAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
+        GLN_STEP(st, fail, FN, "materializing the weights for dgrad",
+                           gln_materialize(L, GLN_MATERIALIZE_STAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
     s->done = 1; /* from here on gradients may be partly written: no second attempt */
 
-    GLN_STEP(FN, "grouping dy", gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
+    GLN_STEP(st, fail, FN, "grouping dy", gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
     if (quant && (do_dgrad || do_wgrad))
-        GLN_STEP(FN, "quantizing dy", gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
-    if (L->cfg.bias) GLN_STEP(FN, "bias gradients from dy", bias_grads(L, &dyw));
+        GLN_STEP(st, fail, FN, "quantizing dy", gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
+    if (L->cfg.bias) GLN_STEP(st, fail, FN, "bias gradients from dy", bias_grads(L, &dyw));
     if (do_dgrad) {
         gln_tensor_t dxd = *dx;
         if (!dxd.data) {
-            GLN_STEP(FN, "allocating dx", gln_output_alloc(ctx, &dxd, &dxbuf));
+            GLN_STEP(st, fail, FN, "allocating dx", gln_output_alloc(ctx, &dxd, &dxbuf));
             dxd.data = dxbuf;
         }
-        GLN_STEP(FN, "grouping dx", gln_group_buffer_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
-        GLN_STEP(FN, "dgrad GEMM into dx",
-                 gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
-        if (L->dist) GLN_STEP(FN, "releasing the dgrad weights", gln_materialize_release(L, &dmw));
+        GLN_STEP(st, fail, FN, "grouping dx", gln_group_buffer_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
+        GLN_STEP(st, fail, FN, "dgrad GEMM into dx",
+                           gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
+        if (L->dist) GLN_STEP(st, fail, FN, "releasing the dgrad weights", gln_materialize_release(L, &dmw));
     }
     if (s->have_mw) {
         s->have_mw = 0;
-        GLN_STEP(FN, "releasing the forward's weights", gln_materialize_release(L, &s->mw));
+        GLN_STEP(st, fail, FN, "releasing the forward's weights", gln_materialize_release(L, &s->mw));
     }
-    if (do_wgrad) GLN_STEP(FN, "wgrad", wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
+    if (do_wgrad) GLN_STEP(st, fail, FN, "wgrad", wgrad_run(L, s, &dyw, &dyq, wd, accumulate));
     if (L->recipe.delayed)
-        GLN_STEP(FN, "updating the delayed scales",
-                 gln_fp8_state_update(ctx, &L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
+        GLN_STEP(st, fail, FN, "updating the delayed scales",
+                           gln_fp8_state_update(ctx, &L->fp8_bwd, L->cfg.margin, L->cfg.amax_algo));
     if (dxbuf) {
         s->owned_dx = dxbuf;
         dx->data = dxbuf;

@@ -49,11 +49,11 @@ gln_status_t gln_group_buffer_alloc_high_precision(gln_context_t *ctx, gln_dtype
     gln_status_t st;
     buffer_init(b, num, splits, splits_on_backend);
     b->g.packed = gln_tensor_make(dtype, rows, cols, NULL);
-    if (!splits_on_backend) GLN_CHECK(buffer_offsets(b, GLN_SCALING_NONE));
+    if (!splits_on_backend) GLN_CHECK(st, fail, buffer_offsets(b, GLN_SCALING_NONE));
     size_t bytes;
-    GLN_CHECK(gln_shape_bytes(FN, "a grouped buffer", rows, cols, gln_dtype_size(dtype), &bytes));
+    GLN_CHECK(st, fail, gln_shape_bytes(FN, "a grouped buffer", rows, cols, gln_dtype_size(dtype), &bytes));
     /* +1: a buffer of zero rows still gets a valid (never read) address */
-    GLN_CHECK(gln_ctx_alloc(ctx, bytes + 1, &b->mem_row));
+    GLN_CHECK(st, fail, gln_ctx_alloc(ctx, bytes + 1, &b->mem_row));
     b->g.packed.data = b->mem_row;
     return GLN_STATUS_SUCCESS;
 fail:
@@ -82,26 +82,26 @@ gln_status_t gln_group_buffer_alloc_quantized(gln_context_t *ctx, const gln_quan
     p->scaling = cfg->mode;
     int64_t row_elems = num, col_elems = num;
     if (!splits_on_backend) {
-        GLN_CHECK(buffer_offsets(b, cfg->mode));
+        GLN_CHECK(st, fail, buffer_offsets(b, cfg->mode));
         if (cfg->mode != GLN_SCALING_TENSOR) {
             row_elems = b->offs[2 * (num + 1) - 1];
             col_elems = b->offs[3 * (num + 1) - 1];
         }
     } else if (cfg->mode != GLN_SCALING_TENSOR) {
-        GLN_CHECK(gln_grouped_scale_bound(cfg->mode, num, rows, cols, &row_elems, &col_elems));
+        GLN_CHECK(st, fail, gln_grouped_scale_bound(cfg->mode, num, rows, cols, &row_elems, &col_elems));
     }
     size_t es = scale_elem_size(cfg->mode), data_bytes, row_bytes, col_bytes;
-    GLN_CHECK(gln_shape_bytes(FN, "a quantized grouped buffer", rows, cols, 1, &data_bytes));
-    GLN_CHECK(gln_bytes(FN, "rowwise scales", row_elems, es, &row_bytes));
-    GLN_CHECK(gln_bytes(FN, "columnwise scales", col_elems, es, &col_bytes));
+    GLN_CHECK(st, fail, gln_shape_bytes(FN, "a quantized grouped buffer", rows, cols, 1, &data_bytes));
+    GLN_CHECK(st, fail, gln_bytes(FN, "rowwise scales", row_elems, es, &row_bytes));
+    GLN_CHECK(st, fail, gln_bytes(FN, "columnwise scales", col_elems, es, &col_bytes));
     if (cfg->rowwise)
-        GLN_CHECK(buffer_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
+        GLN_CHECK(st, fail, buffer_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
     if (cfg->columnwise)
-        GLN_CHECK(buffer_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
-                                    &p->col_scale_inv));
+        GLN_CHECK(st, fail, buffer_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
+                                              &p->col_scale_inv));
     if (cfg->mode == GLN_SCALING_TENSOR) {
-        GLN_CHECK(gln_ctx_alloc(ctx, 2 * (size_t)num * sizeof(float), &b->mem_aux));
-        GLN_CHECK(gln_ctx_zero(ctx, b->mem_aux, 2 * (size_t)num * sizeof(float)));
+        GLN_CHECK(st, fail, gln_ctx_alloc(ctx, 2 * (size_t)num * sizeof(float), &b->mem_aux));
+        GLN_CHECK(st, fail, gln_ctx_zero(ctx, b->mem_aux, 2 * (size_t)num * sizeof(float)));
         p->scale = b->mem_aux;
         p->amax = p->scale + num;
     }
@@ -193,20 +193,20 @@ gln_status_t gln_weight_set_alloc_quantized(gln_context_t *ctx, const gln_quant_
     gln_status_t st;
     gln_quant_layout_t lay;
     GLN_TRY(weight_set_tensors(num, w));
-    GLN_CHECK(gln_layout_compute(FN, cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
+    GLN_CHECK(st, fail, gln_layout_compute(FN, cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
     size_t a = GLN_LAYER_ALIGN;
     size_t d = cfg->rowwise ? gln_align_up(lay.data_bytes, a) : 0;
     size_t s = cfg->rowwise ? gln_align_up(lay.scale_bytes, a) : 0;
     size_t cd = cfg->columnwise ? gln_align_up(lay.col_data_bytes, a) : 0;
     size_t cs = cfg->columnwise ? gln_align_up(lay.col_scale_bytes, a) : 0;
     size_t each = d + s + cd + cs, aux = 2 * (size_t)num * sizeof(float), all;
-    GLN_CHECK_COND(!gln_mul_overflow_size(each, (size_t)num, &all) &&
-                       !gln_add_overflow_size(all, aux, &all),
-                   GLN_STATUS_INVALID_ARGUMENT, "%s: %d quantized weights of %zu bytes overflow size_t",
-                   FN, (int)num, each);
-    GLN_CHECK(gln_ctx_alloc(ctx, all, &w->mem));
+    GLN_CHECK_COND(st, fail, !gln_mul_overflow_size(each, (size_t)num, &all) &&
+                                 !gln_add_overflow_size(all, aux, &all),
+                             GLN_STATUS_INVALID_ARGUMENT, "%s: %d quantized weights of %zu bytes overflow size_t",
+                             FN, (int)num, each);
+    GLN_CHECK(st, fail, gln_ctx_alloc(ctx, all, &w->mem));
     /* Zero everything once: scale padding and per-tensor aux must start deterministic. */
-    GLN_CHECK(gln_ctx_zero(ctx, w->mem, all));
+    GLN_CHECK(st, fail, gln_ctx_zero(ctx, w->mem, all));
     char *base = w->mem;
     w->aux = (float *)(void *)(base + each * (size_t)num);
     for (int32_t i = 0; i < num; i++) {

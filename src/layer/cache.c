@@ -47,8 +47,8 @@ static gln_status_t cache_entry_new(gln_grouped_linear_t *L, int rowwise, int co
     gln_quant_config_t cfg = L->recipe.weight;
     cfg.rowwise = rowwise;
     cfg.columnwise = columnwise;
-    GLN_CHECK(gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &e->w));
-    GLN_CHECK(cache_entry_fill(L, e));
+    GLN_CHECK(st, fail, gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &e->w));
+    GLN_CHECK(st, fail, cache_entry_fill(L, e));
     *out = e;
     return GLN_STATUS_SUCCESS;
 fail:

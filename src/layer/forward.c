@@ -159,38 +159,38 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
 
     /* Each step's failure is reported as "gln_grouped_linear_forward: <step>: <detail>". */
     if (saved) {
-        GLN_STEP(FN, "creating the saved context", saved_create(L, &a, &s));
+        GLN_STEP(st, fail, FN, "creating the saved context", saved_create(L, &a, &s));
         s->need_dgrad = need_dgrad;
         s->need_wgrad = need_wgrad;
     }
     gln_tensor_t y = *a.y;
     if (!y.data) {
         /* zeroed: rows past Σ splits on the grouped path read as 0 */
-        GLN_STEP(FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
+        GLN_STEP(st, fail, FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
         y.data = ybuf;
     }
-    GLN_STEP(FN, "grouping args->x", gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
-    GLN_STEP(FN, "grouping args->y", gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
+    GLN_STEP(st, fail, FN, "grouping args->x", gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    GLN_STEP(st, fail, FN, "grouping args->y", gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
     if (need_dgrad && L->dist && L->recipe.delayed)
-        GLN_STEP(FN, "saving the weight scales", save_weight_scales(L, s));
-    GLN_STEP(FN, "materializing the weights",
-             gln_materialize(L, GLN_MATERIALIZE_STAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL,
-                             &mw));
-    if (quant) GLN_STEP(FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
-    if (L->cfg.bias) GLN_STEP(FN, "preparing the biases", bias_list(L, &bias));
-    GLN_STEP(FN, "fprop GEMM into args->y",
-             gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
+        GLN_STEP(st, fail, FN, "saving the weight scales", save_weight_scales(L, s));
+    GLN_STEP(st, fail, FN, "materializing the weights",
+                       gln_materialize(L, GLN_MATERIALIZE_STAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL,
+                                       &mw));
+    if (quant) GLN_STEP(st, fail, FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
+    if (L->cfg.bias) GLN_STEP(st, fail, FN, "preparing the biases", bias_list(L, &bias));
+    GLN_STEP(st, fail, FN, "fprop GEMM into args->y",
+                       gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
     if (need_dgrad && !L->dist) {
         s->mw = mw;
         s->have_mw = 1;
         memset(&mw, 0, sizeof mw);
     } else {
-        GLN_STEP(FN, "releasing the weights", gln_materialize_release(L, &mw));
+        GLN_STEP(st, fail, FN, "releasing the weights", gln_materialize_release(L, &mw));
     }
-    if (need_wgrad) GLN_STEP(FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq));
+    if (need_wgrad) GLN_STEP(st, fail, FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq));
     if (L->recipe.delayed && saved)
-        GLN_STEP(FN, "updating the delayed scales",
-                 gln_fp8_state_update(ctx, &L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
+        GLN_STEP(st, fail, FN, "updating the delayed scales",
+                           gln_fp8_state_update(ctx, &L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));
 
     if (ybuf) {
         if (s) {

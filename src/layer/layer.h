@@ -296,13 +296,13 @@ void gln_wgrad_queue_clear(gln_grouped_linear_t *L);
  * the status name when nothing was recorded).  Returns st. */
 gln_status_t gln_layer_step_failed(const char *fn, const char *step, gln_status_t st);
 /* Run a step of a layer call: store its status in `st`, on failure re-report it
- * (gln_layer_step_failed) and jump to the function's `fail:` label. */
-#define GLN_STEP(fn, step, expr)                                                                \
+ * (gln_layer_step_failed) and jump to `label`. */
+#define GLN_STEP(st, label, fn, step, expr)                                                     \
     do {                                                                                        \
-        st = (expr);                                                                            \
-        if (st != GLN_STATUS_SUCCESS) {                                                         \
-            st = gln_layer_step_failed((fn), (step), st);                                       \
-            goto fail;                                                                          \
+        (st) = (expr);                                                                          \
+        if ((st) != GLN_STATUS_SUCCESS) {                                                       \
+            (st) = gln_layer_step_failed((fn), (step), (st));                                   \
+            goto label;                                                                         \
         }                                                                                       \
     } while (0)
 /* Around a call of a distributed-weights hook: snapshot the last error before, then turn a

@@ -127,16 +127,16 @@ static gln_status_t materialize_dist(gln_grouped_linear_t *L, gln_materialize_st
         return st;
     }
     mw->gathered = g; /* from here on, release() hands them back */
-    GLN_CHECK(dist_validate(L, hook, g, need_row, need_col));
+    GLN_CHECK(st, fail, dist_validate(L, hook, g, need_row, need_col));
     if (L->recipe.quantized && g[0].scaling == GLN_SCALING_NONE) {
         gln_quant_config_t cfg = L->recipe.weight;
         cfg.rowwise = need_row;
         cfg.columnwise = need_col;
-        GLN_CHECK(gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
-        GLN_CHECK(gln_weights_quantize(L, g, &cfg, replay_scales, &mw->temp));
+        GLN_CHECK(st, fail, gln_weight_set_alloc_quantized(L->ctx, &cfg, L->n, L->kout, L->kin, &mw->temp));
+        GLN_CHECK(st, fail, gln_weights_quantize(L, g, &cfg, replay_scales, &mw->temp));
         mw->w = mw->temp.t;
     } else if (!L->recipe.quantized && g[0].dtype != L->cfg.activation_dtype) {
-        GLN_CHECK(weights_cast(L, g, L->cfg.activation_dtype, &mw->temp));
+        GLN_CHECK(st, fail, weights_cast(L, g, L->cfg.activation_dtype, &mw->temp));
         mw->w = mw->temp.t;
     } else {
         mw->w = g;

@@ -70,10 +70,10 @@ static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const char *fn, gln_c
     gln_status_t st = local;
     if (st == GLN_STATUS_SUCCESS) st = gln_ctx_alloc(ctx, padded * sizeof(float), (void **)&tmp);
     gln_agree_t shape = {{call, sw->shard_len, 0, 0, 0, 0}, {"call", "shard_len", "", "", "", ""}};
-    GLN_CHECK(gln_sharded_agree(sw, fn, st, &shape));
-    GLN_CHECK(gln_comm_allgather_agreed(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
-    GLN_CHECK(ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
-                               GLN_COPY_BACKEND_TO_HOST));
+    GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
+    GLN_CHECK(st, fail, gln_comm_allgather_agreed(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
+    GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
+                                         GLN_COPY_BACKEND_TO_HOST));
 fail:
     gln_ctx_free(ctx, tmp);
     return st;

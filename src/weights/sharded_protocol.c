@@ -58,9 +58,9 @@ static gln_status_t materialize(const char *fn, gln_call_t call, void *impl,
     gln_status_t st = materialize_local(fn, sw, weights, &full);
     gln_agree_t shape = {{call, sw->shard_len, dt, 0, 0, 0},
                          {"call", "shard_len", "working_dtype", "", "", ""}};
-    GLN_CHECK(gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn, st, &shape));
-    GLN_CHECK(gln_comm_allgather_agreed(sw->comm, sw->working, full, (size_t)sw->shard_len, dt));
-    GLN_CHECK(track_live(sw, full, bytes));
+    GLN_CHECK(st, fail, gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn, st, &shape));
+    GLN_CHECK(st, fail, gln_comm_allgather_agreed(sw->comm, sw->working, full, (size_t)sw->shard_len, dt));
+    GLN_CHECK(st, fail, track_live(sw, full, bytes));
     size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
     for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
         gln_tensor_t t;

@@ -233,8 +233,8 @@ gln_status_t gln_cpu_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gl
     void *block = NULL;
     gln_status_t st = GLN_STATUS_SUCCESS;
     gln_cpu_gemm_ws_need(layout, A, B, D, bias, &ws);
-    GLN_CHECK(gln_cpu_gemm_ws_alloc(ctx, &ws, &block));
-    GLN_CHECK(gln_cpu_gemm_run(layout, A, B, D, bias, accumulate, &ws));
+    GLN_CHECK(st, fail, gln_cpu_gemm_ws_alloc(ctx, &ws, &block));
+    GLN_CHECK(st, fail, gln_cpu_gemm_run(layout, A, B, D, bias, accumulate, &ws));
 fail:
     gln_ctx_free(ctx, block);
     return st;

@@ -33,13 +33,13 @@ gln_status_t gln_cpu_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_arg
     gln_status_t st = GLN_STATUS_SUCCESS;
     expert_problem_t p;
     for (int32_t i = 0; i < args->b->num; i++) {
-        GLN_CHECK(expert_problem(args, i, &p));
+        GLN_CHECK(st, fail, expert_problem(args, i, &p));
         gln_cpu_gemm_ws_need(args->layout, &p.a, &p.b, &p.d, p.bias, &ws);
     }
-    GLN_CHECK(gln_cpu_gemm_ws_alloc(ctx, &ws, &block));
+    GLN_CHECK(st, fail, gln_cpu_gemm_ws_alloc(ctx, &ws, &block));
     for (int32_t i = 0; i < args->b->num; i++) {
-        GLN_CHECK(expert_problem(args, i, &p));
-        GLN_CHECK(gln_cpu_gemm_run(args->layout, &p.a, &p.b, &p.d, p.bias, args->accumulate, &ws));
+        GLN_CHECK(st, fail, expert_problem(args, i, &p));
+        GLN_CHECK(st, fail, gln_cpu_gemm_run(args->layout, &p.a, &p.b, &p.d, p.bias, args->accumulate, &ws));
     }
 fail:
     gln_ctx_free(ctx, block);

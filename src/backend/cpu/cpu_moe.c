@@ -66,7 +66,7 @@ gln_status_t gln_cpu_moe_router_forward(gln_context_t *ctx, int64_t tokens, int3
     gln_status_t st = GLN_STATUS_SUCCESS;
     float *probs = malloc((size_t)num_experts * sizeof *probs);
     unsigned char *taken = malloc((size_t)num_experts);
-    GLN_CHECK_COND(probs && taken, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    GLN_CHECK_COND(st, fail, probs && taken, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     for (int64_t t = 0; t < tokens; t++) {
         int32_t *ex = experts + t * k;
         float *g = gates + t * k;
@@ -106,7 +106,7 @@ gln_status_t gln_cpu_moe_router_backward(gln_context_t *ctx, int64_t tokens, int
     (void)ctx;
     gln_status_t st = GLN_STATUS_SUCCESS;
     float *probs = malloc(2 * (size_t)num_experts * sizeof *probs);
-    GLN_CHECK_COND(probs, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    GLN_CHECK_COND(st, fail, probs, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     for (int64_t t = 0; t < tokens; t++)
         router_backward_row(logits + t * num_experts, num_experts, k, experts + t * k,
                             dgates + t * k, probs, probs + num_experts,

@@ -32,7 +32,7 @@ gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_
     float *acc = NULL;
     gln_status_t st = GLN_STATUS_SUCCESS;
     if (cols == 0) return GLN_STATUS_SUCCESS; /* [R, 0]: every dbias is empty, no R-row loop */
-    GLN_CHECK(gln_ctx_alloc(ctx, (size_t)cols * sizeof(float), (void **)&acc));
+    GLN_CHECK(st, fail, gln_ctx_alloc(ctx, (size_t)cols * sizeof(float), (void **)&acc));
 
     int64_t row0 = 0;
     for (int32_t i = 0; i < dy->num; i++) {

@@ -77,21 +77,21 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
     const size_t bytes = (size_t)g->num * sizeof(int64_t); /* num is an int32 >= 1 */
     int64_t *h = malloc(bytes);
     *host_splits = NULL;
-    GLN_CHECK_COND(h != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
+    GLN_CHECK_COND(st, fail, h != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
     if (g->splits_on_backend) {
         /* Reading device splits needs the stream drained: refused inside a graph capture (a
          * synchronization there would invalidate the caller's capture), with a message saying
          * which call still needs the host splits. */
         cudaStream_t s = gln_cuda_state(ctx)->stream;
         enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-        GLN_CHECK(gln_cuda_check(cudaStreamIsCapturing(s, &cap), call, "cudaStreamIsCapturing"));
-        GLN_CHECK_COND(cap == cudaStreamCaptureStatusNone, GLN_STATUS_NOT_SUPPORTED,
-                       "%s: %s has its splits on the device, and this operation still runs a per-expert "
-                       "loop that reads them on the host: it cannot run inside a CUDA graph capture",
-                       call, name);
-        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(h, g->splits, bytes, cudaMemcpyDeviceToHost, s), call,
-                                 "cudaMemcpyAsync(splits)"));
-        GLN_CHECK(gln_cuda_check(cudaStreamSynchronize(s), call, "cudaStreamSynchronize"));
+        GLN_CHECK(st, fail, gln_cuda_check(cudaStreamIsCapturing(s, &cap), call, "cudaStreamIsCapturing"));
+        GLN_CHECK_COND(st, fail, cap == cudaStreamCaptureStatusNone, GLN_STATUS_NOT_SUPPORTED,
+                                 "%s: %s has its splits on the device, and this operation still runs a per-expert "
+                                 "loop that reads them on the host: it cannot run inside a CUDA graph capture",
+                                 call, name);
+        GLN_CHECK(st, fail, gln_cuda_check(cudaMemcpyAsync(h, g->splits, bytes, cudaMemcpyDeviceToHost, s), call,
+                                           "cudaMemcpyAsync(splits)"));
+        GLN_CHECK(st, fail, gln_cuda_check(cudaStreamSynchronize(s), call, "cudaStreamSynchronize"));
     } else {
         memcpy(h, g->splits, bytes);
     }
@@ -100,11 +100,11 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
      * sum cannot overflow whatever the device held. */
     int64_t sum = 0;
     for (int32_t i = 0; i < g->num; i++) {
-        GLN_CHECK_COND(h[i] >= 0, GLN_STATUS_INVALID_ARGUMENT, "%s: %s->splits[%d] = %lld must be >= 0",
-                       call, name, (int)i, (long long)h[i]);
-        GLN_CHECK_COND(h[i] <= g->packed.rows - sum, GLN_STATUS_INVALID_ARGUMENT,
-                       "%s: %s splits sum exceeds packed.rows %lld (at member %d: %lld)", call, name,
-                       (long long)g->packed.rows, (int)i, (long long)h[i]);
+        GLN_CHECK_COND(st, fail, h[i] >= 0, GLN_STATUS_INVALID_ARGUMENT, "%s: %s->splits[%d] = %lld must be >= 0",
+                                 call, name, (int)i, (long long)h[i]);
+        GLN_CHECK_COND(st, fail, h[i] <= g->packed.rows - sum, GLN_STATUS_INVALID_ARGUMENT,
+                                 "%s: %s splits sum exceeds packed.rows %lld (at member %d: %lld)", call, name,
+                                 (long long)g->packed.rows, (int)i, (long long)h[i]);
         sum += h[i];
     }
     *host_splits = h;
@@ -161,28 +161,28 @@ static gln_status_t cuda_init(gln_context_t *ctx) {
     gln_cuda_state_t *s = calloc(1, sizeof *s);
     if (!s) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     ctx->backend_state = s;
-    GLN_CHECK(gln_cuda_check(cudaSetDevice(ctx->device), fn, "cudaSetDevice"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaSetDevice(ctx->device), fn, "cudaSetDevice"));
     if (ctx->stream) {
         s->stream = (cudaStream_t)ctx->stream;
     } else {
-        GLN_CHECK(gln_cuda_check(cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking), fn,
-                                 "cudaStreamCreateWithFlags"));
+        GLN_CHECK(st, fail, gln_cuda_check(cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking), fn,
+                                           "cudaStreamCreateWithFlags"));
         s->stream = s->own_stream;
     }
-    GLN_CHECK(gln_cuda_check(cudaHostAlloc((void **)&s->async_host, sizeof *s->async_host, cudaHostAllocMapped),
-                             fn, "cudaHostAlloc(async error word)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaHostAlloc((void **)&s->async_host, sizeof *s->async_host, cudaHostAllocMapped),
+                                       fn, "cudaHostAlloc(async error word)"));
     memset(s->async_host, 0, sizeof *s->async_host);
-    GLN_CHECK(gln_cuda_check(cudaHostGetDevicePointer((void **)&s->async_dev, s->async_host, 0), fn,
-                             "cudaHostGetDevicePointer(async error word)"));
-    GLN_CHECK(pool_create(ctx->device, &s->pool, fn));
-    GLN_CHECK(gln_cublas_check(cublasLtCreate(&s->lt), fn, "cublasLtCreate"));
-    GLN_CHECK(gln_cuda_check(cudaMalloc(&s->workspace, GLN_CUDA_WORKSPACE_BYTES), fn, "cudaMalloc(workspace)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaHostGetDevicePointer((void **)&s->async_dev, s->async_host, 0), fn,
+                                       "cudaHostGetDevicePointer(async error word)"));
+    GLN_CHECK(st, fail, pool_create(ctx->device, &s->pool, fn));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtCreate(&s->lt), fn, "cublasLtCreate"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc(&s->workspace, GLN_CUDA_WORKSPACE_BYTES), fn, "cudaMalloc(workspace)"));
     /* 256 bytes each: separate, maximally aligned allocations (see scale_a in the header). */
-    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_a, 256), fn, "cudaMalloc(scale_a)"));
-    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_b, 256), fn, "cudaMalloc(scale_b)"));
-    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->amax_work, 256), fn, "cudaMalloc(amax_work)"));
-    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->scale_tmp, 256), fn, "cudaMalloc(scale_tmp)"));
-    GLN_CHECK(gln_cuda_check(cudaMalloc((void **)&s->amax_tmp, 256), fn, "cudaMalloc(amax_tmp)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc((void **)&s->scale_a, 256), fn, "cudaMalloc(scale_a)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc((void **)&s->scale_b, 256), fn, "cudaMalloc(scale_b)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc((void **)&s->amax_work, 256), fn, "cudaMalloc(amax_work)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc((void **)&s->scale_tmp, 256), fn, "cudaMalloc(scale_tmp)"));
+    GLN_CHECK(st, fail, gln_cuda_check(cudaMalloc((void **)&s->amax_tmp, 256), fn, "cudaMalloc(amax_tmp)"));
     return GLN_STATUS_SUCCESS;
 fail:
     cuda_fini(ctx);

@@ -121,40 +121,40 @@ static gln_status_t lt_matmul(gln_context_t *ctx, const gemm_plan_t *p, void *ou
     const int32_t opa = p->opa, opb = p->opb;
     const int ta = p->opa == CUBLAS_OP_T, tb = p->opb == CUBLAS_OP_T;
 
-    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), fn,
-                               "cublasLtMatmulDescCreate"));
-    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa),
-                               fn, "cublasLtMatmulDescSetAttribute(TRANSA)"));
-    GLN_CHECK(gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb),
-                               fn, "cublasLtMatmulDescSetAttribute(TRANSB)"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), fn,
+                                         "cublasLtMatmulDescCreate"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa),
+                                         fn, "cublasLtMatmulDescSetAttribute(TRANSA)"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb),
+                                         fn, "cublasLtMatmulDescSetAttribute(TRANSB)"));
     if (p->sa) {
         /* Each scale in its own allocation (see gln_cuda_state_t), copied in stream order. */
-        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(s->scale_a, p->sa, sizeof(float), cudaMemcpyDeviceToDevice,
-                                                 s->stream), fn, "cudaMemcpyAsync(scale_inv A)"));
-        GLN_CHECK(gln_cuda_check(cudaMemcpyAsync(s->scale_b, p->sb, sizeof(float), cudaMemcpyDeviceToDevice,
-                                                 s->stream), fn, "cudaMemcpyAsync(scale_inv B)"));
+        GLN_CHECK(st, fail, gln_cuda_check(cudaMemcpyAsync(s->scale_a, p->sa, sizeof(float), cudaMemcpyDeviceToDevice,
+                                                           s->stream), fn, "cudaMemcpyAsync(scale_inv A)"));
+        GLN_CHECK(st, fail, gln_cuda_check(cudaMemcpyAsync(s->scale_b, p->sb, sizeof(float), cudaMemcpyDeviceToDevice,
+                                                           s->stream), fn, "cudaMemcpyAsync(scale_inv B)"));
         const void *pa = s->scale_a, *pb = s->scale_b;
-        GLN_CHECK(gln_cublas_check(
-            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa), fn,
-            "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"));
-        GLN_CHECK(gln_cublas_check(
-            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb), fn,
-            "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"));
+        GLN_CHECK(st, fail, gln_cublas_check(
+                      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa), fn,
+                      "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"));
+        GLN_CHECK(st, fail, gln_cublas_check(
+                      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb), fn,
+                      "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"));
     }
-    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&la, p->ta, (uint64_t)(ta ? p->K : p->M),
-                                                          (uint64_t)(ta ? p->M : p->K), max1(p->lda)),
-                               fn, "cublasLtMatrixLayoutCreate(A)"));
-    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&lb, p->tb, (uint64_t)(tb ? p->N : p->K),
-                                                          (uint64_t)(tb ? p->K : p->N), max1(p->ldb)),
-                               fn, "cublasLtMatrixLayoutCreate(B)"));
-    GLN_CHECK(gln_cublas_check(cublasLtMatrixLayoutCreate(&ld, d_type, (uint64_t)p->M, (uint64_t)p->N, p->M), fn,
-                               "cublasLtMatrixLayoutCreate(D)"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatrixLayoutCreate(&la, p->ta, (uint64_t)(ta ? p->K : p->M),
+                                                                    (uint64_t)(ta ? p->M : p->K), max1(p->lda)),
+                                         fn, "cublasLtMatrixLayoutCreate(A)"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatrixLayoutCreate(&lb, p->tb, (uint64_t)(tb ? p->N : p->K),
+                                                                    (uint64_t)(tb ? p->K : p->N), max1(p->ldb)),
+                                         fn, "cublasLtMatrixLayoutCreate(B)"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatrixLayoutCreate(&ld, d_type, (uint64_t)p->M, (uint64_t)p->N, p->M), fn,
+                                         "cublasLtMatrixLayoutCreate(D)"));
 
-    GLN_CHECK(gln_cublas_check(cublasLtMatmulPreferenceCreate(&pref), fn, "cublasLtMatmulPreferenceCreate"));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmulPreferenceCreate(&pref), fn, "cublasLtMatmulPreferenceCreate"));
     const size_t ws = GLN_CUDA_WORKSPACE_BYTES;
-    GLN_CHECK(gln_cublas_check(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), fn,
-        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
+    GLN_CHECK(st, fail, gln_cublas_check(
+                  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), fn,
+                  "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
     /* Member views of grouped tensors start anywhere: tell the heuristic the real alignment. */
     const uint32_t al_a = ptr_alignment(p->a), al_b = ptr_alignment(p->b), al_d = ptr_alignment(out);
     const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
@@ -162,22 +162,22 @@ static gln_status_t lt_matmul(gln_context_t *ctx, const gemm_plan_t *p, void *ou
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     const uint32_t al_val[4] = {al_a, al_b, al_d, al_d};
     for (int i = 0; i < 4; i++)
-        GLN_CHECK(gln_cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(uint32_t)),
-                                   fn, "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
+        GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(uint32_t)),
+                                             fn, "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
 
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     memset(&res, 0, sizeof res);
     cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(s->lt, op, la, lb, ld, ld, pref, 1, &res, &found);
-    GLN_CHECK_COND(hs == CUBLAS_STATUS_SUCCESS && found > 0, GLN_STATUS_NOT_SUPPORTED,
-                   "%s: cuBLASLt has no algorithm for this GEMM (M=%lld N=%lld K=%lld, op %c%c, types %d x %d -> %d,"
-                   " alignments %u/%u/%u bytes): %s",
-                   fn, (long long)p->M, (long long)p->N, (long long)p->K, ta ? 'T' : 'N', tb ? 'T' : 'N',
-                   (int)p->ta, (int)p->tb, (int)d_type, al_a, al_b, al_d,
-                   hs == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : cublasLtGetStatusName(hs));
-    GLN_CHECK(gln_cublas_check(cublasLtMatmul(s->lt, op, &alpha, p->a, la, p->b, lb, &beta, out, ld, out, ld,
-                                              &res.algo, s->workspace, ws, s->stream),
-                               fn, "cublasLtMatmul"));
+    GLN_CHECK_COND(st, fail, hs == CUBLAS_STATUS_SUCCESS && found > 0, GLN_STATUS_NOT_SUPPORTED,
+                             "%s: cuBLASLt has no algorithm for this GEMM (M=%lld N=%lld K=%lld, op %c%c, types %d x %d -> %d,"
+                             " alignments %u/%u/%u bytes): %s",
+                             fn, (long long)p->M, (long long)p->N, (long long)p->K, ta ? 'T' : 'N', tb ? 'T' : 'N',
+                             (int)p->ta, (int)p->tb, (int)d_type, al_a, al_b, al_d,
+                             hs == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : cublasLtGetStatusName(hs));
+    GLN_CHECK(st, fail, gln_cublas_check(cublasLtMatmul(s->lt, op, &alpha, p->a, la, p->b, lb, &beta, out, ld, out, ld,
+                                                        &res.algo, s->workspace, ws, s->stream),
+                                         fn, "cublasLtMatmul"));
 fail:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);
@@ -261,8 +261,8 @@ static gln_status_t gemm_fp8_padded(gln_context_t *ctx, const gemm_plan_t *p, gl
     gemm_plan_t q = *p;
     void *a = NULL, *b = NULL;
     const int64_t kp = (p->K + 15) / 16 * 16;
-    GLN_CHECK(pad_columns(ctx, p->a, p->K, p->lda, p->M, kp, &a, fn));
-    GLN_CHECK(pad_columns(ctx, p->b, p->K, p->ldb, p->N, kp, &b, fn));
+    GLN_CHECK(st, fail, pad_columns(ctx, p->a, p->K, p->lda, p->M, kp, &a, fn));
+    GLN_CHECK(st, fail, pad_columns(ctx, p->b, p->K, p->ldb, p->N, kp, &b, fn));
     q.a = a, q.b = b, q.K = kp, q.lda = kp, q.ldb = kp;
     st = gemm_finish(ctx, &q, in, D, bias, accumulate, m, n, k, fn);
 fail:
@@ -313,8 +313,8 @@ static gln_status_t gemm_dequant(gln_context_t *ctx, gln_gemm_layout_t layout, c
                                  const char *fn) {
     gln_status_t st = GLN_STATUS_SUCCESS;
     gln_tensor_t a16 = gln_tensor_make(GLN_DTYPE_BF16, 0, 0, NULL), b16 = a16;
-    GLN_CHECK(operand_bf16(ctx, A, layout != GLN_LAYOUT_TN, 0, &a16, fn));
-    GLN_CHECK(operand_bf16(ctx, B, layout == GLN_LAYOUT_NT, 0, &b16, fn));
+    GLN_CHECK(st, fail, operand_bf16(ctx, A, layout != GLN_LAYOUT_TN, 0, &a16, fn));
+    GLN_CHECK(st, fail, operand_bf16(ctx, B, layout == GLN_LAYOUT_NT, 0, &b16, fn));
     st = gemm_run(ctx, layout, &a16, &b16, D, bias, accumulate, fn);
 fail:
     gln_cuda_scratch_free(ctx, a16.data);
@@ -346,15 +346,15 @@ static gln_status_t gemm_blockwise(gln_context_t *ctx, gln_gemm_layout_t layout,
     float *acc = NULL, *partial = NULL;
     gln_cuda_scale_ref_t sa, sb;
     gemm_plan_t p;
-    GLN_CHECK(scale_ref(A, a_col, layout != GLN_LAYOUT_TN, &sa, fn));
-    GLN_CHECK(scale_ref(B, b_col, layout == GLN_LAYOUT_NT, &sb, fn));
-    GLN_CHECK(operand_bf16(ctx, A, a_col, 1, &a16, fn));
-    GLN_CHECK(operand_bf16(ctx, B, b_col, 1, &b16, fn));
-    GLN_CHECK(gemm_plan(layout, &a16, &b16, &p, fn));
-    GLN_CHECK(acc_begin(ctx, D, bias, accumulate, m, n, &acc, fn));
+    GLN_CHECK(st, fail, scale_ref(A, a_col, layout != GLN_LAYOUT_TN, &sa, fn));
+    GLN_CHECK(st, fail, scale_ref(B, b_col, layout == GLN_LAYOUT_NT, &sb, fn));
+    GLN_CHECK(st, fail, operand_bf16(ctx, A, a_col, 1, &a16, fn));
+    GLN_CHECK(st, fail, operand_bf16(ctx, B, b_col, 1, &b16, fn));
+    GLN_CHECK(st, fail, gemm_plan(layout, &a16, &b16, &p, fn));
+    GLN_CHECK(st, fail, acc_begin(ctx, D, bias, accumulate, m, n, &acc, fn));
     size_t partial_bytes;
-    GLN_CHECK(gln_shape_bytes(fn, "the block partial product", m, n, sizeof(float), &partial_bytes));
-    GLN_CHECK(gln_cuda_scratch_alloc(ctx, partial_bytes, (void **)&partial, fn));
+    GLN_CHECK(st, fail, gln_shape_bytes(fn, "the block partial product", m, n, sizeof(float), &partial_bytes));
+    GLN_CHECK(st, fail, gln_cuda_scratch_alloc(ctx, partial_bytes, (void **)&partial, fn));
     /* Elements between consecutive reduction indices in each row-major bf16 operand. */
     const int64_t a_step = layout == GLN_LAYOUT_TN ? 1 : n, b_step = layout == GLN_LAYOUT_NT ? m : 1;
     for (int64_t k0 = 0; k0 < k; k0 += GLN_CUDA_BLOCK_K) {
@@ -362,8 +362,8 @@ static gln_status_t gemm_blockwise(gln_context_t *ctx, gln_gemm_layout_t layout,
         q.K = k - k0 < GLN_CUDA_BLOCK_K ? k - k0 : GLN_CUDA_BLOCK_K;
         q.a = (const uint16_t *)p.a + k0 * a_step;
         q.b = (const uint16_t *)p.b + k0 * b_step;
-        GLN_CHECK(lt_matmul(ctx, &q, partial, CUDA_R_32F, 0.0f, fn));
-        GLN_CHECK(gln_cuda_gemm_block_scale(ctx, acc, partial, m, n, k0, &sa, &sb, fn));
+        GLN_CHECK(st, fail, lt_matmul(ctx, &q, partial, CUDA_R_32F, 0.0f, fn));
+        GLN_CHECK(st, fail, gln_cuda_gemm_block_scale(ctx, acc, partial, m, n, k0, &sa, &sb, fn));
     }
 fail:
     st = acc_end(ctx, acc, D, m, n, st, fn);
@@ -412,15 +412,15 @@ gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_ar
     gln_status_t st = GLN_STATUS_SUCCESS;
     /* Splits on the device are copied to the host (one synchronizing copy each): the
      * non-graph-safe fallback until a device-side grouped kernel exists. */
-    GLN_CHECK(gln_cuda_host_splits(ctx, fn, "b", b, &splits));
+    GLN_CHECK(st, fail, gln_cuda_host_splits(ctx, fn, "b", b, &splits));
     gln_grouped_tensor_t gb = *b, ga = *b, gd = *b; /* ga, gd: set below per layout */
     gb.splits = splits, gb.splits_on_backend = 0;
     if (nt) {
-        GLN_CHECK(gln_cuda_host_splits(ctx, fn, "a_grouped", args->a_grouped, &a_splits));
+        GLN_CHECK(st, fail, gln_cuda_host_splits(ctx, fn, "a_grouped", args->a_grouped, &a_splits));
         for (int32_t i = 0; i < b->num; i++)
-            GLN_CHECK_COND(a_splits[i] == splits[i], GLN_STATUS_INVALID_ARGUMENT,
-                           "%s: a_grouped->splits[%d] = %lld differs from b->splits[%d] = %lld", fn, (int)i,
-                           (long long)a_splits[i], (int)i, (long long)splits[i]);
+            GLN_CHECK_COND(st, fail, a_splits[i] == splits[i], GLN_STATUS_INVALID_ARGUMENT,
+                                     "%s: a_grouped->splits[%d] = %lld differs from b->splits[%d] = %lld", fn, (int)i,
+                                     (long long)a_splits[i], (int)i, (long long)splits[i]);
         ga = *args->a_grouped;
         ga.splits = a_splits, ga.splits_on_backend = 0;
     } else {
@@ -429,14 +429,14 @@ gln_status_t gln_cuda_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_ar
     }
     for (int32_t i = 0; i < b->num; i++) {
         gln_tensor_t mb, ma, md;
-        GLN_CHECK(gln_grouped_member(&gb, i, &mb));
+        GLN_CHECK(st, fail, gln_grouped_member(&gb, i, &mb));
         if (nt) {
-            GLN_CHECK(gln_grouped_member(&ga, i, &ma));
-            GLN_CHECK(gemm_run(ctx, args->layout, &ma, &mb, &args->d_list[i], NULL, args->accumulate, fn));
+            GLN_CHECK(st, fail, gln_grouped_member(&ga, i, &ma));
+            GLN_CHECK(st, fail, gemm_run(ctx, args->layout, &ma, &mb, &args->d_list[i], NULL, args->accumulate, fn));
         } else {
-            GLN_CHECK(gln_grouped_member(&gd, i, &md));
+            GLN_CHECK(st, fail, gln_grouped_member(&gd, i, &md));
             const gln_tensor_t *bias = args->bias_list ? &args->bias_list[i] : NULL;
-            GLN_CHECK(gemm_run(ctx, args->layout, &args->a_list[i], &mb, &md, bias, args->accumulate, fn));
+            GLN_CHECK(st, fail, gemm_run(ctx, args->layout, &args->a_list[i], &mb, &md, bias, args->accumulate, fn));
         }
     }
 fail:

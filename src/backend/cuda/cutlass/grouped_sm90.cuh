@@ -264,18 +264,18 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
         Chunk c;
         fill_chunk(&c, g, first);
         setup_kernel<G><<<1, GLN_CUTLASS_CHUNK, 0, stream>>>(t, *g, c);
-        GLN_CHECK(gln_cuda_check_launch(fn, "gln_cutlass setup_kernel"));
+        GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass setup_kernel"));
         if (g->split_is_k && !g->accumulate) {
             const int64_t count = g->m * g->n;
             const unsigned int blocks = (unsigned int)(count / 256 + 1 < 64 ? count / 256 + 1 : 64);
             zero_empty_kernel<typename G::ElementD><<<dim3(blocks, (unsigned int)c.count), 256, 0, stream>>>(*g, c);
-            GLN_CHECK(gln_cuda_check_launch(fn, "gln_cutlass zero_empty_kernel"));
+            GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass zero_empty_kernel"));
         }
     }
-    GLN_CHECK(cutlass_status(gemm.can_implement(args), fn, "can_implement"));
-    GLN_CHECK(cutlass_status(gemm.initialize(args, workspace, stream), fn, "initialize"));
-    GLN_CHECK(cutlass_status(gemm.run(stream), fn, "run"));
-    GLN_CHECK(gln_cuda_check_launch(fn, "CUTLASS grouped GEMM"));
+    GLN_CHECK(st, fail, cutlass_status(gemm.can_implement(args), fn, "can_implement"));
+    GLN_CHECK(st, fail, cutlass_status(gemm.initialize(args, workspace, stream), fn, "initialize"));
+    GLN_CHECK(st, fail, cutlass_status(gemm.run(stream), fn, "run"));
+    GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "CUTLASS grouped GEMM"));
 fail:
     gln_cuda_scratch_free(ctx, scratch);
     return st;
