@@ -188,44 +188,47 @@ gln_status_t gln_weight_set_alloc_high_precision(gln_context_t *ctx, gln_dtype_t
     return GLN_STATUS_SUCCESS;
 }
 
+/* Laid out as a grouped tensor of `num` members of `rows` rows (the layout gln_grouped_quantize
+ * documents): all rowwise data, then all columnwise data (member i's transposed copy at element
+ * i·rows·cols), then the members' scales one after the other, each region 256-byte aligned; so
+ * `packed` describes the whole set and one grouped quantization fills every weight. */
 gln_status_t gln_weight_set_alloc_quantized(gln_context_t *ctx, const gln_quant_config_t *cfg, int32_t num,
                                             int64_t rows, int64_t cols, gln_weight_set_t *w) {
     gln_status_t st;
     gln_quant_layout_t lay;
     GLN_TRY(weight_set_tensors(num, w));
     GLN_CHECK(st, fail, gln_layout_compute(FN, cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
-    size_t a = GLN_LAYER_ALIGN;
-    size_t d = cfg->rowwise ? gln_align_up(lay.data_bytes, a) : 0;
-    size_t s = cfg->rowwise ? gln_align_up(lay.scale_bytes, a) : 0;
-    size_t cd = cfg->columnwise ? gln_align_up(lay.col_data_bytes, a) : 0;
-    size_t cs = cfg->columnwise ? gln_align_up(lay.col_scale_bytes, a) : 0;
-    size_t each = d + s + cd + cs, aux = 2 * (size_t)num * sizeof(float), all;
-    GLN_CHECK_COND(st, fail, !gln_mul_overflow_size(each, (size_t)num, &all) &&
-                                 !gln_add_overflow_size(all, aux, &all),
-                             GLN_STATUS_INVALID_ARGUMENT, "%s: %d quantized weights of %zu bytes overflow size_t",
-                             FN, (int)num, each);
+    const size_t per[4] = {cfg->rowwise ? lay.data_bytes : 0, cfg->columnwise ? lay.col_data_bytes : 0,
+                           cfg->rowwise ? lay.scale_bytes : 0, cfg->columnwise ? lay.col_scale_bytes : 0};
+    size_t off[5], all = 0;
+    for (int r = 0; r < 4; r++) {
+        size_t region;
+        GLN_CHECK_COND(st, fail, !gln_mul_overflow_size(per[r], (size_t)num, &region) &&
+                                     !gln_add_overflow_size(all, gln_align_up(region, GLN_LAYER_ALIGN), &all),
+                       GLN_STATUS_INVALID_ARGUMENT, "%s: %d quantized weights of [%lld, %lld] overflow size_t", FN,
+                       (int)num, (long long)rows, (long long)cols);
+        off[r] = all - gln_align_up(region, GLN_LAYER_ALIGN);
+    }
+    off[4] = all;
+    all += 2 * (size_t)num * sizeof(float); /* aux: scale[N], amax[N] */
     GLN_CHECK(st, fail, gln_ctx_alloc(ctx, all, &w->mem));
     /* Zero everything once: scale padding and per-tensor aux must start deterministic. */
     GLN_CHECK(st, fail, gln_ctx_zero(ctx, w->mem, all));
     char *base = w->mem;
-    w->aux = (float *)(void *)(base + each * (size_t)num);
+    w->aux = (float *)(void *)(base + off[4]);
+    w->packed = gln_tensor_make(cfg->fp8_dtype, rows * (int64_t)num, cols, cfg->rowwise ? base + off[0] : NULL);
+    w->packed.scaling = cfg->mode;
+    if (cfg->rowwise) w->packed.scale_inv = base + off[2];
+    if (cfg->columnwise) w->packed.col_data = base + off[1], w->packed.col_scale_inv = base + off[3];
+    if (cfg->mode == GLN_SCALING_TENSOR) w->packed.scale = w->aux, w->packed.amax = w->aux + num;
     for (int32_t i = 0; i < num; i++) {
-        char *m = base + each * (size_t)i;
         gln_tensor_t *t = &w->t[i];
+        const size_t k = (size_t)i;
         *t = gln_tensor_make(cfg->fp8_dtype, rows, cols, NULL);
         t->scaling = cfg->mode;
-        if (cfg->rowwise) {
-            t->data = m;
-            t->scale_inv = m + d;
-        }
-        if (cfg->columnwise) {
-            t->col_data = m + d + s;
-            t->col_scale_inv = m + d + s + cd;
-        }
-        if (cfg->mode == GLN_SCALING_TENSOR) {
-            t->scale = w->aux + i;
-            t->amax = w->aux + num + i;
-        }
+        if (cfg->rowwise) t->data = base + off[0] + k * per[0], t->scale_inv = base + off[2] + k * per[2];
+        if (cfg->columnwise) t->col_data = base + off[1] + k * per[1], t->col_scale_inv = base + off[3] + k * per[3];
+        if (cfg->mode == GLN_SCALING_TENSOR) t->scale = w->aux + i, t->amax = w->aux + num + i;
     }
     return GLN_STATUS_SUCCESS;
 fail:

@@ -114,6 +114,9 @@ typedef struct gln_weight_set {
     gln_tensor_t *t;     /* host array [N] */
     void *mem;           /* NULL when the tensors view caller memory */
     float *aux;          /* per-tensor modes: scale[N] then amax[N] (backend memory) */
+    gln_tensor_t packed; /* quantized sets: the N weights as one grouped tensor [N·rows, cols]
+                          * (members of `rows` rows; gln_weight_set_alloc_quantized); else
+                          * data and col_data NULL */
 } gln_weight_set_t;
 
 gln_status_t gln_weight_set_alloc_high_precision(gln_context_t *ctx, gln_dtype_t dtype, int32_t num,

@@ -15,6 +15,33 @@
 #include "tensor/tensor.h"
 #include "weights/sharded.h"
 
+/* 1 when the N high-precision weights lie back to back in one buffer (layer-owned parameters,
+ * single_grouped_weight, or caller pointers that happen to): then they are one grouped tensor. */
+static int weights_contiguous(const gln_tensor_t *src, int32_t n) {
+    const size_t bytes = (size_t)src[0].rows * (size_t)src[0].cols * gln_dtype_size(src[0].dtype);
+    for (int32_t i = 0; i < n; i++)
+        if (src[i].scaling != GLN_SCALING_NONE || src[i].dtype != src[0].dtype ||
+            (const char *)src[i].data != (const char *)src[0].data + bytes * (size_t)i)
+            return 0;
+    return 1;
+}
+
+/* All N weights in one grouped quantization (a fixed number of launches on the GPU, not N
+ * calls of several each; the same bytes per member as gln_quantize of each weight). */
+static gln_status_t quantize_grouped(gln_context_t *ctx, const gln_tensor_t *src, const gln_quant_config_t *cfg,
+                                     gln_weight_set_t *dst) {
+    const int32_t n = dst->num;
+    int64_t *splits = malloc((size_t)n * sizeof *splits);
+    if (!splits) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "grouped linear: out of host memory");
+    for (int32_t i = 0; i < n; i++) splits[i] = src[0].rows;
+    gln_grouped_tensor_t in = {n, splits, 0, gln_tensor_make(src[0].dtype, dst->packed.rows, src[0].cols,
+                                                              src[0].data)};
+    gln_grouped_tensor_t out = {n, splits, 0, dst->packed};
+    gln_status_t st = gln_op_grouped_quantize(ctx, cfg, &in, &out);
+    free(splits);
+    return st;
+}
+
 gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *src,
                                   const gln_quant_config_t *cfg, const float *replay_scales,
                                   gln_weight_set_t *dst) {
@@ -24,7 +51,10 @@ gln_status_t gln_weights_quantize(gln_grouped_linear_t *L, const gln_tensor_t *s
     if (record) GLN_TRY(gln_fp8_state_stage(ctx, &L->fp8_fwd, 1, 3, n, dst->aux, dst->aux + n));
     if (L->recipe.delayed && replay_scales)
         GLN_TRY(gln_fp8_stage_values(ctx, replay_scales, n, dst->aux, dst->aux + n));
-    for (int32_t i = 0; i < n; i++) GLN_TRY(gln_op_quantize(ctx, cfg, &src[i], &dst->t[i]));
+    if ((dst->packed.data || dst->packed.col_data) && weights_contiguous(src, n))
+        GLN_TRY(quantize_grouped(ctx, src, cfg, dst));
+    else
+        for (int32_t i = 0; i < n; i++) GLN_TRY(gln_op_quantize(ctx, cfg, &src[i], &dst->t[i]));
     if (record) GLN_TRY(gln_fp8_state_record(ctx, &L->fp8_fwd, 1, 3, n, dst->aux + n));
     return GLN_STATUS_SUCCESS;
 }

@@ -62,27 +62,44 @@ extern "C" gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_groupe
     return gln_cuda_check_launch(call, "gln_group_plan_kernel");
 }
 
-/* Host splits (checked at the boundary): the same prefix sums on the host, then one
- * stream-ordered copy of all three arrays. */
+/* Host splits (checked at the boundary): the prefix sums are computed on the host and travel to
+ * the device by value, in the parameters of small kernels (GLN_PLAN_CHUNK members each), never
+ * through a copy from host memory: a copy from a pageable buffer captured in a CUDA graph would
+ * read that buffer again at every replay, after it was freed. */
+#define GLN_PLAN_CHUNK 160 /* 3 x 160 int64 + 8 bytes: within the classic 4 KB of kernel parameters */
+typedef struct plan_chunk {
+    int32_t first, count;
+    int64_t rows[GLN_PLAN_CHUNK], srow[GLN_PLAN_CHUNK], scol[GLN_PLAN_CHUNK]; /* entries first + 1 .. */
+} plan_chunk_t;
+
+__global__ void gln_group_plan_store_kernel(plan_chunk_t c, int64_t *rows, int64_t *srow, int64_t *scol) {
+    const int j = (int)threadIdx.x;
+    if (c.first == 0 && j == 0) rows[0] = srow[0] = scol[0] = 0;
+    if (j >= c.count) return;
+    rows[c.first + j + 1] = c.rows[j];
+    srow[c.first + j + 1] = c.srow[j];
+    scol[c.first + j + 1] = c.scol[j];
+}
+
 static gln_status_t plan_from_host(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
                                    gln_cuda_plan_t *p, const char *call) {
-    const size_t n1 = (size_t)g->num + 1;
-    int64_t *h = (int64_t *)malloc(3 * n1 * sizeof(int64_t));
-    if (!h) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", call);
-    int64_t *rs = h, *sr = h + n1, *sc = h + 2 * n1;
-    rs[0] = sr[0] = sc[0] = 0;
-    for (int32_t i = 0; i < g->num; i++) {
-        const int64_t m = g->splits[i];
-        rs[i + 1] = rs[i] + m;
-        sr[i + 1] = sr[i] + gln_member_scale_elems(mode, m, g->packed.cols, 0);
-        sc[i + 1] = sc[i] + gln_member_scale_elems(mode, m, g->packed.cols, 1);
+    cudaStream_t stream = gln_cuda_state(ctx)->stream;
+    int64_t r = 0, sr = 0, sc = 0;
+    for (int32_t first = 0; first < g->num; first += GLN_PLAN_CHUNK) {
+        plan_chunk_t c;
+        memset(&c, 0, sizeof c);
+        c.first = first;
+        c.count = g->num - first < GLN_PLAN_CHUNK ? g->num - first : GLN_PLAN_CHUNK;
+        for (int32_t j = 0; j < c.count; j++) {
+            const int64_t m = g->splits[first + j];
+            c.rows[j] = r += m;
+            c.srow[j] = sr += gln_member_scale_elems(mode, m, g->packed.cols, 0);
+            c.scol[j] = sc += gln_member_scale_elems(mode, m, g->packed.cols, 1);
+        }
+        gln_group_plan_store_kernel<<<1, GLN_PLAN_CHUNK, 0, stream>>>(c, p->rows, p->srow, p->scol);
+        GLN_TRY(gln_cuda_check_launch(call, "gln_group_plan_store_kernel"));
     }
-    /* pageable source: the copy has been staged when cudaMemcpyAsync returns */
-    gln_status_t st = gln_cuda_check(cudaMemcpyAsync(p->rows, h, 3 * n1 * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                                     gln_cuda_state(ctx)->stream),
-                                     call, "cudaMemcpyAsync(group plan)");
-    free(h);
-    return st;
+    return GLN_STATUS_SUCCESS;
 }
 
 extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g,
