@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h" /* every buffer: a host (CPU) and a device (CUDA) twin, poisoned alike */
 #include "harness.h"
 
 #ifdef GLN_TEST_HAVE_CUDA
@@ -33,8 +34,6 @@
 static gln_context_t *g_cu, *g_cpu;
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-#define GUARD 64
-#define GUARD_BYTE 0x5Au
 #define DATA_POISON 0xA5u
 #define SCALE_POISON 0xFFu /* NaN floats */
 #define MAXM 16
@@ -78,52 +77,6 @@ static void *make_input(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t co
         }
     }
     return h;
-}
-
-/* ---- buffers: a host (CPU) and a device (CUDA) twin, poisoned alike ------------------------- */
-
-typedef struct twin {
-    void *h, *d;   /* d: bytes + GUARD, d may start `skew` bytes into its allocation */
-    void *alloc;
-    size_t bytes;
-} twin_t;
-
-static twin_t twin_new(size_t bytes, unsigned poison, size_t skew) {
-    twin_t t = {NULL, NULL, NULL, bytes};
-    t.h = malloc(bytes ? bytes : 1);
-    memset(t.h, (int)poison, bytes);
-    unsigned char *g = malloc(bytes + GUARD);
-    memset(g, (int)poison, bytes);
-    memset(g + bytes, GUARD_BYTE, GUARD);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD + skew, &t.alloc));
-    if (t.alloc) {
-        t.d = (char *)t.alloc + skew;
-        CHECK_OK(gln_memcpy(g_cu, t.d, g, bytes + GUARD, GLN_COPY_HOST_TO_BACKEND));
-    }
-    free(g);
-    return t;
-}
-
-/* An input: the host data and its device copy (`skew` bytes into the allocation). */
-static twin_t twin_input(const void *h, size_t bytes, size_t skew) {
-    twin_t t = twin_new(bytes, 0, skew);
-    memcpy(t.h, h, bytes);
-    if (t.d) CHECK_OK(gln_memcpy(g_cu, t.d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
-    return t;
-}
-
-static void twin_repoison(twin_t *t, unsigned poison) {
-    memset(t->h, (int)poison, t->bytes);
-    unsigned char *g = malloc(t->bytes ? t->bytes : 1);
-    memset(g, (int)poison, t->bytes);
-    if (t->d) CHECK_OK(gln_memcpy(g_cu, t->d, g, t->bytes, GLN_COPY_HOST_TO_BACKEND));
-    free(g);
-}
-
-static void twin_free(twin_t *t) {
-    if (t->alloc) CHECK_OK(gln_free(g_cu, t->alloc));
-    free(t->h);
-    memset(t, 0, sizeof *t);
 }
 
 /* ---- where a byte lives (for the failure messages) -------------------------------------------- */
@@ -172,49 +125,39 @@ static void describe(const layout_t *L, int buf, size_t e, char *out, size_t n) 
     snprintf(out, n, "past the last member (must be left alone)");
 }
 
+typedef struct where {
+    const layout_t *L;
+    int buf;
+} where_t;
+
+static void describe_at(const void *arg, size_t e, char *out, size_t n) {
+    const where_t *w = arg;
+    describe(w->L, w->buf, e, out, n);
+}
+
 /* Device bytes of t equal the CPU's (t.h); the first mismatch is described, with the count. */
-static void twin_check(const twin_t *t, const layout_t *L, int buf, const char *what) {
-    if (!t->d) return;
-    unsigned char *g = malloc(t->bytes + GUARD);
-    CHECK_OK(gln_memcpy(g_cu, g, t->d, t->bytes + GUARD, GLN_COPY_BACKEND_TO_HOST));
-    const size_t es = buf >= BUF_SCALE ? 4 : 1, n = t->bytes / es;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(g + i * es, (const unsigned char *)t->h + i * es, es) != 0 && bad++ == 0) first = i;
-    if (bad) {
-        char loc[200];
-        describe(L, buf, first, loc, sizeof loc);
-        uint32_t got = 0, want = 0;
-        memcpy(&got, g + first * es, es);
-        memcpy(&want, (const unsigned char *)t->h + first * es, es);
-        float fg, fw;
-        memcpy(&fg, &got, 4), memcpy(&fw, &want, 4);
-        if (es == 4)
-            CHECK_MSG(0, "%s %s: %zu of %zu differ; first at [%zu] %s: got 0x%08x (%g) want 0x%08x (%g)", what,
-                      k_buf_name[buf], bad, n, first, loc, got, (double)fg, want, (double)fw);
-        else
-            CHECK_MSG(0, "%s %s: %zu of %zu differ; first at [%zu] %s: got 0x%02x want 0x%02x", what,
-                      k_buf_name[buf], bad, n, first, loc, got, want);
-    }
-    for (size_t i = 0; i < GUARD; i++)
-        if (g[t->bytes + i] != GUARD_BYTE) {
-            CHECK_MSG(0, "%s %s: guard byte %zu after the buffer overwritten", what, k_buf_name[buf], i);
-            break;
-        }
-    free(g);
+static void twin_check(const gln_twin_t *t, const layout_t *L, int buf, const char *what) {
+    const where_t w = {L, buf};
+    gln_twin_check(g_cu, t, buf >= BUF_SCALE ? 4 : 1, what, k_buf_name[buf], describe_at, &w);
 }
 
 /* ---- one quantized output (four twins) ------------------------------------------------------ */
 
 typedef struct qout {
-    twin_t q, qt, s, cs;
+    gln_twin_t q, qt, s, cs;
 } qout_t;
 
 static qout_t qout_new(const gln_quant_config_t *cfg, size_t nd, size_t ns, size_t ncs, size_t skew) {
     qout_t o;
     memset(&o, 0, sizeof o);
-    if (cfg->rowwise) o.q = twin_new(nd, DATA_POISON, skew), o.s = twin_new(ns * 4, SCALE_POISON, 0);
-    if (cfg->columnwise) o.qt = twin_new(nd, DATA_POISON, skew), o.cs = twin_new(ncs * 4, SCALE_POISON, 0);
+    if (cfg->rowwise) {
+        o.q = gln_twin_new(g_cu, nd, DATA_POISON, skew);
+        o.s = gln_twin_new(g_cu, ns * 4, SCALE_POISON, 0);
+    }
+    if (cfg->columnwise) {
+        o.qt = gln_twin_new(g_cu, nd, DATA_POISON, skew);
+        o.cs = gln_twin_new(g_cu, ncs * 4, SCALE_POISON, 0);
+    }
     return o;
 }
 
@@ -235,13 +178,13 @@ static void qout_check(const qout_t *o, const layout_t *L, const char *what) {
 }
 
 static void qout_repoison(qout_t *o) {
-    if (o->q.h) twin_repoison(&o->q, DATA_POISON), twin_repoison(&o->s, SCALE_POISON);
-    if (o->qt.h) twin_repoison(&o->qt, DATA_POISON), twin_repoison(&o->cs, SCALE_POISON);
+    if (o->q.h) gln_twin_repoison(g_cu, &o->q, DATA_POISON), gln_twin_repoison(g_cu, &o->s, SCALE_POISON);
+    if (o->qt.h) gln_twin_repoison(g_cu, &o->qt, DATA_POISON), gln_twin_repoison(g_cu, &o->cs, SCALE_POISON);
 }
 
 static void qout_free(qout_t *o) {
-    if (o->q.h) twin_free(&o->q), twin_free(&o->s);
-    if (o->qt.h) twin_free(&o->qt), twin_free(&o->cs);
+    if (o->q.h) gln_twin_free(g_cu, &o->q), gln_twin_free(g_cu, &o->s);
+    if (o->qt.h) gln_twin_free(g_cu, &o->qt), gln_twin_free(g_cu, &o->cs);
 }
 
 static void cfg_name(const gln_quant_config_t *cfg, gln_dtype_t dt, char *out, size_t n) {
@@ -288,7 +231,7 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     CHECK_OK(gln_quant_layout(cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
     void *h = make_input(rng, dt, rows, cols, specials);
     const size_t nx = (size_t)rows * (size_t)cols * gln_dtype_size(dt);
-    twin_t x = twin_input(h, nx, skew_in);
+    gln_twin_t x = gln_twin_input(g_cu, h, nx, skew_in);
     qout_t o = qout_new(cfg, lay.data_bytes, lay.scale_bytes / 4, lay.col_scale_bytes / 4, skew_out);
     gln_tensor_t hin = gln_tensor_make(dt, rows, cols, x.h), din = gln_tensor_make(dt, rows, cols, x.d);
     gln_tensor_t hq = qout_tensor(cfg, &o, rows, cols, 0), dq = qout_tensor(cfg, &o, rows, cols, 1);
@@ -301,7 +244,7 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     layout_t L = {cfg->mode, 1, {rows}, cols};
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&x);
+    gln_twin_free(g_cu, &x);
     free(h);
 }
 
@@ -360,14 +303,14 @@ static void scale_bounds(const gcase_t *g, size_t *ns, size_t *ncs) {
 }
 
 /* The CPU's grouped quantize of x.h into o's host twins. */
-static void grouped_ref(const gcase_t *g, twin_t *x, qout_t *o) {
+static void grouped_ref(const gcase_t *g, gln_twin_t *x, qout_t *o) {
     gln_grouped_tensor_t hin = {g->num, g->splits, 0, gln_tensor_make(g->dt, g->rows, g->cols, x->h)};
     gln_grouped_tensor_t hout = {g->num, g->splits, 0, qout_tensor(g->cfg, o, g->rows, g->cols, 0)};
     CHECK_OK(gln_grouped_quantize(g_cpu, g->cfg, &hin, &hout));
 }
 
 /* The CUDA grouped quantize: via = 0 the block entry point with a plan, 1 gln_grouped_quantize. */
-static void grouped_dev(const gcase_t *g, const int64_t *splits, int dev_splits, twin_t *x, qout_t *o, int via) {
+static void grouped_dev(const gcase_t *g, const int64_t *splits, int dev_splits, gln_twin_t *x, qout_t *o, int via) {
     gln_grouped_tensor_t din = {g->num, splits, dev_splits, gln_tensor_make(g->dt, g->rows, g->cols, x->d)};
     gln_grouped_tensor_t dout = {g->num, splits, dev_splits, qout_tensor(g->cfg, o, g->rows, g->cols, 1)};
     if (via) {
@@ -383,8 +326,8 @@ static void grouped_dev(const gcase_t *g, const int64_t *splits, int dev_splits,
 static void grouped_case(const gcase_t *g, int dev_splits, int via, int specials, gln_rng_t *rng) {
     const size_t nd = (size_t)g->rows * (size_t)g->cols;
     void *h = make_input(rng, g->dt, g->rows, g->cols, specials);
-    twin_t x = twin_input(h, nd * gln_dtype_size(g->dt), 0);
-    twin_t sp = twin_input(g->splits, (size_t)g->num * sizeof(int64_t), 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(g->dt), 0);
+    gln_twin_t sp = gln_twin_input(g_cu, g->splits, (size_t)g->num * sizeof(int64_t), 0);
     size_t ns, ncs;
     scale_bounds(g, &ns, &ncs);
     qout_t o = qout_new(g->cfg, nd, ns, ncs, 0);
@@ -397,8 +340,8 @@ static void grouped_case(const gcase_t *g, int dev_splits, int via, int specials
     memcpy(L.splits, g->splits, (size_t)g->num * sizeof(int64_t));
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&sp);
-    twin_free(&x);
+    gln_twin_free(g_cu, &sp);
+    gln_twin_free(g_cu, &x);
     free(h);
 }
 
@@ -453,8 +396,8 @@ static void graph_case(const gln_quant_config_t *cfg, gln_dtype_t dt, gln_rng_t 
     const int64_t rows = 400, cols = 320;
     const size_t nd = (size_t)rows * (size_t)cols;
     void *h = make_input(rng, dt, rows, cols, 1);
-    twin_t x = twin_input(h, nd * gln_dtype_size(dt), 0);
-    twin_t sp = twin_input(sets[0], sizeof sets[0], 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(dt), 0);
+    gln_twin_t sp = gln_twin_input(g_cu, sets[0], sizeof sets[0], 0);
     gcase_t g = {cfg, dt, N, sets[0], rows, cols};
     size_t ns, ncs;
     scale_bounds(&g, &ns, &ncs);
@@ -470,8 +413,7 @@ static void graph_case(const gln_quant_config_t *cfg, gln_dtype_t dt, gln_rng_t 
     CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
     for (size_t k = 0; k < COUNT(sets) && exec; k++) {
         g.splits = sets[k];
-        memcpy(sp.h, sets[k], sizeof sets[k]);
-        CHECK_OK(gln_memcpy(g_cu, sp.d, sets[k], sizeof sets[k], GLN_COPY_HOST_TO_BACKEND));
+        gln_twin_set(g_cu, &sp, sets[k]);
         qout_repoison(&o);
         grouped_ref(&g, &x, &o);
         CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess);
@@ -487,8 +429,8 @@ static void graph_case(const gln_quant_config_t *cfg, gln_dtype_t dt, gln_rng_t 
     CHECK_OK(gln_context_set_stream(g_cu, NULL));
     if (stream) cudaStreamDestroy(stream);
     qout_free(&o);
-    twin_free(&sp);
-    twin_free(&x);
+    gln_twin_free(g_cu, &sp);
+    gln_twin_free(g_cu, &x);
     free(h);
 }
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h" /* every buffer: a host (CPU) and a device (CUDA) twin, poisoned alike */
 #include "harness.h"
 
 #ifdef GLN_TEST_HAVE_CUDA
@@ -36,8 +37,6 @@
 static gln_context_t *g_cu, *g_cpu;
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-#define GUARD 64
-#define GUARD_BYTE 0x5Au
 #define DATA_POISON 0xA5u
 #define SCALE_POISON 0xFFu
 #define MAXM 160
@@ -86,57 +85,6 @@ static void *make_input(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t co
         }
     }
     return h;
-}
-
-/* ---- buffers: a host (CPU) and a device (CUDA) twin, poisoned alike ------------------------- */
-
-typedef struct twin {
-    void *h, *d; /* d: bytes + GUARD, `skew` bytes into its allocation */
-    void *alloc;
-    size_t bytes;
-} twin_t;
-
-static twin_t twin_new(size_t bytes, unsigned poison, size_t skew) {
-    twin_t t = {NULL, NULL, NULL, bytes};
-    t.h = malloc(bytes ? bytes : 1);
-    memset(t.h, (int)poison, bytes);
-    unsigned char *g = malloc(bytes + GUARD);
-    memset(g, (int)poison, bytes);
-    memset(g + bytes, GUARD_BYTE, GUARD);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD + skew, &t.alloc));
-    if (t.alloc) {
-        t.d = (char *)t.alloc + skew;
-        CHECK_OK(gln_memcpy(g_cu, t.d, g, bytes + GUARD, GLN_COPY_HOST_TO_BACKEND));
-    }
-    free(g);
-    return t;
-}
-
-/* Both twins holding `h` (inputs, initial amax / scale values). */
-static twin_t twin_input(const void *h, size_t bytes, size_t skew) {
-    twin_t t = twin_new(bytes, 0, skew);
-    memcpy(t.h, h, bytes);
-    if (t.d && bytes) CHECK_OK(gln_memcpy(g_cu, t.d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
-    return t;
-}
-
-static void twin_set(twin_t *t, const void *h) {
-    memcpy(t->h, h, t->bytes);
-    if (t->d && t->bytes) CHECK_OK(gln_memcpy(g_cu, t->d, h, t->bytes, GLN_COPY_HOST_TO_BACKEND));
-}
-
-static void twin_repoison(twin_t *t, unsigned poison) {
-    if (!t->h) return;
-    unsigned char *g = malloc(t->bytes ? t->bytes : 1);
-    memset(g, (int)poison, t->bytes);
-    twin_set(t, g);
-    free(g);
-}
-
-static void twin_free(twin_t *t) {
-    if (t->alloc) CHECK_OK(gln_free(g_cu, t->alloc));
-    free(t->h);
-    memset(t, 0, sizeof *t);
 }
 
 /* ---- where a byte lives (for the failure messages) -------------------------------------------- */
@@ -199,42 +147,26 @@ static void describe(const layout_t *L, int buf, size_t e, char *out, size_t n) 
     snprintf(out, n, "past the last member (must be left alone)");
 }
 
+typedef struct where {
+    const layout_t *L;
+    int buf;
+} where_t;
+
+static void describe_at(const void *arg, size_t e, char *out, size_t n) {
+    const where_t *w = arg;
+    describe(w->L, w->buf, e, out, n);
+}
+
 /* Device bytes of t equal the CPU's (t.h); the first mismatch is described, with the count. */
-static void twin_check(const twin_t *t, const layout_t *L, int buf, size_t es, const char *what) {
-    if (!t->d) return;
-    unsigned char *g = malloc(t->bytes + GUARD);
-    CHECK_OK(gln_memcpy(g_cu, g, t->d, t->bytes + GUARD, GLN_COPY_BACKEND_TO_HOST));
-    const size_t n = t->bytes / es;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(g + i * es, (const unsigned char *)t->h + i * es, es) != 0 && bad++ == 0) first = i;
-    if (bad) {
-        char loc[240];
-        describe(L, buf, first, loc, sizeof loc);
-        uint32_t got = 0, want = 0;
-        memcpy(&got, g + first * es, es);
-        memcpy(&want, (const unsigned char *)t->h + first * es, es);
-        float fg, fw;
-        memcpy(&fg, &got, 4), memcpy(&fw, &want, 4);
-        if (es == 4)
-            CHECK_MSG(0, "%s %s: %zu of %zu differ; first at [%zu] %s: got 0x%08x (%g) want 0x%08x (%g)", what,
-                      k_buf_name[buf], bad, n, first, loc, got, (double)fg, want, (double)fw);
-        else
-            CHECK_MSG(0, "%s %s: %zu of %zu differ; first at [%zu] %s: got 0x%02x want 0x%02x", what,
-                      k_buf_name[buf], bad, n, first, loc, got, want);
-    }
-    for (size_t i = 0; i < GUARD; i++)
-        if (g[t->bytes + i] != GUARD_BYTE) {
-            CHECK_MSG(0, "%s %s: guard byte %zu after the buffer overwritten", what, k_buf_name[buf], i);
-            break;
-        }
-    free(g);
+static void twin_check(const gln_twin_t *t, const layout_t *L, int buf, size_t es, const char *what) {
+    const where_t w = {L, buf};
+    gln_twin_check(g_cu, t, es, what, k_buf_name[buf], describe_at, &w);
 }
 
 /* ---- one quantized output: data, scales, and TENSOR's amax / scale arrays --------------------- */
 
 typedef struct qout {
-    twin_t q, qt, s, cs, amax, scale;
+    gln_twin_t q, qt, s, cs, amax, scale;
     size_t es; /* bytes of a scale_inv element: 4 (TENSOR), 1 (MXFP8) */
 } qout_t;
 
@@ -245,10 +177,16 @@ static qout_t qout_new(const gln_quant_config_t *cfg, size_t nd, size_t ns, size
     qout_t o;
     memset(&o, 0, sizeof o);
     o.es = cfg->mode == GLN_SCALING_TENSOR ? 4 : 1;
-    if (cfg->rowwise) o.q = twin_new(nd, DATA_POISON, skew), o.s = twin_new(ns * o.es, SCALE_POISON, 0);
-    if (cfg->columnwise) o.qt = twin_new(nd, DATA_POISON, skew), o.cs = twin_new(ncs * o.es, SCALE_POISON, 0);
-    if (amax0) o.amax = twin_input(amax0, (size_t)num * sizeof(float), 0);
-    if (scale0) o.scale = twin_input(scale0, (size_t)num * sizeof(float), 0);
+    if (cfg->rowwise) {
+        o.q = gln_twin_new(g_cu, nd, DATA_POISON, skew);
+        o.s = gln_twin_new(g_cu, ns * o.es, SCALE_POISON, 0);
+    }
+    if (cfg->columnwise) {
+        o.qt = gln_twin_new(g_cu, nd, DATA_POISON, skew);
+        o.cs = gln_twin_new(g_cu, ncs * o.es, SCALE_POISON, 0);
+    }
+    if (amax0) o.amax = gln_twin_input(g_cu, amax0, (size_t)num * sizeof(float), 0);
+    if (scale0) o.scale = gln_twin_input(g_cu, scale0, (size_t)num * sizeof(float), 0);
     return o;
 }
 
@@ -273,8 +211,9 @@ static void qout_check(const qout_t *o, const layout_t *L, const char *what) {
 }
 
 static void qout_free(qout_t *o) {
-    twin_free(&o->q), twin_free(&o->s), twin_free(&o->qt), twin_free(&o->cs);
-    twin_free(&o->amax), twin_free(&o->scale);
+    gln_twin_free(g_cu, &o->q), gln_twin_free(g_cu, &o->s);
+    gln_twin_free(g_cu, &o->qt), gln_twin_free(g_cu, &o->cs);
+    gln_twin_free(g_cu, &o->amax), gln_twin_free(g_cu, &o->scale);
 }
 
 /* ---- configurations ------------------------------------------------------------------------- */
@@ -334,7 +273,7 @@ static void sweep_case(gln_dtype_t dt, const void *h, int64_t rows, int64_t cols
     gln_quant_config_t cfg = make_cfg(M_DELAYED, 3, fp8 == GLN_DTYPE_FP8_E5M2 ? 4 : 0);
     const size_t nd = (size_t)rows * (size_t)cols;
     const float one = 1.0f, zero = 0.0f;
-    twin_t x = twin_input(h, nd * gln_dtype_size(dt), 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(dt), 0);
     qout_t o = qout_new(&cfg, nd, 1, 1, 1, &zero, &one, 0);
     gln_tensor_t hin = gln_tensor_make(dt, rows, cols, x.h), din = gln_tensor_make(dt, rows, cols, x.d);
     gln_tensor_t hq = qout_tensor(&cfg, &o, rows, cols, 0), dq = qout_tensor(&cfg, &o, rows, cols, 1);
@@ -346,7 +285,7 @@ static void sweep_case(gln_dtype_t dt, const void *h, int64_t rows, int64_t cols
     layout_set(&L, cfg.mode, 1, &rows, cols);
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&x);
+    gln_twin_free(g_cu, &x);
 }
 
 static void test_encode_sweep(void) {
@@ -384,7 +323,7 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     float amax0[1], scale0[1];
     const float *pa, *ps;
     tensor_state(cfg, 1, with_buffers, amax0, scale0, &pa, &ps);
-    twin_t x = twin_input(h, nx, skew_in);
+    gln_twin_t x = gln_twin_input(g_cu, h, nx, skew_in);
     const size_t es = cfg->mode == GLN_SCALING_TENSOR ? 4 : 1;
     qout_t o = qout_new(cfg, lay.data_bytes, lay.scale_bytes / es, lay.col_scale_bytes / es, 1, pa, ps, skew_out);
     gln_tensor_t hin = gln_tensor_make(dt, rows, cols, x.h), din = gln_tensor_make(dt, rows, cols, x.d);
@@ -400,7 +339,7 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     layout_set(&L, cfg->mode, 1, &rows, cols);
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&x);
+    gln_twin_free(g_cu, &x);
     free(h);
 }
 
@@ -460,7 +399,7 @@ static void scale_bounds(const gcase_t *g, size_t *ns, size_t *ncs) {
 }
 
 /* The CPU's grouped quantize of x.h into o's host twins. */
-static void grouped_ref(const gcase_t *g, twin_t *x, qout_t *o) {
+static void grouped_ref(const gcase_t *g, gln_twin_t *x, qout_t *o) {
     gln_grouped_tensor_t hin = {g->num, g->splits, 0, gln_tensor_make(g->dt, g->rows, g->cols, x->h)};
     gln_grouped_tensor_t hout = {g->num, g->splits, 0, qout_tensor(g->cfg, o, g->rows, g->cols, 0)};
     CHECK_OK(gln_grouped_quantize(g_cpu, g->cfg, &hin, &hout));
@@ -468,7 +407,7 @@ static void grouped_ref(const gcase_t *g, twin_t *x, qout_t *o) {
 
 /* The CUDA grouped quantize; out_splits: out's own copy (NULL: in's). */
 static void grouped_dev(const gcase_t *g, const int64_t *splits, const int64_t *out_splits, int dev_splits,
-                        twin_t *x, qout_t *o) {
+                        gln_twin_t *x, qout_t *o) {
     gln_grouped_tensor_t din = {g->num, splits, dev_splits, gln_tensor_make(g->dt, g->rows, g->cols, x->d)};
     gln_grouped_tensor_t dout = {g->num, out_splits ? out_splits : splits, dev_splits,
                                  qout_tensor(g->cfg, o, g->rows, g->cols, 1)};
@@ -479,9 +418,9 @@ static void grouped_dev(const gcase_t *g, const int64_t *splits, const int64_t *
 static void grouped_case(const gcase_t *g, int how, int specials, int with_buffers, gln_rng_t *rng) {
     const size_t nd = (size_t)g->rows * (size_t)g->cols;
     void *h = make_input(rng, g->dt, g->rows, g->cols, specials, neg_nan_ok(g->cfg));
-    twin_t x = twin_input(h, nd * gln_dtype_size(g->dt), 0);
-    twin_t sp = twin_input(g->splits, (size_t)g->num * sizeof(int64_t), 0);
-    twin_t sp2 = twin_input(g->splits, (size_t)g->num * sizeof(int64_t), 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(g->dt), 0);
+    gln_twin_t sp = gln_twin_input(g_cu, g->splits, (size_t)g->num * sizeof(int64_t), 0);
+    gln_twin_t sp2 = gln_twin_input(g_cu, g->splits, (size_t)g->num * sizeof(int64_t), 0);
     float *amax0 = malloc((size_t)g->num * sizeof(float)), *scale0 = malloc((size_t)g->num * sizeof(float));
     const float *pa, *ps;
     tensor_state(g->cfg, g->num, with_buffers, amax0, scale0, &pa, &ps);
@@ -500,9 +439,9 @@ static void grouped_case(const gcase_t *g, int how, int specials, int with_buffe
     layout_set(&L, g->cfg->mode, g->num, g->splits, g->cols);
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&sp2);
-    twin_free(&sp);
-    twin_free(&x);
+    gln_twin_free(g_cu, &sp2);
+    gln_twin_free(g_cu, &sp);
+    gln_twin_free(g_cu, &x);
     free(amax0), free(scale0);
     free(h);
 }
@@ -578,8 +517,8 @@ static void test_graph(void) {
     const gln_dtype_t dt = GLN_DTYPE_BF16;
     const size_t nd = (size_t)GR_ROWS * GR_COLS;
     void *h = make_input(&rng, dt, GR_ROWS, GR_COLS, 1, 0);
-    twin_t x = twin_input(h, nd * gln_dtype_size(dt), 0);
-    twin_t sp = twin_input(k_graph_sets[0], sizeof k_graph_sets[0], 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(dt), 0);
+    gln_twin_t sp = gln_twin_input(g_cu, k_graph_sets[0], sizeof k_graph_sets[0], 0);
     float amax0[GR_N], scale0[GR_N];
     qout_t o[3];
     gcase_t g[3];
@@ -604,12 +543,12 @@ static void test_graph(void) {
         CHECK_OK(gln_memcpy(g_cu, sp.d, k_graph_sets[s], sizeof k_graph_sets[s], GLN_COPY_HOST_TO_BACKEND));
         for (int k = 0; k < 3; k++) {
             g[k].splits = k_graph_sets[s];
-            twin_repoison(&o[k].q, DATA_POISON), twin_repoison(&o[k].qt, DATA_POISON);
-            twin_repoison(&o[k].s, SCALE_POISON), twin_repoison(&o[k].cs, SCALE_POISON);
+            gln_twin_repoison(g_cu, &o[k].q, DATA_POISON), gln_twin_repoison(g_cu, &o[k].qt, DATA_POISON);
+            gln_twin_repoison(g_cu, &o[k].s, SCALE_POISON), gln_twin_repoison(g_cu, &o[k].cs, SCALE_POISON);
             if (o[k].amax.h) { /* delayed accumulates: the same starting state on both */
                 const float *pa, *ps;
                 tensor_state(&cfgs[k], GR_N, 1, amax0, scale0, &pa, &ps);
-                twin_set(&o[k].amax, amax0), twin_set(&o[k].scale, scale0);
+                gln_twin_set(g_cu, &o[k].amax, amax0), gln_twin_set(g_cu, &o[k].scale, scale0);
             }
             grouped_ref(&g[k], &x, &o[k]);
         }
@@ -629,8 +568,8 @@ static void test_graph(void) {
     CHECK_OK(gln_context_set_stream(g_cu, NULL));
     if (stream) cudaStreamDestroy(stream);
     for (int k = 0; k < 3; k++) qout_free(&o[k]);
-    twin_free(&sp);
-    twin_free(&x);
+    gln_twin_free(g_cu, &sp);
+    gln_twin_free(g_cu, &x);
     free(h);
 }
 
@@ -644,8 +583,9 @@ static void bad_case(const gln_quant_config_t *cfg, const int64_t *bad, const in
     gln_rng_t rng = gln_rng_seed(76);
     const size_t nd = (size_t)ROWS * COLS;
     void *h = make_input(&rng, GLN_DTYPE_BF16, ROWS, COLS, 0, 0);
-    twin_t x = twin_input(h, nd * 2, 0);
-    twin_t sp = twin_input(bad, N * sizeof(int64_t), 0), sp2 = twin_input(out_bad, N * sizeof(int64_t), 0);
+    gln_twin_t x = gln_twin_input(g_cu, h, nd * 2, 0);
+    gln_twin_t sp = gln_twin_input(g_cu, bad, N * sizeof(int64_t), 0);
+    gln_twin_t sp2 = gln_twin_input(g_cu, out_bad, N * sizeof(int64_t), 0);
     float amax0[N], scale0[N];
     const float *pa, *ps;
     tensor_state(cfg, N, 1, amax0, scale0, &pa, &ps);
@@ -663,7 +603,7 @@ static void bad_case(const gln_quant_config_t *cfg, const int64_t *bad, const in
     layout_set(&L, cfg->mode, N, clamped, COLS);
     qout_check(&o, &L, what);
     qout_free(&o);
-    twin_free(&sp2), twin_free(&sp), twin_free(&x);
+    gln_twin_free(g_cu, &sp2), gln_twin_free(g_cu, &sp), gln_twin_free(g_cu, &x);
     free(h);
 }
 
