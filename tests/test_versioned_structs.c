@@ -1,4 +1,4 @@
-/* Versioned structs accept exactly the sizes of known versions (today one each): a size that
+/* Versioned structs accept exactly the sizes of known versions: a size that
  * ends inside a field (offsetof(field) + 3) or runs past the struct is refused with
  * INVALID_ARGUMENT and "not a known version", before any field is read.  (gln_context_options_t
  * is covered in test_context_stream.c; the quant and layer configs in their own tests.) */
@@ -44,6 +44,34 @@ static void test_grouped_gemm_args_size(void) {
     CHECK_STATUS(gln_grouped_gemm(gln_test_cpu_context(), &a), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
     a.size = sizeof(size_t);
     CHECK_STATUS(gln_grouped_gemm(gln_test_cpu_context(), &a), GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+}
+
+/* Version 1 of gln_grouped_gemm_args_t (up to `accumulate`, before block_scales_pow2) is still
+ * accepted and computes the same: a grouped bf16 fprop with a v1 size (and other bytes where
+ * block_scales_pow2 would be) gives the bytes of the current version. */
+static void test_grouped_gemm_args_v1(void) {
+    gln_context_t *ctx = gln_test_cpu_context();
+    uint16_t x[3 * 4], w0[2 * 4], w1[2 * 4], y_now[3 * 2], y_v1[3 * 2];
+    for (int i = 0; i < 12; i++) gln_store(x, GLN_DTYPE_BF16, (size_t)i, (double)(i % 5) - 2.0);
+    for (int i = 0; i < 8; i++) {
+        gln_store(w0, GLN_DTYPE_BF16, (size_t)i, (double)(i % 3) - 1.0);
+        gln_store(w1, GLN_DTYPE_BF16, (size_t)i, (double)(i % 4) - 1.5);
+    }
+    const int64_t splits[2] = {2, 1};
+    gln_tensor_t w[2] = {gln_tensor_make(GLN_DTYPE_BF16, 2, 4, w0), gln_tensor_make(GLN_DTYPE_BF16, 2, 4, w1)};
+    gln_grouped_tensor_t xg = {2, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, 3, 4, x)};
+    gln_grouped_tensor_t yg = {2, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, 3, 2, y_now)};
+    gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+    a.layout = GLN_LAYOUT_TN;
+    a.a_list = w;
+    a.b = &xg;
+    a.d_grouped = &yg;
+    CHECK_OK(gln_grouped_gemm(ctx, &a));
+    yg.packed.data = y_v1;
+    a.size = offsetof(gln_grouped_gemm_args_t, block_scales_pow2);
+    memset(&a.block_scales_pow2, 0x5A, sizeof a.block_scales_pow2); /* not part of version 1 */
+    CHECK_OK(gln_grouped_gemm(ctx, &a));
+    gln_check_bitwise("grouped GEMM with a version-1 args struct", y_v1, y_now, sizeof y_now);
 }
 
 static void test_delayed_update_options_size(void) {
@@ -106,6 +134,6 @@ static void test_dist_weights_size(void) {
     gln_comm_destroy(comm);
 }
 
-GLN_TEST_MAIN(GLN_CASE(test_forward_args_size), GLN_CASE(test_grouped_gemm_args_size),
+GLN_TEST_MAIN(GLN_CASE(test_forward_args_size), GLN_CASE(test_grouped_gemm_args_size), GLN_CASE(test_grouped_gemm_args_v1),
               GLN_CASE(test_delayed_update_options_size), GLN_CASE(test_sharded_config_size),
               GLN_CASE(test_dist_weights_size))
