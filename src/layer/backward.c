@@ -96,7 +96,8 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
         GLN_CHECK(st, fail, gln_group_buffer_alloc_high_precision(L->ctx, t->dtype, t->rows, t->cols, L->n, splits,
                                                                   s->splits_on_backend, &it->dy));
         size_t bytes;
-        GLN_CHECK(st, fail, gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
+        GLN_CHECK(st, fail,
+                  gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
         if (bytes)
             GLN_CHECK(st, fail, L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
                                                     GLN_COPY_BACKEND_TO_BACKEND));
@@ -186,9 +187,11 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
                            gln_materialize(L, GLN_MATERIALIZE_STAGE_BACKWARD, s->microbatch, 0, 1, s->wscales, &dmw));
     s->done = 1; /* from here on gradients may be partly written: no second attempt */
 
-    GLN_STEP(st, fail, FN, "grouping dy", gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
+    GLN_STEP(st, fail, FN, "grouping dy",
+             gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
     if (quant && (do_dgrad || do_wgrad))
-        GLN_STEP(st, fail, FN, "quantizing dy", gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
+        GLN_STEP(st, fail, FN, "quantizing dy",
+                 gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
     if (L->cfg.bias) GLN_STEP(st, fail, FN, "bias gradients from dy", bias_grads(L, &dyw));
     if (do_dgrad) {
         gln_tensor_t dxd = *dx;
@@ -196,7 +199,8 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
             GLN_STEP(st, fail, FN, "allocating dx", gln_output_alloc(ctx, &dxd, &dxbuf));
             dxd.data = dxbuf;
         }
-        GLN_STEP(st, fail, FN, "grouping dx", gln_group_buffer_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
+        GLN_STEP(st, fail, FN, "grouping dx",
+                 gln_group_buffer_wrap(&dxd, L->n, splits, s->splits_on_backend, &dxw));
         GLN_STEP(st, fail, FN, "dgrad GEMM into dx",
                            gln_stage_dgrad(L, L->dist ? dmw.w : s->mw.w, quant ? &dyq : &dyw, &dxw));
         if (L->dist) GLN_STEP(st, fail, FN, "releasing the dgrad weights", gln_materialize_release(L, &dmw));

@@ -95,7 +95,8 @@ gln_status_t gln_group_buffer_alloc_quantized(gln_context_t *ctx, const gln_quan
     GLN_CHECK(st, fail, gln_bytes(FN, "rowwise scales", row_elems, es, &row_bytes));
     GLN_CHECK(st, fail, gln_bytes(FN, "columnwise scales", col_elems, es, &col_bytes));
     if (cfg->rowwise)
-        GLN_CHECK(st, fail, buffer_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
+        GLN_CHECK(st, fail,
+                  buffer_alloc_copy(ctx, data_bytes, row_bytes, &b->mem_row, &p->data, &p->scale_inv));
     if (cfg->columnwise)
         GLN_CHECK(st, fail, buffer_alloc_copy(ctx, data_bytes, col_bytes, &b->mem_col, &p->col_data,
                                               &p->col_scale_inv));

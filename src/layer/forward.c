@@ -169,14 +169,17 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
         GLN_STEP(st, fail, FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
         y.data = ybuf;
     }
-    GLN_STEP(st, fail, FN, "grouping args->x", gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
-    GLN_STEP(st, fail, FN, "grouping args->y", gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
+    GLN_STEP(st, fail, FN, "grouping args->x",
+             gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    GLN_STEP(st, fail, FN, "grouping args->y",
+             gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
     if (need_dgrad && L->dist && L->recipe.delayed)
         GLN_STEP(st, fail, FN, "saving the weight scales", save_weight_scales(L, s));
     GLN_STEP(st, fail, FN, "materializing the weights",
                        gln_materialize(L, GLN_MATERIALIZE_STAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL,
                                        &mw));
-    if (quant) GLN_STEP(st, fail, FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
+    if (quant)
+        GLN_STEP(st, fail, FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
     if (L->cfg.bias) GLN_STEP(st, fail, FN, "preparing the biases", bias_list(L, &bias));
     GLN_STEP(st, fail, FN, "fprop GEMM into args->y",
                        gln_stage_fprop(L, mw.w, quant ? &xq : &xw, L->cfg.bias ? bias.t : NULL, &yw));
