@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, and run `grouplin train` with its defaults
-# (bf16, MXFP8 and FP8 current scaling on a synthetic MoE teacher task).  Writes loss.csv and
+# (bf16, MXFP8 and FP8 current scaling on a byte-level language model over the texts under
+# /usr/share/common-licenses; --task teacher for the synthetic teacher task).  Writes loss.csv and
 # loss.png into out/.  Extra arguments go to `grouplin train`; set RANKS=2 (or 4) to run it
 # under mpirun with the expert weights sharded across the ranks.
 set -euo pipefail

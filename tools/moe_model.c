@@ -19,10 +19,6 @@
         if (try_st_ != GLN_STATUS_SUCCESS) return try_st_;                                      \
     } while (0)
 
-typedef struct adam_state {
-    float *m, *v;
-} adam_state_t;
-
 struct moe_model {
     gln_context_t *ctx;
     gln_comm_t *comm;
@@ -262,7 +258,7 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t tdh = gln_tensor_make(GLN_DTYPE_FP32, P, F1, m->tmp32);
     TRY(gln_activation_backward(m->ctx, m->cfg.shape.act, &th1, &tda, &tdh));
     TRY(to_operand(m, m->tmp32, P, F1, EXACT_GRAD_FRAC, m->dh1));
-    /* FC1's dgrad and the permutation's backward give dL/dx, what a preceding layer would get. */
+    /* FC1's dgrad and the permutation's backward give the experts' share of dL/dx. */
     TRY(layer_backward(m, 0, m->dh1, F1, m->dxp, H));
     gln_tensor_t tdxp = act_tensor(m, P, H, m->dxp), tdx = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
     TRY(gln_moe_permute_backward(m->ctx, T, m->k, m->row_of, &tdxp, &tdx));
@@ -274,13 +270,15 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->dlogits);
     gln_tensor_t tg = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr_grad);
     TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, 0));
+    /* dx += dlogits · Wr: the router's share of dL/dx (the language model's embeddings use it) */
+    gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
+    gln_tensor_t tdx2 = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1));
     return gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * H), GLN_DTYPE_FP32,
                               GLN_REDUCE_SUM);
 }
 
-/* w -= lr · m̂ / (sqrt(v̂) + eps), FP32 element-wise (the same on every rank). */
-static void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1,
-                        float bc2) {
+void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1, float bc2) {
     for (int64_t i = 0; i < n; i++) {
         s->m[i] = ADAM_BETA1 * s->m[i] + (1.0f - ADAM_BETA1) * g[i];
         s->v[i] = ADAM_BETA2 * s->v[i] + (1.0f - ADAM_BETA2) * g[i] * g[i];
@@ -291,8 +289,8 @@ static void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, fl
 
 gln_status_t moe_model_step(moe_model_t *m) {
     m->step++;
-    const float bc1 = (float)(1.0 - pow(ADAM_BETA1, (double)m->step));
-    const float bc2 = (float)(1.0 - pow(ADAM_BETA2, (double)m->step));
+    float bc1, bc2;
+    adam_bias_corrections(m->step, &bc1, &bc2);
     const int64_t rn = (int64_t)m->E * m->H;
     adam_update(m->wr, m->wr_grad, &m->wr_adam, rn, m->cfg.lr, bc1, bc2);
     if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
@@ -307,6 +305,13 @@ gln_status_t moe_model_step(moe_model_t *m) {
     }
     return GLN_STATUS_SUCCESS;
 }
+
+void adam_bias_corrections(int64_t step, float *bc1, float *bc2) {
+    *bc1 = (float)(1.0 - pow(ADAM_BETA1, (double)step));
+    *bc2 = (float)(1.0 - pow(ADAM_BETA2, (double)step));
+}
+
+const float *moe_model_input_grad(const moe_model_t *m) { return m->dx; }
 
 double moe_expert_flops(const moe_shape_t *s, int64_t pairs) {
     const double f1 = s->act == GLN_ACT_SWIGLU ? 2.0 * (double)s->ffn : (double)s->ffn;

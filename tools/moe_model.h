@@ -46,10 +46,21 @@ void moe_model_destroy(moe_model_t *m);
 /* y [tokens, H] (FP32) from x [tokens, H] (FP32; kept by reference until backward). */
 gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y);
 /* Gradients of the loss for dy [tokens, H]: expert grads into the shards' main_grad, router
- * grad all-reduced. */
+ * grad all-reduced, and dL/dx (experts and router) for a preceding layer. */
 gln_status_t moe_model_backward(moe_model_t *m, const float *dy);
+/* dL/dx [tokens, H] (FP32) of the last backward; owned by the model. */
+const float *moe_model_input_grad(const moe_model_t *m);
 /* One Adam step on every parameter. */
 gln_status_t moe_model_step(moe_model_t *m);
+
+/* Adam (beta1 0.9, beta2 0.999, eps 1e-8) on FP32 weights, shared with lm_model.c:
+ * w -= lr · m̂ / (sqrt(v̂) + eps) element-wise, the same on every rank.  bc1, bc2 are the bias
+ * corrections 1 - beta^step from adam_bias_corrections (step counts from 1). */
+typedef struct adam_state {
+    float *m, *v;
+} adam_state_t;
+void adam_bias_corrections(int64_t step, float *bc1, float *bc2);
+void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1, float bc2);
 
 /* FLOPs of the expert GEMMs (fprop + dgrad + wgrad) for `pairs` (token, expert) rows. */
 double moe_expert_flops(const moe_shape_t *s, int64_t pairs);

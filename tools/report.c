@@ -125,17 +125,18 @@ static int on_path(const char *name) {
 
 /* gnuplot script for `terminal`; returns gnuplot's exit status (or -1). */
 static int run_gnuplot(const char *script_path, const char *terminal, const char *csv_path,
-                       const char *png_path, int nrec, const char *const *names) {
+                       const char *png_path, const char *title, const char *ylabel, int nrec,
+                       const char *const *names) {
     FILE *f = fopen(script_path, "w");
     if (!f) return -1;
     fprintf(f,
             "set terminal %s size 960,600\n"
             "set output '%s'\n"
             "set datafile separator ','\n"
-            "set title 'grouplin train: MoE MLP loss (synthetic teacher task)'\n"
-            "set xlabel 'step'\nset ylabel 'MSE loss'\nset logscale y\nset grid\n"
+            "set title 'grouplin train: MoE MLP loss (%s)'\n"
+            "set xlabel 'step'\nset ylabel '%s'\nset logscale y\nset grid\n"
             "set key top right\nplot ",
-            terminal, png_path);
+            terminal, png_path, title, ylabel);
     for (int r = 0; r < nrec; r++)
         fprintf(f, "%s'%s' using 1:%d with lines lw 2 title '%s'", r ? ", " : "", csv_path, r + 2,
                 names[r]);
@@ -155,8 +156,8 @@ static int run_gnuplot(const char *script_path, const char *terminal, const char
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-int report_plot_losses(const char *dir, const char *csv_path, const char *png_path, int nrec,
-                       const char *const *names, FILE *note) {
+int report_plot_losses(const char *dir, const char *csv_path, const char *png_path, const char *title,
+                       const char *ylabel, int nrec, const char *const *names, FILE *note) {
     if (!on_path("gnuplot")) {
         if (note)
             fprintf(note, "note: gnuplot is not installed, so %s was not drawn "
@@ -167,8 +168,8 @@ int report_plot_losses(const char *dir, const char *csv_path, const char *png_pa
     snprintf(script, sizeof script, "%s/loss.gp", dir);
     /* pngcairo draws nicer curves; the plain png terminal is the fallback.  The script is
      * removed afterwards so the output directory holds only loss.csv and loss.png. */
-    int ok = run_gnuplot(script, "pngcairo", csv_path, png_path, nrec, names) == 0 ||
-             run_gnuplot(script, "png", csv_path, png_path, nrec, names) == 0;
+    int ok = run_gnuplot(script, "pngcairo", csv_path, png_path, title, ylabel, nrec, names) == 0 ||
+             run_gnuplot(script, "png", csv_path, png_path, title, ylabel, nrec, names) == 0;
     unlink(script);
     if (ok) return 0;
     if (note)

@@ -31,10 +31,11 @@ int report_write_loss_csv(const char *path, int nrec, const char *const *names, 
 /* Per-step losses at full precision, one recipe per block: "<name> <step> <%a> <%.17g>". */
 int report_write_loss_dump(const char *path, int nrec, const char *const *names, int64_t steps,
                            double *const *losses);
-/* Plot loss.csv into png_path with gnuplot (log-scale loss against step).  Returns 0 when the
+/* Plot loss.csv into png_path with gnuplot (log-scale loss against step; the title says
+ * "MoE MLP loss (<title>)", the y axis `ylabel`).  Returns 0 when the
  * PNG was written, 1 when gnuplot is not installed (a note is printed to `note` unless NULL), -1 when
  * gnuplot failed. */
-int report_plot_losses(const char *dir, const char *csv_path, const char *png_path, int nrec,
-                       const char *const *names, FILE *note);
+int report_plot_losses(const char *dir, const char *csv_path, const char *png_path, const char *title,
+                       const char *ylabel, int nrec, const char *const *names, FILE *note);
 
 #endif

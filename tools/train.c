@@ -1,5 +1,6 @@
-/* `grouplin train`: train the MoE MLP of moe_model.c on the synthetic teacher task (task.c)
- * once per recipe, report losses, speed and FP8-vs-bf16 quality, write loss.csv / loss.png. */
+/* `grouplin train`: train the MoE MLP of moe_model.c once per recipe on a task -- a byte-level
+ * language model on real text (lm_model.c, train_lm.c; the default) or imitating a synthetic
+ * teacher MoE (task.c) -- report losses, speed and FP8-vs-bf16 quality, write loss.csv / loss.png. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -16,22 +17,14 @@
 #include "options.h"
 #include "report.h"
 #include "task.h"
+#include "train.h"
 
 static const char *const CMD = "train";
-
-typedef struct train_opts {
-    const tool_recipe_t *recipes[TOOL_MAX_RECIPES];
-    int nrec;
-    int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches, threads;
-    double lr, expect_drop;
-    int path, act, backend, exact, plot, quiet, progress;
-    const char *out_dir, *dump;
-} train_opts_t;
 
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
     O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
-    O_THREADS
+    O_THREADS, O_TASK, O_DATA, O_CONTEXT
 };
 
 static const struct option longopts[] = {
@@ -47,6 +40,8 @@ static const struct option longopts[] = {
     {"expect-loss-drop", required_argument, NULL, O_EXPECT},
     {"dump-losses", required_argument, NULL, O_DUMP},
     {"batches", required_argument, NULL, O_BATCHES}, {"threads", required_argument, NULL, O_THREADS},
+    {"task", required_argument, NULL, O_TASK},   {"data", required_argument, NULL, O_DATA},
+    {"context", required_argument, NULL, O_CONTEXT},
     {NULL, 0, NULL, 0}};
 
 static const char help[] =
@@ -54,22 +49,34 @@ static const char help[] =
     "       mpirun -np R grouplin train [options]   (expert weights sharded over R ranks)\n"
     "\n"
     "Train a small mixture-of-experts MLP (FP32 top-k router, FC1 grouped linear, SwiGLU or GELU,\n"
-    "FC2 grouped linear, gate-weighted unpermute) to imitate a fixed random teacher MoE of the\n"
-    "same shape, once per recipe; Adam on FP32 master weights; loss = mean squared error.\n"
+    "FC2 grouped linear, gate-weighted unpermute) once per recipe; Adam on FP32 master weights.\n"
+    "Tasks:\n"
+    "  lm (default)  a byte-level language model: the previous --context bytes, each embedded by\n"
+    "                its position's FP32 table [256, H], summed into x, then the MoE MLP, then an\n"
+    "                FP32 projection to 256 logits; loss = cross-entropy of the next byte (nats).\n"
+    "                The text (--data) splits into training (first 90%) and validation (last 10%)\n"
+    "                bytes; batches are random training windows, the validation loss covers every\n"
+    "                window of the validation bytes.\n"
+    "  teacher       imitate a fixed random teacher MoE of the same shape on random inputs;\n"
+    "                loss = mean squared error.\n"
     "\n"
     "options:\n"
+    "  --task lm|teacher      (default lm)\n"
     "  --recipes LIST         comma-separated: fp32, bf16, fp8-delayed, fp8-current, mxfp8,\n"
     "                         fp8-block (default bf16,mxfp8,fp8-current)\n"
-    "  --steps N              optimizer steps per recipe (default 150)\n"
+    "  --steps N              optimizer steps per recipe (default: lm 400, teacher 150)\n"
     "  --tokens N             tokens per step, global batch split across ranks (default 512)\n"
     "  --hidden N             model width H (default 64)\n"
     "  --ffn N                expert FFN width F (default 128)\n"
     "  --experts N            number of experts E (default 8)\n"
     "  --topk N               experts per token k (default 2)\n"
-    "  --lr X                 Adam learning rate (default 0.01)\n"
+    "  --lr X                 Adam learning rate (default: lm 0.003, teacher 0.01)\n"
     "  --seed N               seed of the data and the student (default 1)\n"
-    "  --batches N            size of the data set in batches of --tokens, cycled through\n"
-    "                         (default 4; 0 = a fresh random batch every step)\n"
+    "  --data FILE            lm: the text to train on (default: every regular file under\n"
+    "                         " LM_DEFAULT_CORPUS ", by name)\n"
+    "  --context N            lm: bytes of context (default 8)\n"
+    "  --batches N            teacher: size of the data set in batches of --tokens, cycled\n"
+    "                         through (default 4; 0 = a fresh random batch every step)\n"
     "  --path split|grouped   grouped linear execution path (default split)\n"
     "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
     "  --backend cpu|cuda     (default cpu)\n"
@@ -77,13 +84,13 @@ static const char help[] =
     "                         all cores)\n"
     "  --out DIR              where loss.csv and loss.png go (default .; created, one level,\n"
     "                         before training starts)\n"
-    "  --exact-data           small fixed-point data and weights so that runs on any number of\n"
-    "                         ranks give bitwise identical losses (fp32 / bf16 recipes)\n"
+    "  --exact-data           teacher: small fixed-point data and weights so that runs on any\n"
+    "                         number of ranks give bitwise identical losses (fp32 / bf16)\n"
     "  --no-plot              do not run gnuplot\n"
     "  --quiet                print nothing but errors\n"
     "  --progress             draw the progress bar even when stderr is not a terminal\n"
     "  --expect-loss-drop F   exit 1 unless final loss <= initial loss / F for every recipe\n"
-    "                         (final = mean over the last 10 steps)\n"
+    "                         (final = mean training loss over the last 10 steps)\n"
     "  --dump-losses FILE     write every loss as a hex float (%a) for exact comparisons\n"
     "                         (checked before training; on a write error neither it nor\n"
     "                         loss.csv is left behind)\n"
@@ -94,7 +101,7 @@ static const char help[] =
 static int handle(int code, const char *arg, void *user) {
     train_opts_t *o = user;
     static const char *const paths[] = {"split", "grouped"}, *const acts[] = {"swiglu", "gelu"};
-    static const char *const backends[] = {"cpu", "cuda"};
+    static const char *const backends[] = {"cpu", "cuda"}, *const tasks[] = {"lm", "teacher"};
     switch (code) {
     case O_RECIPES: return opt_recipes(CMD, arg, o->recipes, &o->nrec);
     case O_STEPS: return opt_i64(CMD, "steps", arg, 1, 1000000, &o->steps);
@@ -109,14 +116,17 @@ static int handle(int code, const char *arg, void *user) {
     case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
     case O_BACKEND: return opt_choice(CMD, "backend", arg, backends, 2, &o->backend);
     case O_OUT: o->out_dir = arg; return CLI_OK;
-    case O_EXACT: o->exact = 1; return CLI_OK;
+    case O_EXACT: o->exact = o->teacher_only = 1; return CLI_OK;
     case O_NOPLOT: o->plot = 0; return CLI_OK;
     case O_QUIET: o->quiet = 1; return CLI_OK;
     case O_PROGRESS: o->progress = 1; return CLI_OK;
     case O_EXPECT: return opt_double(CMD, "expect-loss-drop", arg, 1.0, 1e12, &o->expect_drop);
     case O_DUMP: o->dump = arg; return CLI_OK;
-    case O_BATCHES: return opt_i64(CMD, "batches", arg, 0, INT64_MAX, &o->batches);
+    case O_BATCHES: o->teacher_only = 1; return opt_i64(CMD, "batches", arg, 0, INT64_MAX, &o->batches);
     case O_THREADS: return opt_i64(CMD, "threads", arg, 0, 1024, &o->threads);
+    case O_TASK: return opt_choice(CMD, "task", arg, tasks, 2, &o->task);
+    case O_DATA: o->data = arg; o->lm_only = 1; return CLI_OK;
+    case O_CONTEXT: o->lm_only = 1; return opt_i64(CMD, "context", arg, 1, 1024, &o->context);
     }
     return opt_usage_error(CMD, "internal: unhandled option %d", code);
 }
@@ -127,7 +137,6 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     o->recipes[1] = tool_recipe_find("mxfp8");
     o->recipes[2] = tool_recipe_find("fp8-current");
     o->nrec = 3;
-    o->steps = 150;
     o->tokens = 512;
     o->hidden = 64;
     o->ffn = 128;
@@ -135,11 +144,17 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     o->topk = 2;
     o->seed = 1;
     o->batches = 4;
-    o->lr = 0.01;
+    o->context = 8;
     o->plot = 1;
     o->out_dir = ".";
     int rc = opt_parse(CMD, argc, argv, longopts, help, handle, o, help_shown);
     if (rc != CLI_OK || *help_shown) return rc;
+    if (o->steps == 0) o->steps = o->task == TRAIN_TASK_LM ? 400 : 150;
+    if (o->lr == 0) o->lr = o->task == TRAIN_TASK_LM ? 0.003 : 0.01;
+    if (o->task == TRAIN_TASK_LM && o->teacher_only)
+        return opt_usage_error(CMD, "--exact-data and --batches apply to --task teacher only");
+    if (o->task == TRAIN_TASK_TEACHER && o->lm_only)
+        return opt_usage_error(CMD, "--data and --context apply to --task lm only");
     if (o->topk > o->experts)
         return opt_usage_error(CMD, "--topk %lld must be <= --experts %lld", (long long)o->topk,
                                (long long)o->experts);
@@ -157,25 +172,13 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     return CLI_OK;
 }
 
-static double now_s(void) {
+double train_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Everything one training run needs besides the student. */
-typedef struct train_run {
-    const train_opts_t *o;
-    tool_launch_t *l;
-    gln_context_t *ctx;
-    moe_model_t *teacher;
-    int64_t T;                        /* tokens on this rank */
-    float *x, *target, *y, *dy;       /* [T, H] */
-    double *tok_loss, *all_loss;      /* [T], [T·R] per-token squared errors */
-    int show_progress;
-} train_run_t;
-
-static moe_model_config_t model_config(const train_opts_t *o, const tool_recipe_t *r, int64_t T) {
+moe_model_config_t train_model_config(const train_opts_t *o, const tool_recipe_t *r, int64_t T) {
     moe_model_config_t c;
     memset(&c, 0, sizeof c);
     c.shape.hidden = o->hidden;
@@ -207,19 +210,27 @@ static gln_status_t loss_and_grad(train_run_t *tr, double *loss) {
         }
         tr->tok_loss[t] = s;
     }
-    gln_status_t st = gln_comm_allgather(tr->l->comm, tr->tok_loss, tr->all_loss, (size_t)T, GLN_DTYPE_INT64);
-    if (st != GLN_STATUS_SUCCESS) return st;
     double sum = 0;
-    for (int64_t t = 0; t < Tg; t++) sum += tr->all_loss[t];
+    gln_status_t st = train_gather_loss_sum(tr, Tg, &sum);
     *loss = sum / ((double)Tg * (double)H);
+    return st;
+}
+
+/* Doubles travel as INT64: the gather only moves bytes. */
+gln_status_t train_gather_loss_sum(train_run_t *tr, int64_t count, double *sum) {
+    gln_status_t st = gln_comm_allgather(tr->l->comm, tr->tok_loss, tr->all_loss, (size_t)tr->T, GLN_DTYPE_INT64);
+    if (st != GLN_STATUS_SUCCESS) return st;
+    double s = 0;
+    for (int64_t t = 0; t < count; t++) s += tr->all_loss[t];
+    *sum = s;
     return GLN_STATUS_SUCCESS;
 }
 
-/* Train one recipe; losses[s] for every step; *seconds = time in the student's steps (max over
- * ranks). */
-static gln_status_t train_recipe(train_run_t *tr, const tool_recipe_t *r, double *losses, double *seconds) {
+/* Train one recipe on the teacher task; losses[s] for every step; *seconds = time in the
+ * student's steps (max over ranks). */
+static gln_status_t train_teacher_recipe(train_run_t *tr, const tool_recipe_t *r, double *losses, double *seconds) {
     const train_opts_t *o = tr->o;
-    moe_model_config_t mc = model_config(o, r, tr->T);
+    moe_model_config_t mc = train_model_config(o, r, tr->T);
     moe_model_t *student = NULL;
     gln_status_t st = moe_model_create(tr->ctx, tr->l->comm, &mc, &student);
     double busy = 0;
@@ -228,12 +239,12 @@ static gln_status_t train_recipe(train_run_t *tr, const tool_recipe_t *r, double
         task_inputs((uint64_t)o->seed, batch, tr->l->rank * tr->T, tr->T, o->hidden, o->exact, tr->x);
         st = moe_model_forward(tr->teacher, tr->x, tr->target);
         if (st != GLN_STATUS_SUCCESS) break;
-        double t0 = now_s();
+        double t0 = train_now_s();
         st = moe_model_forward(student, tr->x, tr->y);
         if (st == GLN_STATUS_SUCCESS) st = loss_and_grad(tr, &losses[s]);
         if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, tr->dy);
         if (st == GLN_STATUS_SUCCESS) st = moe_model_step(student);
-        busy += now_s() - t0;
+        busy += train_now_s() - t0;
         if (tr->show_progress) {
             char extra[64];
             snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
@@ -251,8 +262,7 @@ static gln_status_t train_recipe(train_run_t *tr, const tool_recipe_t *r, double
 
 /* The final loss: the mean over the last FINAL_WINDOW steps (fewer for short runs).  One step's
  * loss swings with which batch of the data set it saw, so a single step would be noisy. */
-enum { FINAL_WINDOW = 10 };
-static double final_loss(const double *losses, int64_t steps) {
+double train_final_loss(const double *losses, int64_t steps) {
     const int64_t w = steps < FINAL_WINDOW ? steps : FINAL_WINDOW;
     double s = 0;
     for (int64_t i = steps - w; i < steps; i++) s += losses[i];
@@ -261,7 +271,7 @@ static double final_loss(const double *losses, int64_t steps) {
 
 static void fmt(char *buf, const char *f, double v) { snprintf(buf, REPORT_CELL, f, v); }
 
-static void print_results(const train_opts_t *o, const tool_launch_t *l, double *const *losses,
+static void print_teacher_results(const train_opts_t *o, const tool_launch_t *l, double *const *losses,
                           const double *secs) {
     moe_shape_t shape = {o->hidden, o->ffn, (int32_t)o->experts, (int32_t)o->topk,
                          o->act == 0 ? GLN_ACT_SWIGLU : GLN_ACT_GELU};
@@ -275,13 +285,13 @@ static void print_results(const train_opts_t *o, const tool_launch_t *l, double 
     report_table_init(&t, 8, head);
     for (int r = 0; r < o->nrec; r++) {
         char c[8][REPORT_CELL];
-        const double first = losses[r][0], last = final_loss(losses[r], o->steps), sps = o->steps / secs[r];
+        const double first = losses[r][0], last = train_final_loss(losses[r], o->steps), sps = o->steps / secs[r];
         snprintf(c[0], REPORT_CELL, "%s", o->recipes[r]->name);
         fmt(c[1], "%.4g", first);
         fmt(c[2], "%.4g", last);
         fmt(c[3], "%.1fx", first / last);
         if (bf16 >= 0 && o->recipes[r]->recipe != GLN_RECIPE_NONE)
-            fmt(c[4], "%.3f", last / final_loss(losses[bf16], o->steps));
+            fmt(c[4], "%.3f", last / train_final_loss(losses[bf16], o->steps));
         else
             snprintf(c[4], REPORT_CELL, "-");
         fmt(c[5], "%.1f", sps);
@@ -363,7 +373,10 @@ static int write_outputs(const train_opts_t *o, double *const *losses) {
                 strerror(err));
         return CLI_FAIL;
     }
-    int plotted = o->plot ? report_plot_losses(o->out_dir, csv, png, o->nrec, names,
+    static const char *const titles[] = {"byte-level language model, training loss", "synthetic teacher task"};
+    static const char *const ylabels[] = {"cross-entropy (nats per byte)", "MSE loss"};
+    int plotted = o->plot ? report_plot_losses(o->out_dir, csv, png, titles[o->task], ylabels[o->task],
+                                               o->nrec, names,
                                                o->quiet ? NULL : stdout)
                           : 1;
     if (!o->quiet) printf("wrote %s%s%s\n", csv, plotted == 0 ? ", " : "", plotted == 0 ? png : "");
@@ -375,7 +388,7 @@ static int check_drop(const train_opts_t *o, double *const *losses) {
     if (o->expect_drop <= 0) return CLI_OK;
     int rc = CLI_OK;
     for (int r = 0; r < o->nrec; r++) {
-        const double drop = losses[r][0] / final_loss(losses[r], o->steps);
+        const double drop = losses[r][0] / train_final_loss(losses[r], o->steps);
         if (!(drop >= o->expect_drop)) {
             fprintf(stderr, "grouplin train: FAIL: %s loss fell by %.3gx, expected >= %.3gx\n",
                     o->recipes[r]->name, drop, o->expect_drop);
@@ -402,7 +415,8 @@ static int run(train_run_t *tr, double **losses, double *secs) {
     const train_opts_t *o = tr->o;
     if (o->exact && tr->l->rank == 0 && !o->quiet) exact_data_note(o);
     for (int r = 0; r < o->nrec; r++) {
-        gln_status_t st = train_recipe(tr, o->recipes[r], losses[r], &secs[r]);
+        gln_status_t st = o->task == TRAIN_TASK_LM ? train_lm_recipe(tr, r, losses[r], &secs[r])
+                                                   : train_teacher_recipe(tr, o->recipes[r], losses[r], &secs[r]);
         if (st != GLN_STATUS_SUCCESS) {
             fprintf(stderr, "grouplin train: rank %d, recipe %s: %s: %s\n", tr->l->rank,
                     o->recipes[r]->name, gln_status_string(st), tool_last_error());
@@ -410,10 +424,33 @@ static int run(train_run_t *tr, double **losses, double *secs) {
         }
     }
     if (tr->l->rank != 0) return CLI_OK;
-    if (!o->quiet) print_results(o, tr->l, losses, secs);
+    if (!o->quiet && o->task == TRAIN_TASK_LM) train_lm_print(tr, losses, secs);
+    if (!o->quiet && o->task == TRAIN_TASK_TEACHER) print_teacher_results(o, tr->l, losses, secs);
     int rc = write_outputs(o, losses);
     int drop = check_drop(o, losses);
     return rc != CLI_OK ? rc : drop;
+}
+
+/* The buffers of the task (per rank); 0 when one cannot be allocated (tool_last_error says
+ * which). */
+static int alloc_task(train_run_t *tr) {
+    const train_opts_t *o = tr->o;
+    const size_t th = (size_t)(tr->T * o->hidden);
+    int ok = (tr->tok_loss = tool_alloc((size_t)tr->T, sizeof(double), "the per-token losses")) &&
+             (tr->all_loss = tool_alloc((size_t)o->tokens, sizeof(double), "the gathered losses"));
+    if (o->task == TRAIN_TASK_LM)
+        return ok && (tr->ctx_bytes = tool_alloc((size_t)(tr->T * o->context), 1, "the context bytes")) &&
+               (tr->next = tool_alloc((size_t)tr->T, 1, "the target bytes"));
+    return (tr->x = tool_alloc(th, sizeof(float), "the inputs x [tokens, hidden]")) &&
+           (tr->target = tool_alloc(th, sizeof(float), "the targets [tokens, hidden]")) &&
+           (tr->y = tool_alloc(th, sizeof(float), "the outputs y [tokens, hidden]")) &&
+           (tr->dy = tool_alloc(th, sizeof(float), "the gradients dy [tokens, hidden]")) && ok;
+}
+
+static void free_task(train_run_t *tr) {
+    void *bufs[] = {tr->x, tr->target, tr->y, tr->dy, tr->tok_loss, tr->all_loss, tr->ctx_bytes, tr->next};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    lm_text_free(&tr->text);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -433,25 +470,22 @@ int cmd_train(int argc, char **argv) {
     double *losses[TOOL_MAX_RECIPES] = {0}, secs[TOOL_MAX_RECIPES] = {0};
     /* Output paths first (rank 0 writes them; every rank stops when they are unusable). */
     rc = l.rank == 0 ? prepare_outputs(&o) : CLI_OK;
+    /* The text next: every rank reads it (only rank 0 says what is wrong with it). */
+    if (rc == CLI_OK && o.task == TRAIN_TASK_LM) rc = lm_text_load(o.data, o.context, l.rank == 0, &tr.text);
     if (tool_launch_any(&l, rc != CLI_OK)) {
+        lm_text_free(&tr.text);
         tool_launch_fini(&l);
         return CLI_FAIL;
     }
-    const size_t th = (size_t)(tr.T * o.hidden);
-    int ok = (tr.x = tool_alloc(th, sizeof(float), "the inputs x [tokens, hidden]")) &&
-             (tr.target = tool_alloc(th, sizeof(float), "the targets [tokens, hidden]")) &&
-             (tr.y = tool_alloc(th, sizeof(float), "the outputs y [tokens, hidden]")) &&
-             (tr.dy = tool_alloc(th, sizeof(float), "the gradients dy [tokens, hidden]")) &&
-             (tr.tok_loss = tool_alloc((size_t)tr.T, sizeof(double), "the per-token losses")) &&
-             (tr.all_loss = tool_alloc((size_t)o.tokens, sizeof(double), "the gathered losses"));
+    int ok = alloc_task(&tr);
     for (int r = 0; r < o.nrec; r++)
         ok = ok && (losses[r] = tool_alloc((size_t)o.steps, sizeof(double), "the loss history"));
     gln_context_options_t co = GLN_CONTEXT_OPTIONS_INIT;
     co.num_threads = (int)o.threads;
     gln_status_t st = ok ? gln_context_create(&co, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
-    if (st == GLN_STATUS_SUCCESS) {
+    if (st == GLN_STATUS_SUCCESS && o.task == TRAIN_TASK_TEACHER) {
         /* The teacher: same shape, its own seed, FP32 throughout, never trained. */
-        moe_model_config_t tc = model_config(&o, tool_recipe_find("fp32"), tr.T);
+        moe_model_config_t tc = train_model_config(&o, tool_recipe_find("fp32"), tr.T);
         tc.seed = (uint64_t)o.seed * 7919u + 104729u;
         tc.trainable = 0;
         st = moe_model_create(tr.ctx, l.comm, &tc, &tr.teacher);
@@ -466,12 +500,7 @@ int cmd_train(int argc, char **argv) {
     moe_model_destroy(tr.teacher);
     gln_context_destroy(tr.ctx);
     for (int r = 0; r < o.nrec; r++) free(losses[r]);
-    free(tr.x);
-    free(tr.target);
-    free(tr.y);
-    free(tr.dy);
-    free(tr.tok_loss);
-    free(tr.all_loss);
+    free_task(&tr);
     tool_launch_fini(&l);
     return rc;
 }

@@ -16,7 +16,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # Enough steps that a run which reaches training is easy to tell from one stopped at the start:
 # the checks below look for the absence of any progress, not for timing.
-TINY="--steps 3 --tokens 32 --hidden 16 --ffn 16 --experts 4 --topk 2 --recipes bf16 --no-plot"
+TINY="--task teacher --steps 3 --tokens 32 --hidden 16 --ffn 16 --experts 4 --topk 2 --recipes bf16 --no-plot"
 
 # expect_fail <name> <stderr-needle> <args...>: exit 1, stderr has the needle, stdout is empty
 # (no results table: no recipe was trained).
@@ -68,7 +68,7 @@ fi
 # than this machine has (the sanitizers' allocators must return NULL rather than abort here).
 # The start-time probe of the dump file leaves no new file behind and an existing one as it was.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1"
-BIG="--steps 1 --tokens 4194304 --hidden 16384 --recipes bf16 --no-plot --out $S/big"
+BIG="--task teacher --steps 1 --tokens 4194304 --hidden 16384 --recipes bf16 --no-plot --out $S/big"
 expect_fail own_buffers "cannot allocate 274877906944 bytes of host memory for the inputs x" \
     $BIG --dump-losses "$S/new.dump"
 grep -qF "setup failed: out of memory" "$S/own_buffers.err" || fail "own_buffers: no 'setup failed: out of memory'"

@@ -18,7 +18,7 @@ S=$3
 rm -rf "$S"
 mkdir -p "$S"
 fails=0
-CFG="--tokens 64 --hidden 16 --ffn 32 --experts 4 --topk 2 --steps 20 --recipes fp32,bf16 --no-plot --quiet"
+CFG="--task teacher --tokens 64 --hidden 16 --ffn 32 --experts 4 --topk 2 --steps 20 --recipes fp32,bf16 --no-plot --quiet"
 REL_TOL=1e-4
 
 run1() { "$G" train $CFG --out "$S/o1" "$@"; }

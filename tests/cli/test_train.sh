@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short `grouplin train` run learns the teacher task: for every recipe the final loss is at most
+# A short `grouplin train --task teacher` run learns the teacher task: for every recipe the final loss is at most
 # initial / 5 (--expect-loss-drop 5; measured drops are ~12x for this configuration, so a
 # factor 5 leaves a wide margin while still failing a model that does not learn), the loss.csv
 # has one row per step, and an impossible factor makes the program exit 1.
@@ -10,7 +10,7 @@ S=$3
 rm -rf "$S"
 mkdir -p "$S"
 fails=0
-SMALL="--steps 60 --tokens 256 --hidden 32 --ffn 64 --experts 8 --topk 2 --no-plot"
+SMALL="--task teacher --steps 60 --tokens 256 --hidden 32 --ffn 64 --experts 8 --topk 2 --no-plot"
 
 "$G" train $SMALL --recipes bf16,fp8-current,mxfp8,fp8-block --expect-loss-drop 5 --out "$S/a" >"$S/a.txt" 2>&1
 rc=$?
@@ -32,7 +32,7 @@ rc=$?
 [ "$rc" -eq 0 ] || { echo "FAIL: train (gelu, grouped) exit $rc"; fails=$((fails + 1)); }
 
 # The loss cannot fall a billion-fold in 10 steps: exit 1 and say which recipe.
-"$G" train --steps 10 --tokens 64 --hidden 16 --ffn 16 --recipes bf16 --no-plot --quiet \
+"$G" train --task teacher --steps 10 --tokens 64 --hidden 16 --ffn 16 --recipes bf16 --no-plot --quiet \
     --expect-loss-drop 1e9 --out "$S/c" 2>"$S/c.err"
 rc=$?
 [ "$rc" -eq 1 ] || { echo "FAIL: impossible --expect-loss-drop gave exit $rc, expected 1"; fails=$((fails + 1)); }

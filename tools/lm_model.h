@@ -1,0 +1,35 @@
+/* The byte-level language model of `grouplin train --task lm`: the MoE MLP of moe_model.c
+ * between an embedding of the previous `context` bytes and a projection to 256 logits.
+ *
+ *   x      = Σ_c Emb_c[byte_c]        one FP32 table [256, H] per context position c: summing
+ *                                      them is a linear layer over the concatenated one-hot
+ *                                      bytes, the simplest mixing that still knows positions
+ *   y      = moe(x)                    moe_model.c, unchanged (its expert weights stay sharded)
+ *   logits = y · Woutᵀ + b             FP32 [256, H] and [256] (gln_gemm)
+ *   loss   = −log softmax(logits)[next byte]   in nats, per token
+ *
+ * The embeddings and the head are replicated on every rank: their gradients are all-reduced
+ * (one buffer) and every rank takes the same Adam step, as the router's. */
+#ifndef GLN_TOOLS_LM_MODEL_H
+#define GLN_TOOLS_LM_MODEL_H
+
+#include <stdint.h>
+
+#include "moe_model.h"
+
+enum { LM_VOCAB = 256 };
+
+typedef struct lm_model lm_model_t;
+
+/* cfg: the MoE MLP (cfg->tokens per rank per step; exact must be 0); context: bytes seen. */
+gln_status_t lm_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
+                             int64_t context, lm_model_t **model);
+void lm_model_destroy(lm_model_t *m);
+/* ctx [tokens, context] bytes, next [tokens]: tok_loss[t] = cross-entropy of token t (nats). */
+gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss);
+/* Gradients of scale · Σ_t tok_loss[t] (over every rank's tokens) for the last forward. */
+gln_status_t lm_model_backward(lm_model_t *m, float scale);
+/* One Adam step on every parameter. */
+gln_status_t lm_model_step(lm_model_t *m);
+
+#endif
