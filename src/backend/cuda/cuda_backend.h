@@ -105,11 +105,6 @@ gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *
                                 gln_cuda_plan_t *plan, const char *call);
 void gln_cuda_plan_free(gln_context_t *ctx, gln_cuda_plan_t *plan);
 
-/* offsets[0..g->num] (device int64, scratch of the caller) = member row offsets of g computed on
- * the device from its device-resident splits (the plan kernel without scale offsets). */
-gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
-                                 const char *call);
-
 /* Only the row offsets of the plan (device [g->num + 1]; free with gln_cuda_scratch_free). */
 gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t **offsets,
                                     const char *call);

@@ -18,29 +18,9 @@ static inline int64_t gln_group_tiles_bound(int64_t rows, int32_t num, int64_t t
 }
 
 /* Where tile `t` (in member order) lies: its member, the member's first packed row and row count,
- * and the tile's index within the member.  0 when t is past the last tile.  A linear walk over
- * the members' offsets (num is the expert count; the offsets stay in L1 across the blocks). */
-__device__ __forceinline__ int gln_group_tile(const int64_t *rows, int32_t num, int64_t tile_rows, int64_t t,
-                                              int32_t *member, int64_t *first_row, int64_t *member_rows,
-                                              int64_t *tile_in_member) {
-    for (int32_t i = 0; i < num; i++) {
-        const int64_t r0 = rows[i], m = rows[i + 1] - r0;
-        const int64_t tiles = (m + tile_rows - 1) / tile_rows;
-        if (t < tiles) {
-            *member = i;
-            *first_row = r0;
-            *member_rows = m;
-            *tile_in_member = t;
-            return 1;
-        }
-        t -= tiles;
-    }
-    return 0;
-}
-
-/* The same lookup done by a whole warp (every lane must call it; every lane gets the answer):
- * 32 members per step, their tile counts prefix-summed across the lanes, so a block finds its
- * member in ceil(num / 32) steps instead of num dependent ones. */
+ * and the tile's index within the member; 0 when t is past the last tile.  Done by a whole warp
+ * (every lane must call it; every lane gets the answer): 32 members per step, their tile counts
+ * prefix-summed across the lanes, so a block finds its member in ceil(num / 32) steps. */
 __device__ __forceinline__ int gln_group_tile_warp(const int64_t *rows, int32_t num, int64_t tile_rows, int64_t t,
                                                    int32_t *member, int64_t *first_row, int64_t *member_rows,
                                                    int64_t *tile_in_member) {

@@ -20,46 +20,33 @@ extern "C" {
 }
 
 /* Member row offsets, and for the block-scaled modes the members' scale offsets, of one grouped
- * tensor: rows[0..num] = clamped prefix sums of the splits; srow / scol (may be NULL) = prefix
- * sums of gln_member_scale_elems of the rowwise / columnwise copies, the layout of
+ * tensor: rows[0..num] = clamped prefix sums of the splits; srow / scol = prefix sums of
+ * gln_member_scale_elems of the rowwise / columnwise copies, the layout of
  * gln_grouped_scale_offsets.  One thread: num is the expert count (small). */
 __global__ void gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t cols, int mode,
                                       int64_t *offsets, int64_t *srow, int64_t *scol,
                                       gln_cuda_async_error_t *err) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    int64_t sum = 0, so_r = 0, so_c = 0;
-    offsets[0] = 0;
-    if (srow) srow[0] = 0;
-    if (scol) scol[0] = 0;
+    int64_t sum = 0;
+    offsets[0] = srow[0] = scol[0] = 0;
     for (int32_t i = 0; i < num; i++) {
         int64_t m = splits[i];
         if (m < 0) {
-            if (err && atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
+            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
                 err->member = i, err->value = (long long)m;
             m = 0;
         }
         if (m > rows - sum) {
-            if (err && atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
+            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
                 err->member = i, err->value = (long long)(sum + m);
             m = rows - sum;
         }
         sum += m;
         offsets[i + 1] = sum;
-        so_r += gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 0);
-        so_c += gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 1);
-        if (srow) srow[i + 1] = so_r;
-        if (scol) scol[i + 1] = so_c;
+        srow[i + 1] = srow[i] + gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 0);
+        scol[i + 1] = scol[i] + gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 1);
     }
-    if (err) __threadfence_system(); /* the error word is mapped host memory */
-}
-
-extern "C" gln_status_t gln_cuda_group_plan(gln_context_t *ctx, const gln_grouped_tensor_t *g, int64_t *offsets,
-                                            const char *call) {
-    gln_cuda_state_t *s = gln_cuda_state(ctx);
-    gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
-                                                   g->packed.cols, (int)GLN_SCALING_NONE, offsets, NULL, NULL,
-                                                   s->async_dev);
-    return gln_cuda_check_launch(call, "gln_group_plan_kernel");
+    __threadfence_system(); /* the error word is mapped host memory */
 }
 
 /* Host splits (checked at the boundary): the prefix sums are computed on the host and travel to
