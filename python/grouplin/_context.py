@@ -1,0 +1,93 @@
+"""Library contexts: one per backend device, made on first use and kept for the process.
+
+CPU arrays and tensors run on one shared CPU context.  CUDA tensors run on a context per device
+that borrows torch's current stream (re-pointed before every call with gln_context_set_stream)
+and takes its scratch from torch's caching allocator through the allocator callbacks, so the
+library's memory shows up in torch.cuda.memory_allocated() and is stream-ordered like torch's.
+"""
+import ctypes as C
+import threading
+
+from . import _lib
+
+_lock = threading.Lock()
+_contexts = {}
+
+
+class Context:
+    """A gln_context_t.  `handle` is the pointer; `on_current_stream()` readies it for a call."""
+
+    def __init__(self, backend, device=0):
+        L = _lib.lib()
+        opts = _lib.ContextOptions()
+        opts.size = C.sizeof(_lib.ContextOptions)
+        opts.backend = backend
+        opts.device = device
+        self.backend = backend
+        self.device = device
+        self._callbacks = None
+        if backend == _lib.BACKEND_CUDA:
+            import torch
+            opts.stream = C.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+            self._callbacks = _torch_allocator(device)
+            opts.alloc, opts.free = self._callbacks
+        handle = C.c_void_p()
+        _lib.check(L.gln_context_create(C.byref(opts), C.byref(handle)), "gln_context_create")
+        self.handle = handle
+        self._stream = opts.stream
+
+    def on_current_stream(self):
+        """CUDA: follow torch.cuda.current_stream() (a no-op when it has not changed)."""
+        if self.backend != _lib.BACKEND_CUDA:
+            return self.handle
+        import torch
+        s = torch.cuda.current_stream(self.device).cuda_stream
+        if s != self._stream:
+            _lib.check(_lib.lib().gln_context_set_stream(self.handle, C.c_void_p(s)), "gln_context_set_stream")
+            self._stream = s
+        return self.handle
+
+
+def _torch_allocator(device):
+    """ctypes callbacks over torch's caching allocator (kept alive by the context)."""
+    import torch
+
+    def alloc(nbytes, stream, user):
+        try:
+            with torch.cuda.device(device):
+                return torch.cuda.caching_allocator_alloc(max(int(nbytes), 1), device, stream or 0)
+        except Exception:  # no exception may cross into C: NULL is the allocator's failure
+            return None
+
+    def free(ptr, stream, user):
+        try:
+            if ptr:
+                torch.cuda.caching_allocator_delete(ptr)
+        except Exception:
+            pass
+
+    return _lib.ALLOC_FN(alloc), _lib.FREE_FN(free)
+
+
+def cpu():
+    return get(("cpu", 0))
+
+
+def get(device):
+    """The context for ("cpu", 0) or ("cuda", index)."""
+    with _lock:
+        ctx = _contexts.get(device)
+        if ctx is None:
+            kind, index = device
+            if kind == "cpu":
+                ctx = Context(_lib.BACKEND_CPU)
+            elif kind == "cuda":
+                if not _lib.lib().gln_backend_available(_lib.BACKEND_CUDA):
+                    raise _lib.NotSupportedError(
+                        "grouplin: CUDA tensors need a library built with the CUDA backend on a machine "
+                        "with a GPU (GROUPLIN_CUDA=ON pip install ., or GROUPLIN_LIBRARY=<CUDA build>)")
+                ctx = Context(_lib.BACKEND_CUDA, index)
+            else:
+                raise ValueError("grouplin: device %r: only cpu and cuda are supported" % (kind,))
+            _contexts[device] = ctx
+        return ctx
