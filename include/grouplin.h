@@ -803,8 +803,8 @@ typedef struct gln_op_query {
 
 /* *supported = 1 when a call of the queried op with these dtypes, scaling modes and layout
  * (valid, non-empty arguments otherwise) runs on `backend`, 0 when it would return
- * GLN_STATUS_NOT_SUPPORTED: an operation the backend lacks (the MoE ops and the MXFP8 scale
- * swizzle on CUDA), a combination it refuses (CUDA GEMMs: high-precision A and B of different
+ * GLN_STATUS_NOT_SUPPORTED: an operation the backend lacks (the MXFP8 scale swizzle on
+ * CUDA), a combination it refuses (CUDA GEMMs: high-precision A and B of different
  * dtypes, E5M2 x E5M2 per-tensor FP8), a pair no backend multiplies (a high-precision with a
  * quantized operand, quantized modes of different families), or a backend not compiled into
  * this build (whether a device is present is gln_backend_available's question).  The CPU backend

@@ -11,6 +11,8 @@ gln_status_t gln_moe_check_ctx(const char *fn, const gln_context_t *ctx) {
     return GLN_STATUS_SUCCESS;
 }
 
+int gln_moe_host_indices(const gln_context_t *ctx) { return ctx->kind == GLN_BACKEND_CPU; }
+
 gln_status_t gln_moe_check_tensor(const char *fn, const char *name, const gln_tensor_t *t,
                                   int64_t rows, int64_t cols) {
     GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);

@@ -2,7 +2,8 @@
  * permute / unpermute and their backwards.  Validate, then dispatch to the backend's slot (the
  * CPU reference is src/backend/cpu/cpu_moe.c; a backend without the slot reports
  * GLN_STATUS_NOT_SUPPORTED, for empty calls too).  The contents of `experts` and `row_of` are
- * checked after the slot, since only a backend whose memory the host reads gets that far. */
+ * checked after the slot on the host when the host reads the backend's memory (the CPU), else by
+ * the device kernels (moe_check.h). */
 #include "backend/backend.h"
 #include "common/context.h"
 #include "common/error.h"
@@ -21,7 +22,7 @@ gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t nu
         GLN_REQUIRE_NOT_NULL(fn, row_of);
     }
     if (!ctx->ops->moe_permute_plan) return gln_backend_missing(ctx, fn, "moe_permute_plan");
-    for (int64_t i = 0; i < pairs; i++)
+    for (int64_t i = 0; gln_moe_host_indices(ctx) && i < pairs; i++)
         GLN_REQUIRE_ARG(experts[i] >= 0 && experts[i] < num_experts,
                         "%s: experts[%lld] = %d must be in [0, %d)", fn, (long long)i,
                         (int)experts[i], (int)num_experts);
@@ -43,6 +44,7 @@ static gln_status_t move_check(const char *fn, gln_context_t *ctx, int64_t token
 static gln_status_t rows_check(const char *fn, gln_context_t *ctx, int has_slot, const char *op,
                                int64_t tokens, int32_t k, const int64_t *row_of) {
     if (!has_slot) return gln_backend_missing(ctx, fn, op);
+    if (!gln_moe_host_indices(ctx)) return GLN_STATUS_SUCCESS; /* checked by the kernels */
     return gln_moe_check_rows(fn, row_of, tokens * k, tokens * k);
 }
 

@@ -1,8 +1,8 @@
 /* Top-k softmax router: forward (softmax, selection, renormalization) and its backward with the
  * selection held fixed.  Validate, then dispatch to the backend's slot (the CPU reference is
  * src/backend/cpu/cpu_moe.c; a backend without the slot reports GLN_STATUS_NOT_SUPPORTED, for
- * empty calls too).  The contents of `experts` are checked after the slot, since only a
- * backend whose memory the host reads gets that far. */
+ * empty calls too).  The contents of `experts` are checked after the slot, on the host when it
+ * reads the backend's memory (the CPU), else by the device kernels (moe_check.h). */
 #include "backend/backend.h"
 #include "common/checked.h"
 #include "common/context.h"
@@ -46,7 +46,7 @@ gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t
     }
     if (!ctx->ops->moe_router_backward) return gln_backend_missing(ctx, fn, "moe_router_backward");
     if (tokens == 0) return GLN_STATUS_SUCCESS;
-    for (int64_t i = 0; i < tokens * k; i++)
+    for (int64_t i = 0; gln_moe_host_indices(ctx) && i < tokens * k; i++)
         GLN_REQUIRE_ARG(experts[i] >= 0 && experts[i] < num_experts,
                         "%s: experts[%lld] = %d must be in [0, %d)", fn, (long long)i,
                         (int)experts[i], (int)num_experts);

@@ -6,13 +6,14 @@
  *
  * The MXFP8 scale swizzle is not implemented yet (cuBLASLt cannot run MXFP8 on sm_90, so
  * nothing here needs swizzled scales): its slot is NULL and the dispatcher reports
- * NOT_SUPPORTED.  So are the MoE slots (router, permutation, activations) until their kernels
- * exist; cuda_supports.c answers gln_backend_supports for the rest. */
+ * NOT_SUPPORTED.  The MoE slots (router, permutation, activations) are in cuda_moe.cu;
+ * cuda_supports.c answers gln_backend_supports for the rest. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_moe.h"
 #include "common/error.h"
 
 int gln_cuda_device_present(void) {
@@ -290,6 +291,11 @@ static gln_status_t cuda_async_error(gln_context_t *ctx) {
                         "%s: a device-resident split was negative (member %d: %lld; must be >= 0); the "
                         "kernels treated it as 0",
                         fn, e.member, e.value);
+    if (e.kind == GLN_CUDA_ASYNC_MOE_INDEX)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
+                        "%s: a device-resident MoE index was out of range (experts or row_of entry %d = %lld); "
+                        "the kernels clamped the read or skipped the row",
+                        fn, e.member, e.value);
     if (e.kind == GLN_CUDA_ASYNC_SPLITS_MISMATCH)
         return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
                         "%s: gln_grouped_quantize: device-resident out->splits differ from in->splits (first "
@@ -327,8 +333,16 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .amax = gln_cuda_amax,
     .cast = gln_cuda_cast,
+    .moe_router_forward = gln_cuda_moe_router_forward,
+    .moe_router_backward = gln_cuda_moe_router_backward,
+    .moe_permute_plan = gln_cuda_moe_permute_plan,
+    .moe_permute = gln_cuda_moe_permute,
+    .moe_permute_backward = gln_cuda_moe_permute_backward,
+    .moe_unpermute = gln_cuda_moe_unpermute,
+    .moe_unpermute_backward = gln_cuda_moe_unpermute_backward,
+    .activation_forward = gln_cuda_activation_forward,
+    .activation_backward = gln_cuda_activation_backward,
     .supports = gln_cuda_supports,
-    /* moe_* and activation_*: NULL until the MoE kernels exist (NOT_SUPPORTED) */
 };
 
 /* The table is returned even without a device: gln_context_create then fails in init with

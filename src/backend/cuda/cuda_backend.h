@@ -39,7 +39,9 @@ enum {
     GLN_CUDA_ASYNC_NONE = 0,
     GLN_CUDA_ASYNC_NEGATIVE_SPLIT = 1,
     GLN_CUDA_ASYNC_SPLITS_PAST_ROWS = 2,
-    GLN_CUDA_ASYNC_SPLITS_MISMATCH = 3 /* device-resident out->splits != in->splits; value: out's split */
+    GLN_CUDA_ASYNC_SPLITS_MISMATCH = 3, /* device-resident out->splits != in->splits; value: out's split */
+    GLN_CUDA_ASYNC_MOE_INDEX = 4        /* a MoE call's experts / row_of entry out of range (cuda_moe.cu);
+                                           member: the entry (saturated to INT_MAX), value: its content */
 };
 
 typedef struct gln_cuda_state {

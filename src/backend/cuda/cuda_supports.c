@@ -1,7 +1,8 @@
 /* What the CUDA backend's dispatch accepts, as its `supports` slot (gln_backend_supports).
  *
  * Only combinations that the dispatcher has already found valid, on an op whose slot is set
- * (the MoE ops and the MXFP8 swizzle have none: answered 0 before this is asked) and with
+ * (the MXFP8 swizzle has none: answered 0 before this is asked; the MoE ops run every valid
+ * high-precision dtype, cuda_moe.cu) and with
  * operands that may meet on any backend, reach this.  What is left are the refusals inside the
  * backend, each mirrored from the code that returns GLN_STATUS_NOT_SUPPORTED:
  *   GEMM, GROUPED_GEMM (cuda_gemm.c gemm_plan; the grouped GEMM runs the same per-expert code

@@ -1,0 +1,446 @@
+/* The MoE building blocks on the device (see cuda_moe.h for the contract and the numerics
+ * against the CPU reference, src/backend/cpu/cpu_moe.c).
+ *
+ * Layout of the work:
+ *   router forward / backward   one thread per token, the CPU's loops over E in the same order
+ *                               (E is the expert count: small), probabilities recomputed from
+ *                               the logits where the CPU keeps a row of them (the same
+ *                               operations give the same value)
+ *   permutation plan            one block of 32 warps: warp w owns a contiguous segment of the
+ *                               (token, slot) pairs; per-segment expert counts (warp match),
+ *                               an exclusive scan over experts and segments, then each warp
+ *                               ranks its pairs in order: a stable counting sort without atomics
+ *   permute / unpermute (+bw)   one block per output row, threads over the features
+ *   activations                 element-wise, grid-stride
+ * Products and sums that the CPU rounds separately use gln_dev_mul / gln_dev_add, which nvcc
+ * never contracts into an FMA and which keep NaN payloads like the host's SSE arithmetic. */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_moe.h"
+#include "common/error.h"
+#include "numerics/numerics.h"
+}
+
+#include "backend/cuda/cuda_device.h"
+
+#define MOE_PLAN_WARPS 32
+
+/* Record the first out-of-range index a kernel met (entry i, value v) in the async error word. */
+__device__ void moe_bad_index(gln_cuda_async_error_t *err, int64_t i, long long v) {
+    if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_MOE_INDEX) == GLN_CUDA_ASYNC_NONE) {
+        err->member = i > 0x7FFFFFFF ? 0x7FFFFFFF : (int)i;
+        err->value = v;
+        __threadfence_system(); /* the error word is mapped host memory */
+    }
+}
+
+/* experts[i] clamped into [0, E), recording a bad one. */
+__device__ __forceinline__ int32_t moe_expert_at(const int32_t *experts, int64_t i, int32_t E,
+                                                 gln_cuda_async_error_t *err) {
+    const int32_t e = experts[i];
+    if (e >= 0 && e < E) return e;
+    moe_bad_index(err, i, e);
+    return e < 0 ? 0 : E - 1;
+}
+
+/* row_of[i] when in [0, rows), else -1 (recorded): the caller skips that row. */
+__device__ __forceinline__ int64_t moe_row_at(const int64_t *row_of, int64_t i, int64_t rows,
+                                              gln_cuda_async_error_t *err) {
+    const int64_t r = row_of[i];
+    if (r >= 0 && r < rows) return r;
+    moe_bad_index(err, i, (long long)r);
+    return -1;
+}
+
+static gln_status_t launched(const char *call, const char *kernel) { return gln_cuda_check_launch(call, kernel); }
+
+/* ---- router ------------------------------------------------------------------------------ */
+
+/* Max and sum of exp(l - max) of one token's logits, in the CPU's order. */
+__device__ void softmax_stats(const float *l, int32_t n, float *mx_out, float *sum_out) {
+    float mx = l[0];
+    for (int32_t e = 1; e < n; e++)
+        if (l[e] > mx) mx = l[e];
+    float sum = 0.0f;
+    for (int32_t e = 0; e < n; e++) sum = gln_dev_add(sum, expf(l[e] - mx));
+    *mx_out = mx;
+    *sum_out = sum;
+}
+
+__device__ __forceinline__ float prob_of(const float *l, int32_t e, float mx, float sum) {
+    return __fdiv_rn(expf(l[e] - mx), sum);
+}
+
+__global__ void moe_router_fwd_kernel(int64_t tokens, int32_t n, int32_t k, const float *logits,
+                                      int32_t *experts, float *gates) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= tokens) return;
+    const float *l = logits + t * n;
+    int32_t *ex = experts + t * k;
+    float *g = gates + t * k;
+    float mx, sum;
+    softmax_stats(l, n, &mx, &sum);
+    /* k passes, each taking the largest probability not yet taken; strict '>' keeps the lower
+     * index on ties, NaN wins only when nothing else is left (the CPU's select_top_k). */
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        float pb = 0.0f;
+        for (int32_t e = 0; e < n; e++) {
+            int taken = 0;
+            for (int32_t i = 0; i < j; i++) taken |= ex[i] == e;
+            if (taken) continue;
+            const float p = prob_of(l, e, mx, sum);
+            if (best < 0 || p > pb || (gln_f32_isnan(pb) && !gln_f32_isnan(p))) {
+                best = e;
+                pb = p;
+            }
+        }
+        ex[j] = best;
+        g[j] = pb;
+    }
+    float s = 0.0f;
+    for (int32_t j = 0; j < k; j++) s = gln_dev_add(s, g[j]);
+    for (int32_t j = 0; j < k; j++) g[j] = __fdiv_rn(g[j], s);
+}
+
+/* experts[i] clamped into [0, E) without recording (the first pass over a token recorded it). */
+__device__ __forceinline__ int32_t moe_expert_clamped(const int32_t *experts, int64_t i, int32_t E) {
+    const int32_t e = experts[i];
+    return e < 0 ? 0 : e >= E ? E - 1 : e;
+}
+
+/* The CPU's router_backward_row without its [E] scratch rows:
+ *   dp_e = Σ_{j: e_j = e} (dg_j - Σ_i dg_i·g_i) / S   (0 for unselected e)
+ *   dz_e = p_e·(dp_e - Σ_e' p_e'·dp_e')
+ * Adding the unselected experts' p_e·0 terms changes no sum, so skipping them is exact. */
+__device__ __forceinline__ float dp_of(int32_t e, int32_t k, const int32_t *sel, int32_t n, const float *dg,
+                                       float dot, float S) {
+    float dp = 0.0f;
+    for (int32_t j = 0; j < k; j++)
+        if (moe_expert_clamped(sel, j, n) == e) dp = gln_dev_add(dp, __fdiv_rn(dg[j] - dot, S));
+    return dp;
+}
+
+__global__ void moe_router_bwd_kernel(int64_t tokens, int32_t n, int32_t k, const float *logits,
+                                      const int32_t *experts, const float *dgates, float *dlogits,
+                                      gln_cuda_async_error_t *err) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= tokens) return;
+    const float *l = logits + t * n;
+    const float *dg = dgates + t * k;
+    const int32_t *sel = experts + t * k;
+    float *dz = dlogits + t * n;
+    float mx, sum;
+    softmax_stats(l, n, &mx, &sum);
+    float S = 0.0f;
+    for (int32_t j = 0; j < k; j++) S = gln_dev_add(S, prob_of(l, moe_expert_at(sel, j, n, err), mx, sum));
+    float dot = 0.0f;
+    for (int32_t j = 0; j < k; j++) {
+        const float g = __fdiv_rn(prob_of(l, moe_expert_clamped(sel, j, n), mx, sum), S);
+        dot = gln_dev_add(dot, gln_dev_mul(dg[j], g));
+    }
+    float pdp = 0.0f;
+    for (int32_t e = 0; e < n; e++) {
+        const float dp = dp_of(e, k, sel, n, dg, dot, S);
+        pdp = gln_dev_add(pdp, gln_dev_mul(prob_of(l, e, mx, sum), dp));
+    }
+    for (int32_t e = 0; e < n; e++) {
+        const float dp = dp_of(e, k, sel, n, dg, dot, S);
+        dz[e] = gln_dev_mul(prob_of(l, e, mx, sum), dp - pdp);
+    }
+}
+
+extern "C" gln_status_t gln_cuda_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
+                                                    int32_t k, const float *logits, int32_t *experts,
+                                                    float *gates) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const unsigned blocks = (unsigned)((tokens + 127) / 128);
+    moe_router_fwd_kernel<<<blocks, 128, 0, s->stream>>>(tokens, num_experts, k, logits, experts, gates);
+    return launched("gln_moe_router_forward", "moe_router_fwd_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
+                                                     int32_t k, const float *logits, const int32_t *experts,
+                                                     const float *dgates, float *dlogits) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const unsigned blocks = (unsigned)((tokens + 127) / 128);
+    moe_router_bwd_kernel<<<blocks, 128, 0, s->stream>>>(tokens, num_experts, k, logits, experts, dgates,
+                                                        dlogits, s->async_dev);
+    return launched("gln_moe_router_backward", "moe_router_bwd_kernel");
+}
+
+/* ---- permutation plan -------------------------------------------------------------------- */
+
+/* seg [MOE_PLAN_WARPS][E] and start [E] are scratch.  Pass 1 counts each warp's segment, pass 2
+ * turns the counts into each (segment, expert)'s first row, pass 3 ranks the pairs in order. */
+__global__ void moe_plan_kernel(int64_t pairs, int32_t E, const int32_t *experts, int64_t *m_splits,
+                                int64_t *row_of, int64_t *seg, gln_cuda_async_error_t *err) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t seg_len = (pairs + MOE_PLAN_WARPS - 1) / MOE_PLAN_WARPS;
+    const int64_t begin = (int64_t)w * seg_len;
+    const int64_t end = begin + seg_len < pairs ? begin + seg_len : pairs;
+    int64_t *mine = seg + (int64_t)w * E;
+    const unsigned lt = (1u << lane) - 1u;
+    for (int32_t e = lane; e < E; e += 32) mine[e] = 0;
+    __syncwarp();
+    for (int64_t base = begin; base < end; base += 32) {
+        const int64_t i = base + lane;
+        const unsigned active = __ballot_sync(0xFFFFFFFFu, i < end);
+        if (i < end) {
+            const int32_t e = moe_expert_at(experts, i, E, err);
+            const unsigned peers = __match_any_sync(active, e);
+            if (lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    /* per expert: its total, then (after the scan) each segment's first row */
+    for (int32_t e = threadIdx.x; e < E; e += blockDim.x) {
+        int64_t total = 0;
+        for (int s = 0; s < MOE_PLAN_WARPS; s++) total += seg[(int64_t)s * E + e];
+        m_splits[e] = total;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) { /* exclusive scan over the experts, in place in m_splits' shadow */
+        int64_t start = 0;
+        for (int32_t e = 0; e < E; e++) {
+            const int64_t c = m_splits[e];
+            seg[(int64_t)MOE_PLAN_WARPS * E + e] = start;
+            start += c;
+        }
+    }
+    __syncthreads();
+    for (int32_t e = threadIdx.x; e < E; e += blockDim.x) {
+        int64_t base = seg[(int64_t)MOE_PLAN_WARPS * E + e];
+        for (int s = 0; s < MOE_PLAN_WARPS; s++) {
+            const int64_t c = seg[(int64_t)s * E + e];
+            seg[(int64_t)s * E + e] = base;
+            base += c;
+        }
+    }
+    __syncthreads();
+    for (int64_t base = begin; base < end; base += 32) {
+        const int64_t i = base + lane;
+        const unsigned active = __ballot_sync(0xFFFFFFFFu, i < end);
+        if (i < end) {
+            const int32_t e = moe_expert_at(experts, i, E, err);
+            const unsigned peers = __match_any_sync(active, e);
+            row_of[i] = mine[e] + __popc(peers & lt);
+            __syncwarp(active);
+            if (lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" gln_status_t gln_cuda_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
+                                                  int32_t k, const int32_t *experts, int64_t *m_splits,
+                                                  int64_t *row_of) {
+    static const char *fn = "gln_moe_permute_plan";
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int64_t pairs = tokens * k;
+    int64_t *seg = NULL;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)(MOE_PLAN_WARPS + 1) * (size_t)num_experts * sizeof(int64_t),
+                                   (void **)&seg, fn));
+    moe_plan_kernel<<<1, MOE_PLAN_WARPS * 32, 0, s->stream>>>(pairs, num_experts, experts, m_splits, row_of, seg,
+                                                             s->async_dev);
+    gln_status_t st = launched(fn, "moe_plan_kernel");
+    gln_cuda_scratch_free(ctx, seg);
+    return st;
+}
+
+/* ---- permute / unpermute ----------------------------------------------------------------- */
+
+/* Copy one row's h elements between buffers: raw bits when the dtypes agree (NaN payloads kept,
+ * as the CPU's memcpy), else widened exactly and rounded once. */
+__device__ __forceinline__ void copy_elems(const void *src, int sdt, int64_t sr, void *dst, int ddt, int64_t dr,
+                                           int64_t h) {
+    for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
+        if (sdt == ddt && sdt == GLN_DTYPE_FP32)
+            ((uint32_t *)dst)[dr * h + c] = ((const uint32_t *)src)[sr * h + c];
+        else if (sdt == ddt)
+            ((uint16_t *)dst)[dr * h + c] = ((const uint16_t *)src)[sr * h + c];
+        else
+            gln_dev_store(dst, ddt, (size_t)(dr * h + c), gln_dev_load(src, sdt, (size_t)(sr * h + c)));
+    }
+}
+
+__global__ void moe_permute_kernel(int64_t pairs, int32_t k, const int64_t *row_of, const void *x, int xdt,
+                                   void *xp, int pdt, int64_t h, gln_cuda_async_error_t *err) {
+    for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
+        const int64_t r = moe_row_at(row_of, i, pairs, err);
+        if (r >= 0) copy_elems(x, xdt, i / k, xp, pdt, r, h);
+    }
+}
+
+/* out[t] = Σ_j w_j · in[row_of[t·k+j]] (w_j = gates[t·k+j], or 1 without gates): FP32 in slot
+ * order from 0, one rounding, as the CPU's axpy_row / store_row.  A bad row adds nothing. */
+__global__ void moe_gather_sum_kernel(int64_t tokens, int32_t k, const int64_t *row_of, const float *gates,
+                                      const void *in, int idt, void *out, int odt, int64_t h,
+                                      gln_cuda_async_error_t *err) {
+    const int64_t pairs = tokens * k;
+    for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+        for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
+            float acc = 0.0f;
+            for (int32_t j = 0; j < k; j++) {
+                const int64_t r = moe_row_at(row_of, t * k + j, pairs, err);
+                if (r < 0) continue;
+                const float w = gates ? gates[t * k + j] : 1.0f;
+                acc = gln_dev_add(acc, gln_dev_mul(w, gln_dev_load(in, idt, (size_t)(r * h + c))));
+            }
+            gln_dev_store(out, odt, (size_t)(t * h + c), acc);
+        }
+    }
+}
+
+static unsigned row_blocks(int64_t rows) {
+    return (unsigned)(rows < 65535 * 4 ? (rows > 0 ? rows : 1) : 65535 * 4);
+}
+
+static unsigned row_threads(int64_t h) { return h >= 256 ? 256 : h > 64 ? 128 : 64; }
+
+extern "C" gln_status_t gln_cuda_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                             const gln_tensor_t *x, gln_tensor_t *xp) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int64_t pairs = tokens * k;
+    moe_permute_kernel<<<row_blocks(pairs), row_threads(x->cols), 0, s->stream>>>(
+        pairs, k, row_of, x->data, (int)x->dtype, xp->data, (int)xp->dtype, x->cols, s->async_dev);
+    return launched("gln_moe_permute", "moe_permute_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+                                                      const int64_t *row_of, const gln_tensor_t *dxp,
+                                                      gln_tensor_t *dx) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(dxp->cols), 0, s->stream>>>(
+        tokens, k, row_of, NULL, dxp->data, (int)dxp->dtype, dx->data, (int)dx->dtype, dxp->cols, s->async_dev);
+    return launched("gln_moe_permute_backward", "moe_gather_sum_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
+                                               const float *gates, const gln_tensor_t *yp, gln_tensor_t *y) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(yp->cols), 0, s->stream>>>(
+        tokens, k, row_of, gates, yp->data, (int)yp->dtype, y->data, (int)y->dtype, yp->cols, s->async_dev);
+    return launched("gln_moe_unpermute", "moe_gather_sum_kernel");
+}
+
+/* One block per pair (t, j) with row r: dyp[r] = g·dy[t] (the CPU's operations, bitwise) and
+ * dgates[t·k+j] = <dy[t], yp[r]> (per-thread strided partial sums, then a fixed-order tree:
+ * deterministic, within a dot-product tolerance of the CPU's sequential sum). */
+__global__ void moe_unpermute_bwd_kernel(int64_t tokens, int32_t k, const int64_t *row_of, const float *gates,
+                                         const void *yp, int ydt, const void *dy, int dydt, void *dyp, int pdt,
+                                         float *dgates, int64_t h, gln_cuda_async_error_t *err) {
+    __shared__ float part[GLN_CUDA_THREADS / 32];
+    const int64_t pairs = tokens * k;
+    for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
+        const int64_t t = i / k;
+        const int64_t r = moe_row_at(row_of, i, pairs, err);
+        const float g = gates[i];
+        float dot = 0.0f;
+        if (r >= 0)
+            for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
+                const float d = gln_dev_load(dy, dydt, (size_t)(t * h + c));
+                dot = fmaf(d, gln_dev_load(yp, ydt, (size_t)(r * h + c)), dot);
+                gln_dev_store(dyp, pdt, (size_t)(r * h + c), gln_dev_mul(g, d));
+            }
+        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xFFFFFFFFu, dot, off);
+        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = dot;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float sum = 0.0f;
+            for (int wi = 0; wi < (int)(blockDim.x / 32); wi++) sum += part[wi];
+            dgates[i] = sum;
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" gln_status_t gln_cuda_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
+                                                        const int64_t *row_of, const float *gates,
+                                                        const gln_tensor_t *yp, const gln_tensor_t *dy,
+                                                        gln_tensor_t *dyp, float *dgates) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int64_t pairs = tokens * k;
+    moe_unpermute_bwd_kernel<<<row_blocks(pairs), GLN_CUDA_THREADS, 0, s->stream>>>(
+        tokens, k, row_of, gates, yp->data, (int)yp->dtype, dy->data, (int)dy->dtype, dyp->data, (int)dyp->dtype,
+        dgates, yp->cols, s->async_dev);
+    return launched("gln_moe_unpermute_backward", "moe_unpermute_bwd_kernel");
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+#define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+__device__ __forceinline__ float dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+__device__ __forceinline__ float dev_gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_C * (x + GELU_A * x * x * x)));
+}
+
+__device__ __forceinline__ float dev_gelu_grad(float x) {
+    const float t = tanhf(GELU_C * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+/* Element (r, c) of the [rows, h] output: in is [rows, cols] (cols = 2h for SwiGLU). */
+__global__ void moe_act_fwd_kernel(int act, int64_t rows, int64_t cols, int64_t h, const void *in, int idt,
+                                   void *out, int odt) {
+    const size_t n = (size_t)(rows * h), stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t r = (int64_t)(i / (size_t)h), c = (int64_t)(i % (size_t)h);
+        const float a = gln_dev_load(in, idt, (size_t)(r * cols + c));
+        float v;
+        if (act == GLN_ACT_GELU) {
+            v = dev_gelu(a);
+        } else {
+            const float b = gln_dev_load(in, idt, (size_t)(r * cols + h + c));
+            v = a * dev_sigmoid(a) * b;
+        }
+        gln_dev_store(out, odt, i, v);
+    }
+}
+
+__global__ void moe_act_bwd_kernel(int act, int64_t rows, int64_t cols, int64_t h, const void *in, int idt,
+                                   const void *dout, int ddt, void *din, int gdt) {
+    const size_t n = (size_t)(rows * h), stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t r = (int64_t)(i / (size_t)h), c = (int64_t)(i % (size_t)h);
+        const float a = gln_dev_load(in, idt, (size_t)(r * cols + c));
+        const float d = gln_dev_load(dout, ddt, i);
+        if (act == GLN_ACT_GELU) {
+            gln_dev_store(din, gdt, (size_t)(r * cols + c), d * dev_gelu_grad(a));
+        } else {
+            const float b = gln_dev_load(in, idt, (size_t)(r * cols + h + c));
+            const float s = dev_sigmoid(a);
+            gln_dev_store(din, gdt, (size_t)(r * cols + c), d * b * (s + a * s * (1.0f - s)));
+            gln_dev_store(din, gdt, (size_t)(r * cols + h + c), d * a * s);
+        }
+    }
+}
+
+extern "C" gln_status_t gln_cuda_activation_forward(gln_context_t *ctx, gln_activation_t act,
+                                                    const gln_tensor_t *in, gln_tensor_t *out) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int64_t h = out->cols;
+    moe_act_fwd_kernel<<<gln_dev_blocks((size_t)(in->rows * h), GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0,
+                         s->stream>>>((int)act, in->rows, in->cols, h, in->data, (int)in->dtype, out->data,
+                                      (int)out->dtype);
+    return launched("gln_activation_forward", "moe_act_fwd_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_activation_backward(gln_context_t *ctx, gln_activation_t act,
+                                                     const gln_tensor_t *in, const gln_tensor_t *dout,
+                                                     gln_tensor_t *din) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    const int64_t h = dout->cols;
+    moe_act_bwd_kernel<<<gln_dev_blocks((size_t)(in->rows * h), GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0,
+                         s->stream>>>((int)act, in->rows, in->cols, h, in->data, (int)in->dtype, dout->data,
+                                      (int)dout->dtype, din->data, (int)din->dtype);
+    return launched("gln_activation_backward", "moe_act_bwd_kernel");
+}
