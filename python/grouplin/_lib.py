@@ -189,6 +189,7 @@ _PROTOTYPES = [
     ("gln_context_set_stream", C.c_int, [_P, _P]),
     ("gln_context_async_error", C.c_int, [_P]),
     ("gln_synchronize", C.c_int, [_P]),
+    ("gln_memcpy", C.c_int, [_P, _P, _P, C.c_size_t, C.c_int]),
     ("gln_quant_layout", C.c_int, [C.c_int, C.c_int, C.c_int64, C.c_int64, C.POINTER(QuantLayout)]),
     ("gln_grouped_scale_offsets", C.c_int, [C.c_int, C.c_int32, _P, C.c_int64, _P, _P]),
     ("gln_quantize", C.c_int, [_P, C.POINTER(QuantConfig), _PT, _PT]),

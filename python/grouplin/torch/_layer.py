@@ -1,0 +1,214 @@
+"""The C layer behind a GroupedLinear module, and the registries the custom ops use.
+
+A custom op can only take tensors and plain values, so the module registers its state here under
+an integer id, and every training forward registers its saved context under another id that
+travels to backward in a one-element int64 "token" tensor.  The C layer reads the caller's
+parameters through pointers captured at create, so the handle is cached per pointer set: a moved
+or re-allocated parameter (module.to(), a new main_grad) gets a fresh C layer.
+"""
+import ctypes as C
+import itertools
+import threading
+
+import torch
+
+from .. import _context, _lib
+
+_DTYPES = {torch.float32: _lib.FP32, torch.bfloat16: _lib.BF16, torch.float16: _lib.FP16}
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+_layers = {}      # id -> LayerState
+_saved = {}       # id -> Saved
+
+
+def gln_dtype(dt, name):
+    code = _DTYPES.get(dt)
+    if code is None:
+        raise TypeError("%s: dtype %s is not supported (float32, bfloat16 or float16)" % (name, dt))
+    return code
+
+
+def device_key(dev):
+    if dev.type == "cuda":
+        return ("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+    if dev.type == "cpu":
+        return ("cpu", 0)
+    raise ValueError("device %s is not supported (cpu or cuda)" % dev)
+
+
+class Handle:
+    """One gln_grouped_linear_t, with everything its pointers point at kept alive."""
+
+    def __init__(self, ctx, cfg, keep):
+        self.ctx = ctx
+        self.keep = keep
+        h = C.c_void_p()
+        _lib.check(_lib.lib().gln_grouped_linear_create(ctx.handle, C.byref(cfg), C.byref(h)),
+                   "gln_grouped_linear_create")
+        self.ptr = h
+        self.live_saved = 0
+        self.queued = 0               # delayed wgrads queued in this C layer
+        self.retired = False
+
+    def destroy_if_idle(self):
+        if self.ptr and self.retired and self.live_saved == 0 and self.queued == 0:
+            _lib.lib().gln_grouped_linear_destroy(self.ptr)
+            self.ptr = None
+
+
+class LayerState:
+    """What a GroupedLinear tells the C layer: its static configuration (`fields`), how to find
+    the current parameters (`params()` -> weights, biases, main_grads, distributed table), and the
+    cache of C handles per pointer set."""
+
+    def __init__(self, fields, params_fn, flags):
+        self.fields = fields
+        self.params_fn = params_fn
+        self.flags = flags            # dict: fused, delay, single_weight, single_bias, bias, n
+        self.handles = {}
+        self.current = None
+        self.dw_queue = []            # handles with a queued wgrad, oldest first
+        self.id = next(_ids)
+        with _lock:
+            _layers[self.id] = self
+
+    def handle(self, device, act_dtype, path):
+        weights, biases, main_grads, dist = self.params_fn()
+        ptrs = lambda ts: tuple(t.data_ptr() for t in ts)  # noqa: E731
+        rg = bool(dist.requires_grad if dist is not None else weights[0].requires_grad)
+        key = (device, act_dtype, path, ptrs(weights), ptrs(biases), ptrs(main_grads), id(dist), rg)
+        h = self.handles.get(key)
+        if h is not None and h.ptr:
+            return h
+        ctx = _context.get(device)
+        f = dict(self.fields)
+        f.update(path=path, activation_dtype=act_dtype, weights_require_grad=int(rg))
+        if dist is None:
+            f["param_dtype"] = gln_dtype(weights[0].dtype, "weight")
+        cfg = _lib.layer_config(**f)
+        keep = [weights, biases, main_grads, dist]
+        P = cfg.params
+        vp = lambda ts: (C.c_void_p * len(ts))(*[t.data_ptr() for t in ts])  # noqa: E731
+        if dist is not None:
+            P.distributed = C.pointer(dist.table())
+        elif self.flags["single_weight"]:
+            P.weight_packed = weights[0].data_ptr()
+        else:
+            P.weights = vp(weights)
+        if self.flags["bias"]:
+            if self.flags["single_bias"]:
+                P.bias_packed = biases[0].data_ptr()
+            else:
+                P.biases = vp(biases)
+        if self.flags["fused"] and main_grads and dist is None:
+            if self.flags["single_weight"]:
+                P.main_grad_packed = C.cast(C.c_void_p(main_grads[0].data_ptr()), C.POINTER(C.c_float))
+            else:
+                P.main_grads = vp(main_grads)
+        h = Handle(ctx, cfg, keep)
+        for old in self.handles.values():
+            old.retired = True
+            old.destroy_if_idle()
+        self.handles = {k: v for k, v in self.handles.items() if v.ptr}
+        self.handles[key] = h
+        self.current = h
+        return h
+
+    def raise_from_hooks(self, status):
+        """A distributed weight's Python hook that raised: re-raise its exception (the library's
+        status and message are attached as the cause)."""
+        dist = self.params_fn()[3]
+        exc = dist.take_exception() if dist is not None else None
+        if exc is not None:
+            try:
+                _lib.check(status)
+            except _lib.GrouplinError as lib_exc:
+                raise exc from lib_exc
+            raise exc
+
+    def read_grads(self, h, weights):
+        """Copies of the C layer's (non-fused) weight gradients or bias gradients, shaped like the
+        module's parameters."""
+        ws, bs, _, _ = self.params_fn()
+        params = ws if weights else bs
+        single = self.flags["single_weight" if weights else "single_bias"]
+        outs = [torch.empty_like(p) for p in params]
+        n = self.flags["n"]
+        L = _lib.lib()
+        for i in range(n):
+            w, b = C.c_void_p(), C.c_void_p()
+            _lib.check(L.gln_grouped_linear_grads(h.ptr, i, C.byref(w), C.byref(b)), "gln_grouped_linear_grads")
+            src = w.value if weights else b.value
+            copy_from(h.ctx, outs[0][i] if single else outs[i], src)
+        return outs
+
+    def close(self):
+        for h in self.handles.values():
+            h.retired = True
+            h.destroy_if_idle()
+        with _lock:
+            _layers.pop(self.id, None)
+
+
+def layer(layer_id):
+    st = _layers.get(layer_id)
+    if st is None:
+        raise RuntimeError("grouplin: layer %d no longer exists (its module was deleted)" % layer_id)
+    return st
+
+
+class Saved:
+    """A gln_grouped_linear_saved_t in flight between a forward and its backward."""
+
+    def __init__(self, handle, ptr, rows, grouped):
+        self.handle, self.ptr, self.rows, self.grouped = handle, ptr, rows, grouped
+        handle.live_saved += 1
+        with _lock:
+            self.id = next(_ids)
+            _saved[self.id] = self
+
+    def release(self):
+        if self.ptr:
+            _lib.lib().gln_grouped_linear_saved_release(self.ptr)
+            self.ptr = None
+            self.handle.live_saved -= 1
+            self.handle.destroy_if_idle()
+        with _lock:
+            _saved.pop(self.id, None)
+
+
+def saved(saved_id):
+    s = _saved.get(saved_id)
+    if s is None:
+        raise RuntimeError("grouplin: backward of a forward whose saved state was already released "
+                           "(backward called twice without retain_graph?)")
+    return s
+
+
+def release_saved(saved_id):
+    s = _saved.get(saved_id)
+    if s is not None:
+        s.release()
+
+
+class SavedGuard:
+    """Eager mode: releases a saved context whose backward never ran when autograd frees the
+    graph node holding this object."""
+
+    def __init__(self, saved_id):
+        self.saved_id = saved_id
+
+    def __del__(self):
+        try:
+            release_saved(self.saved_id)
+        except Exception:
+            pass
+
+
+def copy_from(ctx, dst, src_ptr):
+    """dst (a torch tensor on the context's device) <- the library buffer at src_ptr."""
+    nbytes = dst.numel() * dst.element_size()
+    if nbytes:
+        _lib.check(_lib.lib().gln_memcpy(ctx.on_current_stream(), C.c_void_p(dst.data_ptr()), C.c_void_p(src_ptr),
+                                         nbytes, _lib.COPY_BACKEND_TO_BACKEND), "gln_memcpy")

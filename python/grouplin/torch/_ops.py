@@ -1,0 +1,140 @@
+"""The autograd function of GroupedLinear as two torch custom ops (forward, backward) with fake
+implementations, so torch.compile traces a model through them without graph breaks.
+
+The saved context of a training forward is identified by a one-element int64 CPU "token" the
+forward returns and autograd saves; everything else backward needs (the C layer, distributed
+weight objects) is found through the layer id, a plain integer on the autograd context.  No
+parameter and no distributed-weight object is ever a saved tensor, so saved_tensors_hooks
+(activation offloading) only ever see the token.
+"""
+import ctypes as C
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import _lib
+from . import _layer
+
+
+@torch.library.custom_op("grouplin::grouped_linear_forward", mutates_args=())
+def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tensor], m_splits: Optional[Tensor],
+                           splits: List[int], layer_id: int, microbatch: int, need_saved: bool,
+                           input_requires_grad: bool) -> Tuple[Tensor, Tensor]:
+    st = _layer.layer(layer_id)
+    dev = _layer.device_key(inp.device)
+    act = _layer.gln_dtype(inp.dtype, "inp")
+    grouped = m_splits is not None
+    h = st.handle(dev, act, _lib.PATH_GROUPED if grouped else _lib.PATH_SPLIT)
+    ctxp = h.ctx.on_current_stream()
+    rows, k_out = inp.shape[0], st.fields["out_features"]
+    y = (torch.zeros if grouped else torch.empty)((rows, k_out), dtype=inp.dtype, device=inp.device)
+    x = _lib.Tensor(act, rows, inp.shape[1], inp.data_ptr() or None, 0, None, None, None, None, None)
+    yt = _lib.Tensor(act, rows, k_out, y.data_ptr() or None, 0, None, None, None, None, None)
+    if grouped:
+        sp, on_backend, keep = m_splits.data_ptr(), int(m_splits.is_cuda), m_splits
+    else:
+        keep = (C.c_int64 * len(splits))(*splits)
+        sp, on_backend = C.addressof(keep), 0
+    args = _lib.ForwardArgs(C.sizeof(_lib.ForwardArgs), C.pointer(x), sp, on_backend, C.pointer(yt), microbatch,
+                            int(input_requires_grad))
+    savedp = C.c_void_p()
+    status = _lib.lib().gln_grouped_linear_forward(h.ptr, C.byref(args), C.byref(savedp) if need_saved else None)
+    st.raise_from_hooks(status)
+    _lib.check(status, "gln_grouped_linear_forward")
+    del keep
+    sid = _layer.Saved(h, savedp, rows, grouped).id if need_saved else 0
+    return y, torch.tensor([sid], dtype=torch.int64)
+
+
+@grouped_linear_forward.register_fake
+def _(inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad):
+    st = _layer.layer(layer_id)
+    y = inp.new_empty((inp.shape[0], st.fields["out_features"]))
+    return y, torch.empty(1, dtype=torch.int64)
+
+
+@torch.library.custom_op("grouplin::grouped_linear_backward", mutates_args=("main_grads",))
+def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor], layer_id: int, want_dx: bool,
+                            want_wgrad: bool, want_bgrad: bool) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
+    st = _layer.layer(layer_id)
+    s = _layer.saved(int(token[0]))
+    h = s.handle
+    L = _lib.lib()
+    try:
+        ctxp = h.ctx.on_current_stream()
+        _lib.check(L.gln_grouped_linear_zero_grad(h.ptr), "gln_grouped_linear_zero_grad")
+        dy = dy.contiguous()
+        act = _layer.gln_dtype(dy.dtype, "grad_output")
+        k_in, k_out = st.fields["in_features"], st.fields["out_features"]
+        dyt = _lib.Tensor(act, s.rows, k_out, dy.data_ptr() or None, 0, None, None, None, None, None)
+        if want_dx:
+            dx = (torch.zeros if s.grouped else torch.empty)((s.rows, k_in), dtype=dy.dtype, device=dy.device)
+            dxt = _lib.Tensor(act, s.rows, k_in, dx.data_ptr() or None, 0, None, None, None, None, None)
+        else:
+            dx = dy.new_empty((0,))
+        status = L.gln_grouped_linear_backward(s.ptr, C.byref(dyt), C.byref(dxt) if want_dx else None)
+        st.raise_from_hooks(status)
+        _lib.check(status, "gln_grouped_linear_backward")
+        if st.flags["delay"]:
+            st.dw_queue.append(h)
+            h.queued += 1
+    finally:
+        s.release()
+    wgrads = st.read_grads(h, weights=True) if want_wgrad else []
+    bgrads = st.read_grads(h, weights=False) if want_bgrad else []
+    return dx, wgrads, bgrads
+
+
+@grouped_linear_backward.register_fake
+def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
+    st = _layer.layer(layer_id)
+    weights, biases, _, _ = st.params_fn()
+    dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
+    wg = [torch.empty_like(w) for w in weights] if want_wgrad else []
+    bg = [torch.empty_like(b) for b in biases] if want_bgrad else []
+    return dx, wg, bg
+
+
+def _setup_context(ctx, inputs, output):
+    inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad = inputs
+    _, token = output
+    ctx.layer_id = layer_id
+    ctx.save_for_backward(token)
+    if not torch.compiler.is_compiling() and need_saved:
+        # eager: a forward whose backward never runs releases its saved context with the graph
+        ctx.guard = _layer.SavedGuard(int(token[0]))
+
+
+def _dummy(p):
+    # what TE hands autograd for a weight whose gradient already went to main_grad
+    return torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
+
+
+def _backward(ctx, dy, dtoken):
+    token, = ctx.saved_tensors
+    st = _layer.layer(ctx.layer_id)
+    weights, biases, main_grads, dist = st.params_fn()
+    f = st.flags
+    w_rg = (dist.requires_grad if dist is not None else weights[0].requires_grad)
+    want_w = bool(w_rg and not f["fused"] and not f["delay"] and dist is None)
+    want_b = bool(f["bias"] and biases[0].requires_grad)
+    dx, wg, bg = grouped_linear_backward(dy, token, main_grads if (f["fused"] and dist is None) else [],
+                                         ctx.layer_id, bool(ctx.needs_input_grad[0]), want_w, want_b)
+    if want_w:
+        w_out = list(wg)
+    elif w_rg and (f["fused"] or dist is not None):
+        w_out = []
+        for p in weights:
+            if hasattr(p, "grad_added_to_main_grad"):
+                p.grad_added_to_main_grad = True
+                w_out.append(_dummy(p))
+            else:
+                w_out.append(None)
+    else:
+        w_out = [None] * len(weights)
+    b_out = list(bg) if want_b else [None] * len(biases)
+    return (dx if ctx.needs_input_grad[0] else None), w_out, b_out, None, None, None, None, None, None
+
+
+grouped_linear_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,274 @@
+"""grouplin.torch.GroupedLinear: TransformerEngine's GroupedLinear on grouplin's C layer.
+
+Example: a complete training loop with gradient accumulation over microbatches, Megatron-style
+fused wgrad accumulation into FP32 main_grad buffers, and an FP8 recipe::
+
+    import torch
+    from grouplin.torch import GroupedLinear, MXFP8BlockScaling
+
+    N, K_in, K_out = 4, 256, 512
+    layer = GroupedLinear(N, K_in, K_out, bias=True, recipe=MXFP8BlockScaling(),
+                          params_dtype=torch.bfloat16, device="cpu",      # or "cuda"
+                          fuse_wgrad_accumulation=True)
+    for w in layer.weights():                         # Megatron-style FP32 gradient buffers
+        w.main_grad = torch.zeros(w.shape, dtype=torch.float32)
+        w.grad_added_to_main_grad = False
+    opt = torch.optim.SGD(layer.parameters(), lr=1e-2)   # biases: ordinary .grad
+    for step in range(10):
+        for mb in range(2):                           # two microbatches per step
+            x = torch.randn(96, K_in, dtype=torch.bfloat16)
+            splits = [40, 0, 30, 26]                  # rows per expert (a list: split path)
+            y = layer(x, splits, is_first_microbatch=(mb == 0))   # FIRST overwrites main_grad
+            loss = y.float().pow(2).mean()
+            loss.backward()
+        with torch.no_grad():                         # apply main_grad by hand (Megatron's optimizer
+            for w in layer.weights():                 # reads it; here plain SGD)
+                w -= 1e-2 * w.main_grad.to(w.dtype)
+        opt.step(); opt.zero_grad()
+
+An int64 tensor of splits on the input's device selects the grouped path (one grouped call per
+stage, no host read of the splits: capturable in a CUDA graph).  CUDA tensors run on
+torch.cuda.current_stream() with the library's scratch from torch's caching allocator.
+"""
+import weakref
+
+import torch
+
+from .. import _lib, recipe as _recipe
+from . import _layer, _ops  # noqa: F401  (_ops registers torch.ops.grouplin.*)
+
+
+class GroupedLinear(torch.nn.Module):
+    """N linear maps applied to consecutive row blocks of one input: y_i = x_i W_iᵀ + b_i.
+
+    Arguments follow TransformerEngine's GroupedLinear:
+      num_gemms, in_features, out_features, bias=True
+      recipe: None (GEMMs in the activation dtype), DelayedScaling, Float8CurrentScaling,
+              MXFP8BlockScaling or Float8BlockScaling
+      params_dtype: parameter dtype (default torch.get_default_dtype())
+      device: where the parameters live (default: torch's default device); CPU tensors run on the
+              CPU backend, CUDA tensors on the CUDA backend
+      init_method: callable(weight) initializing each expert weight (default N(0, 0.023²))
+      fuse_wgrad_accumulation: the wgrad goes into each weight's FP32 `main_grad` (which the
+              caller sets); is_first_microbatch=True (or weight0.overwrite_main_grad) overwrites,
+              otherwise accumulates; `grad_added_to_main_grad`, when present, is set to True
+      delay_wgrad_compute: backward computes dgrad (and dbias); the wgrad waits for backward_dw()
+      single_grouped_weight / single_grouped_bias: one parameter `weight` [N, K_out, K_in] /
+              `bias` [N, K_out] instead of weight0..weightN-1 / bias0..biasN-1
+      save_original_input: keep the high-precision input for wgrad (re-quantized in backward)
+      return_bias: do not add the bias; forward returns (y, [bias_i])
+      distributed_weight: a grouplin.torch.DistributedWeight (e.g. ShardedExperts) holding the
+              expert weights instead of local parameters (gathered per GEMM stage, gradients
+              reduced into its main_grad)
+
+    forward(inp, m_splits, is_first_microbatch=None): inp [..., in_features]; m_splits a list of
+    N ints (split path; they must sum to the rows) or an int64 tensor of shape (N,) on inp's device
+    (grouped path; rows past the sum are ignored and their outputs are 0).
+    """
+
+    def __init__(self, num_gemms, in_features, out_features, bias=True, *, recipe=None, params_dtype=None,
+                 device=None, init_method=None, fuse_wgrad_accumulation=False, delay_wgrad_compute=False,
+                 single_grouped_weight=False, single_grouped_bias=False, save_original_input=False,
+                 return_bias=False, distributed_weight=None, amax_epsilon=None):
+        super().__init__()
+        for name, v in (("num_gemms", num_gemms), ("in_features", in_features), ("out_features", out_features)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError("GroupedLinear: %s must be a positive int, got %r" % (name, v))
+        params_dtype = params_dtype or torch.get_default_dtype()
+        _layer.gln_dtype(params_dtype, "params_dtype")
+        device = torch.device(device) if device is not None else torch.empty(0).device
+        self.num_gemms, self.in_features, self.out_features = num_gemms, in_features, out_features
+        self.use_bias, self.return_bias = bool(bias), bool(return_bias)
+        self.fuse_wgrad_accumulation, self.delay_wgrad_compute = bool(fuse_wgrad_accumulation), bool(delay_wgrad_compute)
+        self.single_grouped_weight, self.single_grouped_bias = bool(single_grouped_weight), bool(single_grouped_bias)
+        self.recipe = recipe
+        self.distributed_weight = distributed_weight
+        self._wgrad_hooks = []
+        fields = dict(num_experts=num_gemms, in_features=in_features, out_features=out_features,
+                      bias=int(self.use_bias and not self.return_bias), fuse_wgrad_accumulation=int(self.fuse_wgrad_accumulation),
+                      delay_wgrad_compute=int(self.delay_wgrad_compute),
+                      single_grouped_weight=int(self.single_grouped_weight and distributed_weight is None),
+                      single_grouped_bias=int(self.single_grouped_bias and self.use_bias and not self.return_bias),
+                      save_original_input=int(bool(save_original_input)))
+        fields.update(_recipe.layer_fields(recipe))
+        if amax_epsilon is not None:
+            fields["amax_epsilon"] = float(amax_epsilon)
+        if distributed_weight is not None:
+            if (distributed_weight.num_experts, distributed_weight.out_features,
+                    distributed_weight.in_features) != (num_gemms, out_features, in_features):
+                raise ValueError("distributed_weight: holds %d x [%d, %d] weights, the layer needs %d x [%d, %d]"
+                                 % (distributed_weight.num_experts, distributed_weight.out_features,
+                                    distributed_weight.in_features, num_gemms, out_features, in_features))
+            if self.delay_wgrad_compute:
+                raise ValueError("delay_wgrad_compute: not supported with a distributed_weight (the wgrad "
+                                 "must be reduced in the backward that computes it)")
+        else:
+            self._make_weights(params_dtype, device, init_method)
+        self._make_biases(params_dtype, device)
+        if self.delay_wgrad_compute:
+            for p in self.parameters():
+                p.skip_backward_post_hook = True
+        flags = dict(fused=self.fuse_wgrad_accumulation, delay=self.delay_wgrad_compute,
+                     single_weight=bool(fields["single_grouped_weight"]),
+                     single_bias=bool(fields["single_grouped_bias"]), bias=bool(fields["bias"]), n=num_gemms)
+        me = weakref.ref(self)
+        self._state = _layer.LayerState(fields, lambda: me()._params(), flags)
+        self._layer_id = self._state.id
+        weakref.finalize(self, self._state.close)
+
+    # ---- parameters -----------------------------------------------------------------------------
+    def _make_weights(self, dtype, device, init_method):
+        init = init_method or (lambda w: torch.nn.init.normal_(w, 0.0, 0.023))
+        shape = (self.out_features, self.in_features)
+        ws = [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.num_gemms)]
+        with torch.no_grad():
+            for w in ws:
+                init(w)
+        if self.single_grouped_weight:
+            self.weight = torch.nn.Parameter(torch.stack(ws))
+        else:
+            for i, w in enumerate(ws):
+                self.register_parameter("weight%d" % i, torch.nn.Parameter(w))
+
+    def _make_biases(self, dtype, device):
+        if not self.use_bias:
+            return
+        if self.single_grouped_bias:
+            self.bias = torch.nn.Parameter(torch.zeros((self.num_gemms, self.out_features), dtype=dtype, device=device))
+        else:
+            for i in range(self.num_gemms):
+                self.register_parameter("bias%d" % i, torch.nn.Parameter(
+                    torch.zeros(self.out_features, dtype=dtype, device=device)))
+
+    def weights(self):
+        """The weight parameters handed to the C layer (weight0..N-1, or [weight])."""
+        if self.distributed_weight is not None:
+            return list(self.distributed_weight.autograd_parameters())
+        if self.single_grouped_weight:
+            return [self.weight]
+        return [getattr(self, "weight%d" % i) for i in range(self.num_gemms)]
+
+    def biases(self):
+        if not self.use_bias:
+            return []
+        if self.single_grouped_bias:
+            return [self.bias]
+        return [getattr(self, "bias%d" % i) for i in range(self.num_gemms)]
+
+    def _params(self):
+        ws, bs = self.weights(), self.biases()
+        if self.return_bias:
+            bs = []
+        mgs = []
+        if self.fuse_wgrad_accumulation and self.distributed_weight is None and ws[0].requires_grad:
+            for i, w in enumerate(ws):
+                mg = getattr(w, "main_grad", None)
+                name = "weight" if self.single_grouped_weight else "weight%d" % i
+                if mg is None:
+                    raise ValueError("%s.main_grad: fuse_wgrad_accumulation=True needs an FP32 main_grad "
+                                     "buffer on every weight (set it before the first forward)" % name)
+                if mg.dtype != torch.float32 or mg.numel() != w.numel() or not mg.is_contiguous() \
+                        or mg.device != w.device:
+                    raise ValueError("%s.main_grad: expected a contiguous float32 tensor of %d elements on %s, "
+                                     "got %s %s on %s" % (name, w.numel(), w.device, mg.dtype,
+                                                          tuple(mg.shape), mg.device))
+                mgs.append(mg)
+        return ws, bs, mgs, self.distributed_weight
+
+    # ---- forward / backward_dw ------------------------------------------------------------------
+    def forward(self, inp, m_splits, is_first_microbatch=None):
+        ws, bs, mgs, dist = self._params()
+        if not isinstance(inp, torch.Tensor):
+            raise TypeError("inp: expected a torch.Tensor, got %s" % type(inp).__name__)
+        _layer.gln_dtype(inp.dtype, "inp")
+        if inp.device != ws[0].device:
+            raise ValueError("inp: on %s but the weights are on %s" % (inp.device, ws[0].device))
+        if not inp.is_contiguous():
+            raise ValueError("inp: tensor must be contiguous (call .contiguous())")
+        if inp.dim() < 1 or inp.shape[-1] != self.in_features:
+            raise ValueError("inp: last dimension %s != in_features %d"
+                             % (inp.shape[-1] if inp.dim() else "()", self.in_features))
+        splits, m_t = self._splits(m_splits, inp)
+        mb = self._microbatch(is_first_microbatch, ws)
+        x = inp.reshape(-1, self.in_features)
+        w_rg = dist.requires_grad if dist is not None else ws[0].requires_grad
+        need = torch.is_grad_enabled() and bool(inp.requires_grad or w_rg or any(b.requires_grad for b in bs))
+        y, _ = torch.ops.grouplin.grouped_linear_forward(x, ws, bs, m_t, splits, self._layer_id, mb, need,
+                                                         bool(inp.requires_grad))
+        y = y.reshape(-1, *inp.shape[1:-1], self.out_features)
+        if self.return_bias:
+            return y, [b.to(inp.dtype) for b in (self.bias.unbind(0) if self.single_grouped_bias else self.biases())]
+        return y
+
+    def _splits(self, m_splits, inp):
+        n = self.num_gemms
+        if isinstance(m_splits, torch.Tensor):
+            if m_splits.is_floating_point() or m_splits.is_complex() or m_splits.dtype == torch.bool:
+                raise TypeError("m_splits: expected an integer tensor, got %s" % m_splits.dtype)
+            if tuple(m_splits.shape) != (n,):
+                raise ValueError("m_splits: expected shape (%d,), got %s" % (n, tuple(m_splits.shape)))
+            if m_splits.device != inp.device:
+                raise ValueError("m_splits: a tensor of splits (grouped path) must be on the input's device %s, "
+                                 "got %s" % (inp.device, m_splits.device))
+            return [], m_splits.to(torch.int64).contiguous()
+        if not isinstance(m_splits, (list, tuple)):
+            raise TypeError("m_splits: expected a list of %d ints or an int64 tensor, got %s"
+                            % (n, type(m_splits).__name__))
+        if len(m_splits) != n:
+            raise ValueError("m_splits: expected %d splits (num_gemms), got %d" % (n, len(m_splits)))
+        out = []
+        for i, s in enumerate(m_splits):
+            if isinstance(s, torch.Tensor):
+                s = int(s)
+            if not isinstance(s, int) or isinstance(s, bool):
+                raise TypeError("m_splits[%d]: expected an int, got %s" % (i, type(s).__name__))
+            if s < 0:
+                raise ValueError("m_splits[%d]: %d is negative" % (i, s))
+            out.append(s)
+        return out, None
+
+    def _microbatch(self, is_first_microbatch, ws):
+        overwrite = self.fuse_wgrad_accumulation and bool(getattr(ws[0], "overwrite_main_grad", False))
+        if is_first_microbatch is None:
+            return _lib.MICROBATCH_FIRST if overwrite else _lib.MICROBATCH_UNSET
+        if not isinstance(is_first_microbatch, bool):
+            raise TypeError("is_first_microbatch: expected None, True or False, got %r" % (is_first_microbatch,))
+        return _lib.MICROBATCH_FIRST if (is_first_microbatch or overwrite) else _lib.MICROBATCH_NEXT
+
+    def backward_dw(self):
+        """Run the oldest queued weight-gradient GEMM (delay_wgrad_compute): into main_grad when
+        fused, else assigned (overwritten) to each weight's .grad; then the registered hooks."""
+        st = self._state
+        if not self.delay_wgrad_compute or not st.dw_queue:
+            return
+        h = st.dw_queue.pop(0)
+        L = _lib.lib()
+        h.ctx.on_current_stream()
+        try:
+            if not self.fuse_wgrad_accumulation:
+                _lib.check(L.gln_grouped_linear_zero_grad(h.ptr), "gln_grouped_linear_zero_grad")
+            _lib.check(L.gln_grouped_linear_backward_dw(h.ptr), "gln_grouped_linear_backward_dw")
+        finally:
+            h.queued -= 1
+        if not self.fuse_wgrad_accumulation:
+            for p, g in zip(self.weights(), st.read_grads(h, weights=True)):
+                p.grad = g
+        h.destroy_if_idle()
+        for hook in self._wgrad_hooks:
+            hook()
+
+    def register_wgrad_accumulation_and_reduce_hooks(self, hook):
+        """hook() runs after each backward_dw (where Megatron DDP reduces gradients)."""
+        self._wgrad_hooks.append(hook)
+
+    def weights_updated(self):
+        """Tell the layer the weights changed (optimizer step): a later is_first_microbatch=False
+        re-quantizes instead of reusing the cached FP8 weights."""
+        h = self._state.current
+        if h is not None and h.ptr:
+            _lib.check(_lib.lib().gln_grouped_linear_weights_updated(h.ptr), "gln_grouped_linear_weights_updated")
+
+    def extra_repr(self):
+        return "num_gemms=%d, in_features=%d, out_features=%d, bias=%s, recipe=%s" % (
+            self.num_gemms, self.in_features, self.out_features, self.use_bias, type(self.recipe).__name__
+            if self.recipe is not None else None)
