@@ -447,15 +447,38 @@ GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_te
 typedef struct gln_comm gln_comm_t;
 typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce_op_t;
 
-/* One rank, no dependencies. */
-GLN_API gln_status_t gln_comm_create_self(gln_comm_t **comm);
+/* A communicator is bound to a context `ctx` (not owned; it must outlive the communicator): its
+ * buffers live in that context's memory and its collectives are ordered on the context's stream
+ * (the host never waits for the GPU).  ctx = NULL means host memory, like a CPU context. */
+/* One rank, no dependencies: every collective is a (stream-ordered) copy in ctx's memory. */
+GLN_API gln_status_t gln_comm_create_self(gln_context_t *ctx, gln_comm_t **comm);
 /* Over MPI (built with GLN_MPI): `mpi_comm` points to an MPI_Comm, or NULL for MPI_COMM_WORLD.
- * MPI must already be initialized by the caller.  GLN_STATUS_NOT_SUPPORTED without MPI. */
-GLN_API gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm);
+ * MPI must already be initialized by the caller.  Host memory only: ctx is NULL or a CPU context
+ * (NOT_SUPPORTED otherwise).  GLN_STATUS_NOT_SUPPORTED without MPI. */
+GLN_API gln_status_t gln_comm_create_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm);
 GLN_API int gln_mpi_available(void);
+/* Over NCCL (built with GLN_NCCL): device memory of a CUDA context, collectives enqueued on its
+ * stream.  The unique id is created by one rank (gln_nccl_id_create) and handed to every rank by
+ * the caller (any channel: it is plain bytes); creation is collective over `size` ranks.  NCCL's
+ * errors (including ncclCommGetAsyncError, checked by every call) give GLN_STATUS_COMM_ERROR with
+ * NCCL's message.  GLN_STATUS_NOT_SUPPORTED without NCCL. */
+typedef struct gln_nccl_id {
+    unsigned char bytes[128]; /* an ncclUniqueId */
+} gln_nccl_id_t;
+GLN_API int gln_nccl_available(void);
+GLN_API gln_status_t gln_nccl_id_create(gln_nccl_id_t *id);
+GLN_API gln_status_t gln_comm_create_nccl(gln_context_t *ctx, const gln_nccl_id_t *id, int rank, int size,
+                                  gln_comm_t **comm);
+/* NCCL bootstrapped over MPI: rank 0 of `mpi_comm` (NULL: MPI_COMM_WORLD) creates the id and
+ * broadcasts it; ranks and size are MPI's.  The MPI communicator also carries the small host-side
+ * agreement of every collective (docs/distributed.md), so those never wait for the GPU.  Needs
+ * both GLN_MPI and GLN_NCCL. */
+GLN_API gln_status_t gln_comm_create_nccl_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm);
 GLN_API gln_status_t gln_comm_destroy(gln_comm_t *comm);
 GLN_API int gln_comm_rank(const gln_comm_t *comm);
 GLN_API int gln_comm_size(const gln_comm_t *comm);
+/* The context the communicator was created with (NULL: host memory). */
+GLN_API gln_context_t *gln_comm_context(const gln_comm_t *comm);
 /* recv gets size·count elements: rank r's send at r·count. */
 GLN_API gln_status_t gln_comm_allgather(gln_comm_t *comm, const void *send, void *recv, size_t count,
                                 gln_dtype_t dtype);
@@ -491,8 +514,17 @@ typedef struct gln_dist_weights {
      * wait() must be called before main_grad is read; the layer itself calls wait() before
      * its next backward uses the group (wait() must be a no-op when nothing is pending). */
     gln_status_t (*finalize_grads)(void *impl, int accumulate, int *pending);
+    /* Complete what finalize_grads left pending, in stream order: after it, work enqueued on the
+     * context's stream sees the final main_grad (on a GPU the host does not wait). */
     gln_status_t (*wait)(void *impl);
+    /* --- version 2 (version 1 ends here: size = GLN_DIST_WEIGHTS_V1_SIZE) */
+    /* Optional (NULL: none).  Start the gather of the next materialize_forward (direction 0) or
+     * materialize_backward (1) now, so that it overlaps the work enqueued after this call (the
+     * current layer's GEMMs); that materialize then only waits for it.  Collective like the
+     * materialize it serves. */
+    gln_status_t (*prefetch)(void *impl, int direction);
 } gln_dist_weights_t;
+#define GLN_DIST_WEIGHTS_V1_SIZE offsetof(gln_dist_weights_t, prefetch)
 
 /* The built-in implementer: N expert weights flattened into one buffer, an equal padded shard
  * per rank, one all-gather per materialization, one FP32 reduce-scatter into main_grad. */
@@ -504,9 +536,20 @@ typedef struct gln_sharded_weights_config {
     gln_dtype_t working_dtype;   /* dtype gathered for the GEMMs: bf16 or fp32 */
     int requires_grad;
     int async_finalize;          /* finalize returns pending; wait() completes it */
+    /* --- version 2 (version 1 ends here: size = GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE) */
+    /* 1: materialize_forward gathers FP8 instead of the working dtype.  Each rank quantizes its
+     * shard with fp8_quant, the encode scale of expert e coming from the MAX all-reduce of every
+     * rank's amax of its part of expert e, so the gathered bytes equal gln_quantize of the full
+     * working-dtype weight bit for bit; the layer uses them without quantizing.  fp8_quant must
+     * be the layer recipe's weight quantization: per-tensor current scaling (mode TENSOR,
+     * delayed 0) today; block modes are refused.  materialize_backward still gathers the working
+     * dtype (the layer quantizes it columnwise, with the same global amax). */
+    int fp8_gather;
+    gln_quant_config_t fp8_quant;
 } gln_sharded_weights_config_t;
+#define GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE offsetof(gln_sharded_weights_config_t, fp8_gather)
 #define GLN_SHARDED_WEIGHTS_CONFIG_INIT                                                         \
-    {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0}
+    {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0, 0, GLN_QUANT_CONFIG_INIT}
 
 GLN_API gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
@@ -530,6 +573,9 @@ GLN_API gln_status_t gln_sharded_weights_materialized_bytes(const gln_sharded_we
 /* Complete an asynchronous finalize (async_finalize = 1): main_grad is final after this.  A
  * no-op when nothing is pending; the same as calling the protocol's wait(). */
 GLN_API gln_status_t gln_sharded_weights_wait(gln_sharded_weights_t *sw);
+/* The protocol's prefetch hook: start the gather of the next materialization of `direction`
+ * (0 forward, 1 backward) so that it overlaps the caller's next work (collective). */
+GLN_API gln_status_t gln_sharded_weights_prefetch(gln_sharded_weights_t *sw, int direction);
 /* The protocol table for the layer (valid while sw lives). */
 GLN_API const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
 

@@ -10,7 +10,7 @@
 
 static gln_comm_t *make_self(void) {
     gln_comm_t *c = NULL;
-    CHECK_OK(gln_comm_create_self(&c));
+    CHECK_OK(gln_comm_create_self(NULL, &c));
     return c;
 }
 
@@ -93,7 +93,7 @@ static void test_empty(void) {
 static void test_invalid_arguments(void) {
     gln_comm_t *c = make_self();
     float a[8] = {0}, b[8] = {0};
-    CHECK_STATUS(gln_comm_create_self(NULL), GLN_STATUS_INVALID_ARGUMENT, "comm");
+    CHECK_STATUS(gln_comm_create_self(NULL, NULL), GLN_STATUS_INVALID_ARGUMENT, "comm");
     CHECK_STATUS(gln_comm_allgather(NULL, a, b, 1, GLN_DTYPE_FP32), GLN_STATUS_INVALID_ARGUMENT,
                  "gln_comm_allgather");
     CHECK_STATUS(gln_comm_allgather(c, NULL, b, 1, GLN_DTYPE_FP32), GLN_STATUS_INVALID_ARGUMENT,
@@ -128,14 +128,14 @@ static void test_invalid_arguments(void) {
  * single-process test, which must be reported (not crash). */
 static void test_mpi_entry(void) {
     gln_comm_t *c = (gln_comm_t *)&c;
-    gln_status_t st = gln_comm_create_mpi(NULL, &c);
+    gln_status_t st = gln_comm_create_mpi(NULL, NULL, &c);
     CHECK(st != GLN_STATUS_SUCCESS);
     CHECK(c == NULL);
     if (gln_mpi_available())
         CHECK_STATUS(st, GLN_STATUS_INVALID_STATE, "MPI_Init");
     else
         CHECK_STATUS(st, GLN_STATUS_NOT_SUPPORTED, "MPI");
-    CHECK_STATUS(gln_comm_create_mpi(NULL, NULL), gln_mpi_available() ? GLN_STATUS_INVALID_ARGUMENT
+    CHECK_STATUS(gln_comm_create_mpi(NULL, NULL, NULL), gln_mpi_available() ? GLN_STATUS_INVALID_ARGUMENT
                                                                      : GLN_STATUS_NOT_SUPPORTED,
                  NULL);
 }

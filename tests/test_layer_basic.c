@@ -863,7 +863,7 @@ static void test_distributed_protocol(void) {
             g.grad = gln_test_alloc((size_t)s.n * s.kout * s.kin * sizeof(float));
             gln_poison(g.grad, GLN_DTYPE_FP32, (size_t)s.n * s.kout * s.kin);
             gln_dist_weights_t proto = {sizeof proto, &g, s.n, s.kout, s.kin, fg_requires_grad, fg_fwd,
-                                        fg_bwd, fg_release, fg_buffer, fg_finalize, fg_wait};
+                                        fg_bwd, fg_release, fg_buffer, fg_finalize, fg_wait, NULL};
             s.dist = &proto;
             result_t o;
             result_alloc(&s, &o);
@@ -988,7 +988,7 @@ static gln_status_t af_bwd(gln_grouped_linear_saved_t *sv, void *dy, void *dx) {
 static void test_async_finalize_and_late_failure(void) {
     gln_context_t *ctx = cpu_ctx();
     gln_comm_t *comm = NULL;
-    CHECK_OK(gln_comm_create_self(&comm));
+    CHECK_OK(gln_comm_create_self(NULL, &comm));
     float w[AF_N * AF_KOUT * AF_KIN];
     gln_rng_t r = gln_rng_seed(77);
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = (float)(0.1 * gln_rng_normal(&r));

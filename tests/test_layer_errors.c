@@ -37,7 +37,7 @@ static gln_status_t dw_wait(void *impl) { (void)impl; never_called++; return GLN
 
 static gln_dist_weights_t fake_dist(void) {
     gln_dist_weights_t d = {sizeof(gln_dist_weights_t), NULL, N, KOUT, KIN, dw_requires_grad, dw_mat,
-                            dw_mat, dw_mat, dw_buf, dw_fin, dw_wait};
+                            dw_mat, dw_mat, dw_buf, dw_fin, dw_wait, NULL};
     return d;
 }
 

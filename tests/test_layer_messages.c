@@ -75,7 +75,7 @@ static gln_status_t h_wait(void *impl) {
 
 static const gln_dist_weights_t k_dist = {sizeof(gln_dist_weights_t), NULL, N, KOUT, KIN,
                                           h_requires_grad, h_materialize, h_materialize, h_release,
-                                          h_grad_buffer, h_finalize, h_wait};
+                                          h_grad_buffer, h_finalize, h_wait, NULL};
 
 /* ---- a small layer and its data ------------------------------------------------------------ */
 

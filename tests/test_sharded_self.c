@@ -29,7 +29,7 @@ static gln_sharded_weights_config_t config(gln_dtype_t wdt, int async) {
 static int setup_cfg(fixture_t *f, const gln_sharded_weights_config_t *cfg) {
     memset(f, 0, sizeof *f);
     CHECK_OK(gln_context_create(NULL, &f->ctx));
-    CHECK_OK(gln_comm_create_self(&f->comm));
+    CHECK_OK(gln_comm_create_self(NULL, &f->comm));
     CHECK_OK(gln_sharded_weights_create(f->ctx, f->comm, cfg, &f->sw));
     f->p = gln_sharded_weights_protocol(f->sw);
     return f->sw != NULL && f->p != NULL;
@@ -284,7 +284,7 @@ static void test_invalid_arguments(void) {
     gln_context_t *ctx = NULL;
     gln_comm_t *comm = NULL;
     CHECK_OK(gln_context_create(NULL, &ctx));
-    CHECK_OK(gln_comm_create_self(&comm));
+    CHECK_OK(gln_comm_create_self(NULL, &comm));
     gln_sharded_weights_t *sw = (gln_sharded_weights_t *)&sw;
     gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, NULL), GLN_STATUS_INVALID_ARGUMENT, "sw");
@@ -356,7 +356,7 @@ static void test_cuda_context_refused(void) {
     gln_context_t *ctx = NULL;
     gln_comm_t *comm = NULL;
     if (gln_context_create(&o, &ctx) != GLN_STATUS_SUCCESS) return;
-    CHECK_OK(gln_comm_create_self(&comm));
+    CHECK_OK(gln_comm_create_self(NULL, &comm));
     gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
     gln_sharded_weights_t *sw = NULL;
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "CPU");

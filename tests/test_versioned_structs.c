@@ -87,7 +87,7 @@ static void test_delayed_update_options_size(void) {
 
 static void test_sharded_config_size(void) {
     gln_comm_t *comm = NULL;
-    CHECK_OK(gln_comm_create_self(&comm));
+    CHECK_OK(gln_comm_create_self(NULL, &comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = 1;
     sc.out_features = 2;
@@ -105,7 +105,7 @@ static void test_sharded_config_size(void) {
 static void test_dist_weights_size(void) {
     gln_context_t *ctx = gln_test_cpu_context();
     gln_comm_t *comm = NULL;
-    CHECK_OK(gln_comm_create_self(&comm));
+    CHECK_OK(gln_comm_create_self(NULL, &comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = 1;
     sc.out_features = 2;

@@ -22,7 +22,7 @@ int tool_launch_init(int *argc, char ***argv, tool_launch_t *l) {
             return CLI_FAIL;
         }
         l->mpi = 1;
-        gln_status_t st = gln_comm_create_mpi(NULL, &l->comm);
+        gln_status_t st = gln_comm_create_mpi(NULL, NULL, &l->comm);
         if (st != GLN_STATUS_SUCCESS) {
             fprintf(stderr, "grouplin: %s\n", gln_last_error());
             return CLI_FAIL;
@@ -36,7 +36,7 @@ int tool_launch_init(int *argc, char ***argv, tool_launch_t *l) {
                     tool_env_size());
 #endif
     }
-    if (gln_comm_create_self(&l->comm) != GLN_STATUS_SUCCESS) {
+    if (gln_comm_create_self(NULL, &l->comm) != GLN_STATUS_SUCCESS) {
         fprintf(stderr, "grouplin: %s\n", gln_last_error());
         return CLI_FAIL;
     }

@@ -74,6 +74,14 @@ typedef struct gln_backend_ops {
                                   gln_tensor_t *dbias, int accumulate);
     gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
     gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+    /* The distributed-weights group (src/weights), both in stream order on backend arrays:
+     * y[i] += x[i] in FP32 for i < n (main_grad accumulation), and scale[i] =
+     * gln_scale_from_amax_impl(amax[i], fp8_max, power_2_scale, epsilon, FLT_MAX) for i < n
+     * (the current-scaling rule, for shards quantized with a global amax) and scale_inv[i] =
+     * 1.0f / scale[i] (the decode scale a per-tensor quantize writes). */
+    gln_status_t (*add_f32)(gln_context_t *ctx, float *y, const float *x, int64_t n);
+    gln_status_t (*scales_from_amax)(gln_context_t *ctx, const float *amax, int32_t n, float fp8_max,
+                                     int power_2_scale, float epsilon, float *scale, float *scale_inv);
 
     /* MoE building blocks (src/moe validates, including the contents of experts and row_of, and
      * returns empty calls before dispatching) */

@@ -12,13 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/context.h"
 #include "common/error.h"
 
-gln_status_t gln_comm_new(const gln_comm_ops_t *ops, int rank, int size, void *impl,
-                          gln_comm_t **comm) {
+gln_status_t gln_comm_new(const gln_comm_ops_t *ops, gln_context_t *ctx, int rank, int size,
+                          void *impl, gln_comm_t **comm) {
     gln_comm_t *c = calloc(1, sizeof *c);
     if (!c) return gln_fail(GLN_STATUS_OUT_OF_MEMORY, "gln_comm: out of host memory");
     c->ops = ops;
+    c->ctx = ctx;
     c->rank = rank;
     c->size = size;
     c->impl = impl;
@@ -36,6 +38,17 @@ gln_status_t gln_comm_destroy(gln_comm_t *comm) {
 /* -1 / 0 flag a NULL communicator (no valid rank or size is negative or zero). */
 int gln_comm_rank(const gln_comm_t *comm) { return comm ? comm->rank : -1; }
 int gln_comm_size(const gln_comm_t *comm) { return comm ? comm->size : 0; }
+gln_context_t *gln_comm_context(const gln_comm_t *comm) { return comm ? comm->ctx : NULL; }
+
+int gln_comm_on_host(const gln_comm_t *comm) {
+    return !comm->ctx || comm->ctx->kind == GLN_BACKEND_CPU;
+}
+
+gln_status_t gln_comm_host_allreduce(gln_comm_t *comm, int64_t *v, size_t count,
+                                     gln_reduce_op_t op) {
+    if (comm->ops->host_allreduce) return comm->ops->host_allreduce(comm, v, count, op);
+    return comm->ops->allreduce(comm, v, v, count, GLN_DTYPE_INT64, op);
+}
 
 static const char *const call_names[GLN_CALL_COUNT_] = {
     "(no call)",
@@ -50,6 +63,8 @@ static const char *const call_names[GLN_CALL_COUNT_] = {
     "finalize_grads",
     "gln_grouped_linear_forward",
     "gln_grouped_linear_backward",
+    "prefetch",
+    "the FP8 all-gather's amax all-reduce",
 };
 
 const char *gln_call_name(int64_t call) {
@@ -78,7 +93,7 @@ gln_status_t gln_comm_agree(gln_comm_t *comm, const char *fn, gln_status_t local
             v[1 + F + i] = -x;
         }
     }
-    gln_status_t st = comm->ops->allreduce(comm, v, v, 1 + 2 * F, GLN_DTYPE_INT64, GLN_REDUCE_MAX);
+    gln_status_t st = gln_comm_host_allreduce(comm, v, 1 + 2 * F, GLN_REDUCE_MAX);
     if (local != GLN_STATUS_SUCCESS) return gln_fail(local, "%s", local_msg);
     if (st != GLN_STATUS_SUCCESS) {
         char detail[512];
@@ -279,6 +294,18 @@ gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *
     *request = NULL;
     GLN_TRY(check_reduce_scatter(fn, comm, send, recv, count, dtype, op));
     return run_reduce_scatter_start(comm, send, recv, count, dtype, op, request);
+}
+
+gln_status_t gln_comm_allgather_start_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                             size_t count, gln_dtype_t dtype, void **request) {
+    static const char *fn = "gln_comm_allgather_start";
+    GLN_REQUIRE_NOT_NULL(fn, request);
+    *request = NULL;
+    GLN_TRY(check_allgather(fn, comm, send, recv, count, dtype));
+    if (count == 0) return GLN_STATUS_SUCCESS;
+    size_t es = gln_dtype_size(dtype);
+    if (!comm->ops->allgather_start) return comm->ops->allgather(comm, send, recv, count * es, es);
+    return comm->ops->allgather_start(comm, send, recv, count * es, es, request);
 }
 
 gln_status_t gln_comm_wait(gln_comm_t *comm, void *request) {

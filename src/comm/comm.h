@@ -6,8 +6,18 @@
  * valid input: counts are in elements, dtypes are reducible for reductions, buffers do not
  * overlap except the exact in-place forms documented below.
  *
- * Buffers are host memory: the self and MPI communicators move CPU buffers (a device-memory
- * transport would be NCCL). */
+ * A communicator is bound to a context (gln_comm_t.ctx; NULL = host memory, like a CPU
+ * context): its buffers live in that context's memory and its collectives are stream-ordered on
+ * the context's stream.  self moves memory of any context (a stream-ordered copy); MPI moves host
+ * memory only (it is not CUDA-aware on the GPU machine); NCCL moves device memory of a CUDA
+ * context and enqueues on its stream.
+ *
+ * Asynchronous start / wait (allgather_start, reduce_scatter_start, wait): start records the
+ * work the operation depends on, lets the transport run it beside the caller's later work and
+ * returns a request; wait makes the caller's later work depend on its completion.  On a stream
+ * (NCCL) both are events (start: the communication stream waits on an event recorded on the
+ * context stream; wait: the context stream waits on the communication's event), so the host never
+ * blocks on the GPU; on the CPU (MPI) they are a non-blocking collective and MPI_Wait. */
 #ifndef GLN_COMM_COMM_H
 #define GLN_COMM_COMM_H
 
@@ -35,20 +45,33 @@ typedef struct gln_comm_ops {
                                          size_t count, gln_dtype_t dtype, gln_reduce_op_t op,
                                          void **request);
     gln_status_t (*wait)(gln_comm_t *comm, void *request);
+    /* Optional non-blocking all-gather (same contract as allgather); NULL: synchronous. */
+    gln_status_t (*allgather_start)(gln_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                    size_t elem_size, void **request);
+    /* Optional MAX / SUM allreduce of a small vector in HOST memory, for the agreement step and
+     * the group's creation handshake (a device transport keeps a host path for them).  NULL: the
+     * transport moves host memory, allreduce is used. */
+    gln_status_t (*host_allreduce)(gln_comm_t *comm, int64_t *v, size_t count, gln_reduce_op_t op);
     /* Release the transport's state (impl); the dispatcher frees the gln_comm itself. */
     void (*destroy)(gln_comm_t *comm);
 } gln_comm_ops_t;
 
 struct gln_comm {
     const gln_comm_ops_t *ops;
+    gln_context_t *ctx; /* where the buffers live (not owned); NULL = host memory */
     int rank;
     int size;
     void *impl; /* transport state */
 };
 
 /* Allocate a communicator shell for an implementation (rank/size/impl set by the caller). */
-gln_status_t gln_comm_new(const gln_comm_ops_t *ops, int rank, int size, void *impl,
-                          gln_comm_t **comm);
+gln_status_t gln_comm_new(const gln_comm_ops_t *ops, gln_context_t *ctx, int rank, int size,
+                          void *impl, gln_comm_t **comm);
+
+/* 1 when the communicator's buffers are host memory (no context, or a CPU context). */
+int gln_comm_on_host(const gln_comm_t *comm);
+/* The host-memory int64 allreduce of the agreement step (ops->host_allreduce or allreduce). */
+gln_status_t gln_comm_host_allreduce(gln_comm_t *comm, int64_t *v, size_t count, gln_reduce_op_t op);
 
 /* Element types a reduction accepts (fp32, int32, int64); NOT_SUPPORTED names the call. */
 gln_status_t gln_comm_check_reducible(const char *fn, gln_dtype_t dtype);
@@ -74,6 +97,8 @@ typedef enum gln_call {
     GLN_CALL_FINALIZE_GRADS,
     GLN_CALL_LAYER_FORWARD,
     GLN_CALL_LAYER_BACKWARD,
+    GLN_CALL_PREFETCH,
+    GLN_CALL_FP8_AMAX,
     GLN_CALL_COUNT_
 } gln_call_t;
 enum { GLN_AGREE_FIELDS = 6 };
@@ -95,6 +120,11 @@ gln_status_t gln_comm_reduce_scatter_agreed(gln_comm_t *comm, const void *send, 
 gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *send, void *recv,
                                                   size_t count, gln_dtype_t dtype,
                                                   gln_reduce_op_t op, void **request);
+
+/* Non-blocking all-gather after an agreement (same checks as gln_comm_allgather): *request
+ * receives a handle for gln_comm_wait(), or NULL when the operation completed already. */
+gln_status_t gln_comm_allgather_start_agreed(gln_comm_t *comm, const void *send, void *recv,
+                                             size_t count, gln_dtype_t dtype, void **request);
 
 /* Non-blocking reduce-scatter (same contract as gln_comm_reduce_scatter): *request receives a
  * handle for gln_comm_wait(), or NULL when the transport completed the operation already. */

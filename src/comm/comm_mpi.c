@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "comm/comm.h"
+#include "common/context.h"
 #include "common/error.h"
 
 typedef struct mpi_state {
@@ -110,6 +111,29 @@ static gln_status_t mpi_allreduce(gln_comm_t *comm, const void *send, void *recv
                      "gln_comm_allreduce: MPI_Allreduce");
 }
 
+static gln_status_t mpi_allgather_start(gln_comm_t *comm, const void *send, void *recv,
+                                        size_t bytes, size_t elem_size, void **request) {
+    int n = mpi_count(bytes / elem_size);
+    MPI_Datatype type;
+    GLN_TRY(elem_type(elem_size, &type));
+    MPI_Request *req = malloc(sizeof *req);
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    GLN_CHECK_COND(st, fail, req != NULL, GLN_STATUS_OUT_OF_MEMORY,
+                   "gln_comm_allgather_start: out of host memory");
+    const char *own = (const char *)recv + (size_t)comm->rank * bytes;
+    const void *src = send == own ? MPI_IN_PLACE : send;
+    GLN_CHECK(st, fail, mpi_check(MPI_Iallgather(src, n, type, recv, n, type, mpi_of(comm), req),
+                                  "gln_comm_allgather_start: MPI_Iallgather"));
+    *request = req;
+    req = NULL;
+fail:
+    /* A committed type may be freed while a non-blocking operation still uses it (MPI keeps
+     * its own reference until the operation completes). */
+    if (type != MPI_BYTE) MPI_Type_free(&type);
+    free(req);
+    return st;
+}
+
 static gln_status_t mpi_barrier(gln_comm_t *comm) {
     return mpi_check(MPI_Barrier(mpi_of(comm)), "gln_comm_barrier: MPI_Barrier");
 }
@@ -134,6 +158,8 @@ static const gln_comm_ops_t mpi_ops = {
     .barrier = mpi_barrier,
     .reduce_scatter_start = mpi_reduce_scatter_start,
     .wait = mpi_wait,
+    .allgather_start = mpi_allgather_start,
+    .host_allreduce = NULL, /* MPI moves host memory: allreduce serves */
     .destroy = mpi_destroy,
 };
 
@@ -150,10 +176,14 @@ static gln_status_t check_mpi_running(const char *fn) {
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm) {
+gln_status_t gln_comm_create_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm) {
     static const char *fn = "gln_comm_create_mpi";
     GLN_REQUIRE_NOT_NULL(fn, comm);
     *comm = NULL;
+    GLN_REQUIRE(!ctx || ctx->kind == GLN_BACKEND_CPU, GLN_STATUS_NOT_SUPPORTED,
+                "%s: ctx uses the %s backend; the MPI communicator moves host memory only (pass a "
+                "CPU context or NULL; on GPUs use gln_comm_create_nccl)",
+                fn, gln_backend_name(ctx->kind));
     GLN_TRY(check_mpi_running(fn));
     MPI_Comm parent = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
     GLN_REQUIRE_ARG(parent != MPI_COMM_NULL, "%s: *mpi_comm is MPI_COMM_NULL", fn);
@@ -168,7 +198,7 @@ gln_status_t gln_comm_create_mpi(const void *mpi_comm, gln_comm_t **comm) {
                                   "gln_comm_create_mpi: MPI_Comm_set_errhandler"));
     GLN_CHECK(st, fail, mpi_check(MPI_Comm_rank(s->comm, &rank), "gln_comm_create_mpi: MPI_Comm_rank"));
     GLN_CHECK(st, fail, mpi_check(MPI_Comm_size(s->comm, &size), "gln_comm_create_mpi: MPI_Comm_size"));
-    GLN_CHECK(st, fail, gln_comm_new(&mpi_ops, rank, size, s, comm));
+    GLN_CHECK(st, fail, gln_comm_new(&mpi_ops, ctx, rank, size, s, comm));
     return GLN_STATUS_SUCCESS;
 fail:
     if (s && s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);

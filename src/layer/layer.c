@@ -60,8 +60,14 @@ gln_status_t gln_grouped_linear_destroy(gln_grouped_linear_t *layer) {
                 "gln_grouped_linear_destroy: %d saved context(s) are still alive; release them "
                 "with gln_grouped_linear_saved_release first",
                 layer->live_saved);
+    /* A finalize this layer left pending is completed, never dropped (main_grad is final). */
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (layer->dist && layer->dist_pending) {
+        layer->dist_pending = 0;
+        GLN_DIST_HOOK(st, "wait", -1, layer->dist->wait(layer->dist->impl));
+    }
     layer_free(layer);
-    return GLN_STATUS_SUCCESS;
+    return st;
 }
 
 gln_status_t gln_grouped_linear_weights_updated(gln_grouped_linear_t *layer) {

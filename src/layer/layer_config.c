@@ -105,9 +105,11 @@ static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
     GLN_REQUIRE_ARG(!p->main_grads && !p->main_grad_packed,
                     "%s: cfg->params.main_grads / main_grad_packed must be NULL with distributed "
                     "weights (the distributed group owns main_grad)", FN);
-    GLN_REQUIRE_ARG(d->size == sizeof *d,
+    /* Version 1 tables (no prefetch) stay valid: the layer never reads past wait. */
+    GLN_REQUIRE_ARG(d->size == sizeof *d || d->size == GLN_DIST_WEIGHTS_V1_SIZE,
                     "%s: cfg->params.distributed->size %zu is not a known version (expected %zu, "
-                    "sizeof(gln_dist_weights_t))", FN, d->size, sizeof *d);
+                    "sizeof(gln_dist_weights_t), or %zu for version 1)", FN, d->size, sizeof *d,
+                    (size_t)GLN_DIST_WEIGHTS_V1_SIZE);
     GLN_REQUIRE_ARG(d->num_experts == c->num_experts && d->out_features == c->out_features &&
                         d->in_features == c->in_features,
                     "%s: cfg->params.distributed describes %d experts of [%lld, %lld], the layer "

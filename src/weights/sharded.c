@@ -17,35 +17,75 @@
 
 #define FN "gln_sharded_weights_create"
 
-enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_COUNT };
+enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_FP8, FP_FP8_MODE,
+       FP_FP8_DTYPE, FP_COUNT };
 static const char *const fingerprint_names[FP_COUNT] = {
     "success", "num_experts", "out_features", "in_features", "working_dtype", "async_finalize",
-    "requires_grad"};
+    "requires_grad", "fp8_gather", "fp8_quant.mode", "fp8_quant.fp8_dtype"};
 
 size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw) {
     return (size_t)sw->ranks * (size_t)sw->shard_len * gln_dtype_size(sw->cfg.working_dtype);
 }
 
-/* Copy a versioned config: exactly the sizes of known versions (today one) are accepted. */
+size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw) {
+    return ((size_t)sw->ranks * (size_t)sw->shard_len + 15) & ~(size_t)15;
+}
+
+size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw) {
+    return gln_sharded_fp8_scales_offset(sw) + (size_t)sw->cfg.num_experts * sizeof(float);
+}
+
+/* Copy a versioned config: exactly the sizes of known versions are accepted (version 1 ends
+ * before fp8_gather; its missing fields keep their defaults). */
 static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
                                 gln_sharded_weights_config_t *out) {
     gln_sharded_weights_config_t def = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     *out = def;
     GLN_REQUIRE_NOT_NULL(FN, cfg);
-    GLN_REQUIRE_ARG(cfg->size == sizeof def,
-                    "%s: cfg->size %zu is not a known version (expected %zu; start from "
-                    "GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
-                    FN, cfg->size, sizeof def);
-    memcpy(out, cfg, sizeof def);
+    GLN_REQUIRE_ARG(cfg->size == sizeof def || cfg->size == GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE,
+                    "%s: cfg->size %zu is not a known version (expected %zu, or %zu for version 1; "
+                    "start from GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
+                    FN, cfg->size, sizeof def, (size_t)GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE);
+    memcpy(out, cfg, cfg->size);
+    out->size = sizeof def;
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t validate(gln_context_t *ctx, const gln_sharded_weights_config_t *c, int ranks) {
+/* The FP8 all-gather quantizes shards with a global per-expert scale: per-tensor current
+ * scaling.  Block modes need shard boundaries on block boundaries (not implemented yet). */
+static gln_status_t validate_fp8(const gln_sharded_weights_config_t *c) {
+    if (!c->fp8_gather) return GLN_STATUS_SUCCESS;
+    const gln_quant_config_t *q = &c->fp8_quant;
+    GLN_REQUIRE_ARG(q->size == sizeof *q,
+                    "%s: cfg->fp8_quant.size %zu must be sizeof(gln_quant_config_t) = %zu (start "
+                    "from GLN_QUANT_CONFIG_INIT)", FN, q->size, sizeof *q);
+    GLN_REQUIRE(q->mode == GLN_SCALING_TENSOR && !q->delayed, GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
+                "delayed 0); mode %d delayed %d is not supported yet", FN, (int)q->mode, q->delayed);
+    GLN_REQUIRE_ARG(q->fp8_dtype == GLN_DTYPE_FP8_E4M3 || q->fp8_dtype == GLN_DTYPE_FP8_E5M2,
+                    "%s: cfg->fp8_quant.fp8_dtype %s must be fp8_e4m3 or fp8_e5m2", FN,
+                    gln_dtype_name(q->fp8_dtype));
+    return GLN_STATUS_SUCCESS;
+}
+
+/* The communicator moves memory of the group's context: host memory for a CPU context (no
+ * context or a CPU one), else exactly this context. */
+static gln_status_t validate_comm(gln_context_t *ctx, const gln_comm_t *comm) {
+    int ok = gln_comm_on_host(comm) ? ctx->kind == GLN_BACKEND_CPU : comm->ctx == ctx;
+    GLN_REQUIRE(ok, GLN_STATUS_INVALID_ARGUMENT,
+                "%s: comm (%s) is bound to %s, but ctx uses the %s backend; create the "
+                "communicator with this context (on a GPU: gln_comm_create_nccl or "
+                "gln_comm_create_self with the CUDA context)",
+                FN, comm->ops->name, gln_comm_on_host(comm) ? "host memory" : "another context",
+                gln_backend_name(ctx->kind));
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t validate(gln_context_t *ctx, const gln_comm_t *comm,
+                             const gln_sharded_weights_config_t *c, int ranks) {
     GLN_REQUIRE_NOT_NULL(FN, ctx);
-    GLN_REQUIRE(ctx->kind == GLN_BACKEND_CPU, GLN_STATUS_NOT_SUPPORTED,
-                "%s: ctx uses the %s backend; the sharded group needs a CPU context (the self "
-                "and MPI communicators move host memory)",
-                FN, gln_backend_name(ctx->kind));
+    GLN_TRY(validate_comm(ctx, comm));
+    GLN_TRY(validate_fp8(c));
     GLN_REQUIRE_ARG(c->num_experts >= 1, "%s: cfg->num_experts %d must be >= 1", FN,
                     (int)c->num_experts);
     GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
@@ -74,7 +114,15 @@ static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
     GLN_TRY(gln_ctx_alloc(ctx, n * sizeof(float), (void **)&sw->main_grad));
     GLN_TRY(gln_ctx_zero(ctx, sw->master, n * sizeof(float)));
     GLN_TRY(gln_ctx_zero(ctx, sw->working, n * gln_dtype_size(sw->cfg.working_dtype)));
-    return gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float));
+    GLN_TRY(gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float)));
+    if (sw->cfg.fp8_gather) {
+        size_t work = 4 * (size_t)sw->cfg.num_experts * sizeof(float);
+        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
+        GLN_TRY(gln_ctx_alloc(ctx, work, (void **)&sw->fp8_work));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n)); /* padding stays zero */
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_work, work));
+    }
+    return GLN_STATUS_SUCCESS;
 }
 
 /* Local part of create: validation and allocation of this rank's shards. */
@@ -82,7 +130,7 @@ static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
                                  const gln_sharded_weights_config_t *cfg,
                                  gln_sharded_weights_t *sw) {
     GLN_TRY(read_config(cfg, &sw->cfg));
-    GLN_TRY(validate(ctx, &sw->cfg, comm->size));
+    GLN_TRY(validate(ctx, comm, &sw->cfg, comm->size));
     sw->ctx = ctx;
     sw->ranks = comm->size;
     sw->expert_elems = sw->cfg.out_features * sw->cfg.in_features;
@@ -104,9 +152,13 @@ static gln_status_t check_agreement(gln_comm_t *comm, const gln_sharded_weights_
         v[FP_DTYPE] = c->working_dtype;
         v[FP_ASYNC] = c->async_finalize != 0;
         v[FP_GRAD] = c->requires_grad != 0;
+        v[FP_FP8] = c->fp8_gather != 0;
+        v[FP_FP8_MODE] = c->fp8_gather ? c->fp8_quant.mode : 0;
+        v[FP_FP8_DTYPE] = c->fp8_gather ? c->fp8_quant.fp8_dtype : 0;
     }
     for (int i = 0; i < FP_COUNT; i++) v[FP_COUNT + i] = -v[i];
-    GLN_TRY(gln_comm_allreduce(comm, v, v, 2 * FP_COUNT, GLN_DTYPE_INT64, GLN_REDUCE_MAX));
+    /* host memory on every transport (NCCL keeps a host path for this handshake) */
+    GLN_TRY(gln_comm_host_allreduce(comm, v, 2 * FP_COUNT, GLN_REDUCE_MAX));
     if (!ok) return GLN_STATUS_SUCCESS; /* the caller reports its own failure */
     GLN_REQUIRE(v[FP_OK] == 0, GLN_STATUS_COMM_ERROR,
                 "%s: another rank failed to create its shards (see the error on that rank)", FN);
@@ -127,6 +179,8 @@ static void free_buffers(gln_sharded_weights_t *sw) {
     gln_ctx_free(sw->ctx, sw->main_grad);
     gln_ctx_free(sw->ctx, sw->grad_full);
     gln_ctx_free(sw->ctx, sw->rs_buf);
+    gln_ctx_free(sw->ctx, sw->fp8_shard);
+    gln_ctx_free(sw->ctx, sw->fp8_work);
 }
 
 gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
@@ -159,9 +213,10 @@ gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
 gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw) {
     if (!sw) return GLN_STATUS_SUCCESS;
     gln_status_t st = gln_sharded_complete(sw); /* an MPI request must not outlive us */
-    gln_sharded_release_all(sw);
+    gln_sharded_free_gathers(sw);               /* prefetches completed, live and pooled freed */
     free_buffers(sw);
     free(sw->live);
+    free(sw->pool);
     free(sw);
     return st;
 }

@@ -10,8 +10,14 @@
  * Files: sharded.c (create / destroy / cross-rank consistency), sharded_data.c (load, shard
  * access, sync, gathers), sharded_protocol.c (the hooks the layer calls).
  *
- * Memory lives in the context's backend; the communicators move host buffers, so this group
- * currently requires a CPU context (a CUDA group needs a device transport, i.e. NCCL). */
+ * Memory lives in the context's backend, and the communicator is bound to that same context
+ * (a CPU context: self or MPI over host memory; a CUDA context: NCCL, or self).  Everything the
+ * hooks do is stream-ordered on the context's stream: gathers, the FP32 reduce-scatter, the
+ * main_grad accumulation (the backend's add_f32 slot) and the FP8 quantization of the shard.
+ *
+ * Buffers are reused, not allocated per call: gathered buffers go back to a small free list on
+ * release (the live / peak counters count only materializations not yet released), the
+ * full-size gradient buffer and the reduce-scatter scratch live as long as the group. */
 #ifndef GLN_WEIGHTS_SHARDED_H
 #define GLN_WEIGHTS_SHARDED_H
 
@@ -40,6 +46,24 @@ struct gln_sharded_weights {
     float *grad_full; /* [ranks·shard_len] FP32, allocated by the first grad_buffer/finalize */
     float *rs_buf;    /* [shard_len] reduce-scatter result when accumulating */
 
+    /* released gather buffers, reused by the next materialize / prefetch of the same size */
+    gln_sharded_live_t *pool;
+    int pool_count, pool_cap;
+
+    /* prefetch(direction): a gather started early, consumed by the next materialize of that
+     * direction (0 forward, 1 backward); base is also on the live list */
+    struct {
+        void *base;
+        size_t bytes;
+        void *request;
+    } prefetched[2];
+
+    /* FP8 all-gather (cfg.fp8_gather): this rank's quantized shard [shard_len] and the per-expert
+     * work arrays [4·N] FP32 (global amax, encode scale, and two sinks the delayed-mode quantize
+     * writes but nobody reads) */
+    uint8_t *fp8_shard;
+    float *fp8_work;
+
     /* finalize in flight (async_finalize) */
     int pending;
     int pending_accumulate;
@@ -61,6 +85,14 @@ struct gln_sharded_weights {
 
 /* Bytes of one working-dtype materialization (all ranks' padded shards). */
 size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw);
+/* Bytes of one FP8 materialization: the FP8 bytes of every padded shard, then (16-byte aligned,
+ * at gln_sharded_fp8_scales_offset) the N FP32 decode scales. */
+size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw);
+size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw);
+/* Complete every prefetched gather and free the group's buffers (destroy). */
+void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
+/* INVALID_STATE naming `fn` while a prefetched gather still reads the working shard. */
+gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw);
 /* Fill sw->protocol with the hooks of sharded_protocol.c. */
 void gln_sharded_protocol_init(gln_sharded_weights_t *sw);
 /* Complete an in-flight finalize (no-op when none); used by wait() and destroy(). */

@@ -18,6 +18,7 @@ static int64_t real_len(const gln_sharded_weights_t *sw) {
 gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
     static const char *fn = "gln_sharded_weights_sync_working";
     GLN_REQUIRE_NOT_NULL(fn, sw);
+    GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
     gln_context_t *ctx = sw->ctx;
     size_t n = (size_t)sw->shard_len;
     if (sw->cfg.working_dtype == GLN_DTYPE_FP32)
@@ -39,6 +40,7 @@ gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const floa
     static const char *fn = "gln_sharded_weights_load_full";
     GLN_REQUIRE_NOT_NULL(fn, sw);
     GLN_REQUIRE_NOT_NULL(fn, full);
+    GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
     gln_context_t *ctx = sw->ctx;
     int64_t n = real_len(sw);
     /* Padding is rewritten as zero so the invariant survives whatever the shard held. */

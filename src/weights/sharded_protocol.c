@@ -1,23 +1,31 @@
 /* Sharded weight group: the gln_dist_weights_t hooks the layer calls.
  *
- * materialize: one all-gather of the working shards into a buffer allocated for this call;
- *              the N returned tensors point into it and release() frees it.  Nothing is
- *              cached, so a gathered group lives exactly from materialize to release.
+ * materialize: one all-gather of the working shards (or, forward with fp8_gather, of the FP8
+ *              shards quantized with global per-expert scales) into a gather buffer; the N
+ *              returned tensors point into it and release() hands it back to the group's free
+ *              list, so steady-state steps allocate nothing.  A gathered group is live (counted)
+ *              exactly from materialize (or prefetch) to release.
+ * prefetch:    the same gather, started early (asynchronous start); the next materialize of
+ *              that direction waits for it instead of gathering.
  * grad_buffer: one full-size FP32 buffer for all N experts (padded like the shards), kept
  *              across steps; the layer's wgrad GEMMs overwrite it.
  * finalize:    one FP32 sum reduce-scatter of that buffer into main_grad (overwrite) or into a
- *              scratch shard that is then added to main_grad (accumulate).  With async_finalize
- *              the reduce-scatter is started and wait() completes it.
+ *              scratch shard that is then added to main_grad on the backend (accumulate).  With
+ *              async_finalize the reduce-scatter is started and wait() completes it in stream
+ *              order (and adds).
  *
- * materialize and finalize are collective: each first agrees (gln_sharded_agree) on its local
- * verdict (arguments, state, allocations) and on the call, then runs the collective without a
- * second agreement. */
+ * materialize, prefetch and finalize are collective: each first agrees (gln_sharded_agree) on
+ * its local verdict (arguments, state, allocations) and on the call, then runs the collective
+ * without a second agreement. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "backend/ops.h"
 #include "comm/comm.h"
 #include "common/context.h"
 #include "common/error.h"
+#include "numerics/numerics.h"
 #include "weights/sharded.h"
 
 #define REQUIRE_IMPL(fn, impl) GLN_REQUIRE_ARG((impl) != NULL, "%s: impl must not be NULL", (fn))
@@ -27,65 +35,241 @@ static int hook_requires_grad(void *impl) {
     return sw && sw->cfg.requires_grad;
 }
 
-static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t bytes) {
-    if (sw->live_count == sw->live_cap) {
-        int cap = sw->live_cap ? 2 * sw->live_cap : 4;
-        gln_sharded_live_t *grown = realloc(sw->live, (size_t)cap * sizeof *grown);
+/* ---- gather buffers: a free list of released buffers, and the live ones ------------------- */
+
+static gln_status_t list_push(gln_sharded_live_t **list, int *count, int *cap, void *base,
+                              size_t bytes) {
+    if (*count == *cap) {
+        int grown_cap = *cap ? 2 * *cap : 4;
+        gln_sharded_live_t *grown = realloc(*list, (size_t)grown_cap * sizeof *grown);
         GLN_REQUIRE(grown != NULL, GLN_STATUS_OUT_OF_MEMORY, "materialize: out of host memory");
-        sw->live = grown;
-        sw->live_cap = cap;
+        *list = grown;
+        *cap = grown_cap;
     }
-    sw->live[sw->live_count++] = (gln_sharded_live_t){base, bytes};
+    (*list)[(*count)++] = (gln_sharded_live_t){base, bytes};
+    return GLN_STATUS_SUCCESS;
+}
+
+static gln_status_t buf_acquire(gln_sharded_weights_t *sw, size_t bytes, void **base) {
+    for (int i = 0; i < sw->pool_count; i++) {
+        if (sw->pool[i].bytes != bytes) continue;
+        *base = sw->pool[i].base;
+        sw->pool[i] = sw->pool[--sw->pool_count];
+        return GLN_STATUS_SUCCESS;
+    }
+    return gln_ctx_alloc(sw->ctx, bytes, base);
+}
+
+/* Back to the free list (stream order makes the reuse safe: later work on the context's stream,
+ * and a transport's start event, come after the GEMM that read it). */
+static void buf_recycle(gln_sharded_weights_t *sw, void *base, size_t bytes) {
+    if (!base) return;
+    if (list_push(&sw->pool, &sw->pool_count, &sw->pool_cap, base, bytes) != GLN_STATUS_SUCCESS)
+        gln_ctx_free(sw->ctx, base);
+}
+
+static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t bytes) {
+    GLN_TRY(list_push(&sw->live, &sw->live_count, &sw->live_cap, base, bytes));
     sw->live_bytes += bytes;
     if (sw->live_bytes > sw->peak_bytes) sw->peak_bytes = sw->live_bytes;
     return GLN_STATUS_SUCCESS;
 }
 
-/* The local part of materialize: arguments and the gathered buffer. */
-static gln_status_t materialize_local(const char *fn, gln_sharded_weights_t *sw,
-                                      gln_tensor_t *weights, char **full) {
-    GLN_REQUIRE_NOT_NULL(fn, weights);
-    return gln_ctx_alloc(sw->ctx, gln_sharded_full_bytes(sw), (void **)full);
+/* ---- the FP8 shard: global per-expert amax, scales, quantization -------------------------- */
+
+/* Expert e's part of this rank's shard: [*lo, *hi) in flat elements (empty when lo >= hi). */
+static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
+    int64_t a = (int64_t)e * sw->expert_elems, b = a + sw->expert_elems;
+    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
+    *lo = a > s0 ? a : s0;
+    *hi = b < s1 ? b : s1;
 }
 
-static gln_status_t materialize(const char *fn, gln_call_t call, void *impl,
+static gln_tensor_t shard_row(const gln_sharded_weights_t *sw, gln_dtype_t dtype, void *base,
+                              int64_t lo, int64_t hi) {
+    return gln_tensor_make(dtype, 1, hi - lo,
+                           (char *)base + (size_t)(lo - sw->shard_offset) * gln_dtype_size(dtype));
+}
+
+/* Quantize the working shard into sw->fp8_shard with expert e's scale computed from the MAX over
+ * ranks of their amaxes of expert e, and write the N decode scales to `scale_inv` (inside the
+ * gather buffer).  The bytes equal gln_quantize of the full working weight: the amax of a
+ * tensor is the max of its parts' amaxes, and the quantization is element-wise given the scale.
+ * Every rank runs the amax all-reduce (the caller agreed on the call already). */
+static gln_status_t fp8_quantize_shard(gln_sharded_weights_t *sw, float *scale_inv) {
+    gln_context_t *ctx = sw->ctx;
+    const gln_quant_config_t *q = &sw->cfg.fp8_quant;
+    const int32_t n = sw->cfg.num_experts;
+    float *amax = sw->fp8_work, *scale = amax + n, *sink_amax = scale + n, *sink_sinv = sink_amax + n;
+    const gln_dtype_t wd = sw->cfg.working_dtype;
+    if (!ctx->ops->amax) return gln_backend_missing(ctx, "materialize (FP8 gather)", "amax");
+    if (!ctx->ops->scales_from_amax)
+        return gln_backend_missing(ctx, "materialize (FP8 gather)", "scales_from_amax");
+    GLN_TRY(gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float)));
+    for (int32_t e = 0; e < n; e++) {
+        int64_t lo, hi;
+        expert_segment(sw, e, &lo, &hi);
+        if (lo >= hi) continue;
+        gln_tensor_t in = shard_row(sw, wd, sw->working, lo, hi);
+        GLN_TRY(ctx->ops->amax(ctx, &in, q->amax_nan_propagate, &amax[e]));
+    }
+    GLN_TRY(sw->comm->ops->allreduce(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
+                                     GLN_REDUCE_MAX));
+    /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
+    GLN_TRY(ctx->ops->scales_from_amax(ctx, amax, n, gln_fp8_max(q->fp8_dtype), q->power_2_scale,
+                                       q->amax_epsilon, scale, scale_inv));
+    /* Delayed mode = "quantize with this scale": the same element-wise encode as current
+     * scaling once the scale is the full tensor's (its decode-scale and amax writes go to sinks). */
+    gln_quant_config_t cfg = *q;
+    cfg.rowwise = 1;
+    cfg.columnwise = 0;
+    cfg.delayed = 1;
+    for (int32_t e = 0; e < n; e++) {
+        int64_t lo, hi;
+        expert_segment(sw, e, &lo, &hi);
+        if (lo >= hi) continue;
+        gln_tensor_t in = shard_row(sw, wd, sw->working, lo, hi);
+        gln_tensor_t out = shard_row(sw, q->fp8_dtype, sw->fp8_shard, lo, hi);
+        out.scaling = GLN_SCALING_TENSOR;
+        out.scale = &scale[e];
+        out.amax = &sink_amax[e];
+        out.scale_inv = &sink_sinv[e];
+        GLN_TRY(gln_op_quantize(ctx, &cfg, &in, &out));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+/* ---- materialize and prefetch ------------------------------------------------------------- */
+
+enum { DIR_FORWARD = 0, DIR_BACKWARD = 1 };
+
+static int gathers_fp8(const gln_sharded_weights_t *sw, int dir) {
+    return dir == DIR_FORWARD && sw->cfg.fp8_gather;
+}
+
+static size_t gather_bytes(const gln_sharded_weights_t *sw, int dir) {
+    return gathers_fp8(sw, dir) ? gln_sharded_fp8_bytes(sw) : gln_sharded_full_bytes(sw);
+}
+
+/* The gather itself (after the agreement): synchronous when request is NULL (still
+ * stream-ordered on a device), else started. */
+static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
+    size_t n = (size_t)sw->shard_len;
+    if (gathers_fp8(sw, dir)) {
+        float *scale_inv = (float *)(buf + gln_sharded_fp8_scales_offset(sw));
+        GLN_TRY(fp8_quantize_shard(sw, scale_inv));
+        gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
+        return request ? gln_comm_allgather_start_agreed(sw->comm, sw->fp8_shard, buf, n, f8, request)
+                       : gln_comm_allgather_agreed(sw->comm, sw->fp8_shard, buf, n, f8);
+    }
+    gln_dtype_t dt = sw->cfg.working_dtype;
+    return request ? gln_comm_allgather_start_agreed(sw->comm, sw->working, buf, n, dt, request)
+                   : gln_comm_allgather_agreed(sw->comm, sw->working, buf, n, dt);
+}
+
+/* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales. */
+static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_tensor_t *weights) {
+    int fp8 = gathers_fp8(sw, dir);
+    gln_dtype_t dt = fp8 ? sw->cfg.fp8_quant.fp8_dtype : sw->cfg.working_dtype;
+    size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
+    float *scale_inv = fp8 ? (float *)(buf + gln_sharded_fp8_scales_offset(sw)) : NULL;
+    for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
+        gln_tensor_t t = gln_tensor_make(dt, sw->cfg.out_features, sw->cfg.in_features,
+                                         buf + (size_t)i * expert_bytes);
+        if (fp8) {
+            t.scaling = GLN_SCALING_TENSOR;
+            t.scale_inv = &scale_inv[i];
+        }
+        weights[i] = t;
+    }
+}
+
+static gln_status_t materialize(const char *fn, gln_call_t call, int dir, void *impl,
                                 gln_tensor_t *weights) {
     REQUIRE_IMPL(fn, impl);
     gln_sharded_weights_t *sw = impl;
-    gln_dtype_t dt = sw->cfg.working_dtype;
-    size_t bytes = gln_sharded_full_bytes(sw);
-    char *full = NULL;
-    gln_status_t st = materialize_local(fn, sw, weights, &full);
-    gln_agree_t shape = {{call, sw->shard_len, dt, 0, 0, 0},
-                         {"call", "shard_len", "working_dtype", "", "", ""}};
+    size_t bytes = gather_bytes(sw, dir);
+    int have = sw->prefetched[dir].base != NULL;
+    void *full = NULL;
+    gln_status_t st = weights ? GLN_STATUS_SUCCESS
+                              : gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: weights must not be NULL", fn);
+    if (st == GLN_STATUS_SUCCESS && !have) st = buf_acquire(sw, bytes, &full);
+    /* "prefetched" is agreed on: a rank waiting for its prefetch while another gathers anew
+     * would pair different collectives */
+    gln_agree_t shape = {{call, sw->shard_len, sw->cfg.working_dtype, gathers_fp8(sw, dir), have, 0},
+                         {"call", "shard_len", "working_dtype", "fp8_gather", "prefetched", ""}};
     GLN_CHECK(st, fail, gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn, st, &shape));
-    GLN_CHECK(st, fail, gln_comm_allgather_agreed(sw->comm, sw->working, full, (size_t)sw->shard_len, dt));
-    GLN_CHECK(st, fail, track_live(sw, full, bytes));
-    size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
-    for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
-        gln_tensor_t t;
-        memset(&t, 0, sizeof t);
-        t.dtype = dt;
-        t.rows = sw->cfg.out_features;
-        t.cols = sw->cfg.in_features;
-        t.data = full + (size_t)i * expert_bytes;
-        t.scaling = GLN_SCALING_NONE;
-        weights[i] = t;
+    if (have) {
+        void *req = sw->prefetched[dir].request;
+        full = sw->prefetched[dir].base; /* already on the live list */
+        memset(&sw->prefetched[dir], 0, sizeof sw->prefetched[dir]);
+        GLN_TRY(gln_comm_wait(sw->comm, req)); /* stream order: the GEMMs come after it */
+        describe(sw, dir, full, weights);
+        return GLN_STATUS_SUCCESS;
     }
+    GLN_CHECK(st, fail, gather_into(sw, dir, full, NULL));
+    GLN_CHECK(st, fail, track_live(sw, full, bytes));
+    describe(sw, dir, full, weights);
     return GLN_STATUS_SUCCESS;
 fail:
-    gln_ctx_free(sw->ctx, full);
+    buf_recycle(sw, full, bytes);
     return st;
 }
 
 static gln_status_t hook_materialize_forward(void *impl, gln_tensor_t *weights) {
     return materialize("gln_sharded_weights: materialize_forward", GLN_CALL_MATERIALIZE_FORWARD,
-                       impl, weights);
+                       DIR_FORWARD, impl, weights);
 }
 
 static gln_status_t hook_materialize_backward(void *impl, gln_tensor_t *weights) {
     return materialize("gln_sharded_weights: materialize_backward", GLN_CALL_MATERIALIZE_BACKWARD,
-                       impl, weights);
+                       DIR_BACKWARD, impl, weights);
+}
+
+static gln_status_t prefetch_local(const char *fn, gln_sharded_weights_t *sw, int dir, void **buf) {
+    GLN_REQUIRE_ARG(dir == DIR_FORWARD || dir == DIR_BACKWARD,
+                    "%s: direction %d must be 0 (forward) or 1 (backward)", fn, dir);
+    GLN_REQUIRE(!sw->prefetched[dir].base, GLN_STATUS_INVALID_STATE,
+                "%s: the %s weights are prefetched already (the next materialize consumes them)",
+                fn, dir ? "backward" : "forward");
+    return buf_acquire(sw, gather_bytes(sw, dir), buf);
+}
+
+static gln_status_t hook_prefetch(void *impl, int direction) {
+    static const char *fn = "gln_sharded_weights: prefetch";
+    REQUIRE_IMPL(fn, impl);
+    gln_sharded_weights_t *sw = impl;
+    int dir = direction == DIR_BACKWARD ? DIR_BACKWARD : DIR_FORWARD;
+    void *buf = NULL, *req = NULL;
+    size_t bytes = gather_bytes(sw, dir);
+    gln_status_t st = prefetch_local(fn, sw, direction, &buf);
+    gln_agree_t shape = {{GLN_CALL_PREFETCH, sw->shard_len, direction, sw->cfg.fp8_gather != 0, 0, 0},
+                         {"call", "shard_len", "direction", "fp8_gather", "", ""}};
+    GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
+    GLN_CHECK(st, fail, gather_into(sw, dir, buf, &req));
+    st = track_live(sw, buf, bytes);
+    if (st != GLN_STATUS_SUCCESS) {
+        gln_comm_wait(sw->comm, req); /* never leave a started gather behind */
+        goto fail;
+    }
+    sw->prefetched[dir].base = buf;
+    sw->prefetched[dir].bytes = bytes;
+    sw->prefetched[dir].request = req;
+    return GLN_STATUS_SUCCESS;
+fail:
+    buf_recycle(sw, buf, bytes);
+    return st;
+}
+
+gln_status_t gln_sharded_weights_prefetch(gln_sharded_weights_t *sw, int direction) {
+    GLN_REQUIRE_NOT_NULL("gln_sharded_weights_prefetch", sw);
+    return hook_prefetch(sw, direction);
+}
+
+gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw) {
+    GLN_REQUIRE(!sw->prefetched[0].base && !sw->prefetched[1].base, GLN_STATUS_INVALID_STATE,
+                "%s: a prefetched gather still reads the working shard; materialize it first", fn);
+    return GLN_STATUS_SUCCESS;
 }
 
 static gln_status_t hook_release(void *impl, gln_tensor_t *weights) {
@@ -95,9 +279,12 @@ static gln_status_t hook_release(void *impl, gln_tensor_t *weights) {
     gln_sharded_weights_t *sw = impl;
     for (int i = 0; i < sw->live_count; i++) {
         if (sw->live[i].base != weights[0].data) continue;
-        gln_ctx_free(sw->ctx, sw->live[i].base);
-        sw->live_bytes -= sw->live[i].bytes;
+        if (sw->live[i].base == sw->prefetched[0].base || sw->live[i].base == sw->prefetched[1].base)
+            break; /* a prefetch nobody materialized yet is not the caller's to release */
+        gln_sharded_live_t done = sw->live[i];
+        sw->live_bytes -= done.bytes;
         sw->live[i] = sw->live[--sw->live_count];
+        buf_recycle(sw, done.base, done.bytes);
         for (int32_t e = 0; e < sw->cfg.num_experts; e++) weights[e].data = NULL;
         return GLN_STATUS_SUCCESS;
     }
@@ -111,6 +298,16 @@ void gln_sharded_release_all(gln_sharded_weights_t *sw) {
     for (int i = 0; i < sw->live_count; i++) gln_ctx_free(sw->ctx, sw->live[i].base);
     sw->live_count = 0;
     sw->live_bytes = 0;
+}
+
+void gln_sharded_free_gathers(gln_sharded_weights_t *sw) {
+    for (int d = 0; d < 2; d++) {
+        if (sw->prefetched[d].request) gln_comm_wait(sw->comm, sw->prefetched[d].request);
+        memset(&sw->prefetched[d], 0, sizeof sw->prefetched[d]);
+    }
+    gln_sharded_release_all(sw); /* prefetched buffers are on the live list */
+    for (int i = 0; i < sw->pool_count; i++) gln_ctx_free(sw->ctx, sw->pool[i].base);
+    sw->pool_count = 0;
 }
 
 /* The full-size gradient buffer, allocated zeroed on first use (its padding stays zero). */
@@ -143,9 +340,11 @@ static gln_status_t hook_grad_buffer(void *impl, int32_t expert, float **buffer)
     return GLN_STATUS_SUCCESS;
 }
 
-/* main_grad += rs_buf after an accumulating reduce-scatter (FP32, host memory: CPU context). */
-static void add_into_main_grad(gln_sharded_weights_t *sw) {
-    for (int64_t i = 0; i < sw->shard_len; i++) sw->main_grad[i] += sw->rs_buf[i];
+/* main_grad += rs_buf after an accumulating reduce-scatter: the backend's add, in stream order. */
+static gln_status_t add_into_main_grad(gln_sharded_weights_t *sw) {
+    gln_context_t *ctx = sw->ctx;
+    if (!ctx->ops->add_f32) return gln_backend_missing(ctx, "finalize_grads", "add_f32");
+    return ctx->ops->add_f32(ctx, sw->main_grad, sw->rs_buf, sw->shard_len);
 }
 
 gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw) {
@@ -153,9 +352,8 @@ gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw) {
     void *req = sw->request;
     sw->request = NULL;
     sw->pending = 0; /* the request is consumed even if waiting fails */
-    GLN_TRY(gln_comm_wait(sw->comm, req));
-    if (sw->pending_accumulate) add_into_main_grad(sw);
-    return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_comm_wait(sw->comm, req)); /* stream order: the add comes after it */
+    return sw->pending_accumulate ? add_into_main_grad(sw) : GLN_STATUS_SUCCESS;
 }
 
 /* The local part of finalize: arguments, state and the buffers the reduce-scatter uses. */
@@ -186,8 +384,7 @@ static gln_status_t hook_finalize_grads(void *impl, int accumulate, int *pending
     if (!sw->cfg.async_finalize) {
         GLN_TRY(gln_comm_reduce_scatter_agreed(sw->comm, sw->grad_full, target, n, GLN_DTYPE_FP32,
                                                GLN_REDUCE_SUM));
-        if (accumulate) add_into_main_grad(sw);
-        return GLN_STATUS_SUCCESS;
+        return accumulate ? add_into_main_grad(sw) : GLN_STATUS_SUCCESS;
     }
     /* Async: pending even when the transport finished at once (self), so callers see one
      * behaviour; the accumulation happens in wait(). */
@@ -219,6 +416,7 @@ void gln_sharded_protocol_init(gln_sharded_weights_t *sw) {
     p->grad_buffer = hook_grad_buffer;
     p->finalize_grads = hook_finalize_grads;
     p->wait = hook_wait;
+    p->prefetch = hook_prefetch;
 }
 
 gln_sharded_weights_t *gln_sharded_of(const gln_dist_weights_t *d) {

@@ -176,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_t f = fz_begin(data, size);
     gln_context_t *ctx = fz_context();
     gln_comm_t *comm = NULL;
-    FZ_ASSERT(gln_comm_create_self(&comm) == GLN_STATUS_SUCCESS, "comm_create_self: %s",
+    FZ_ASSERT(gln_comm_create_self(NULL, &comm) == GLN_STATUS_SUCCESS, "comm_create_self: %s",
               gln_last_error());
     int ops = 1 + fz_pick(&f, 4);
     for (int o = 0; o < ops; o++) {

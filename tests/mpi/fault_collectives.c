@@ -45,7 +45,7 @@ static void expect_in_step(gln_comm_t *comm) {
 
 static gln_comm_t *world_comm(void) {
     gln_comm_t *c = NULL;
-    CHECK_OK(gln_comm_create_mpi(NULL, &c));
+    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &c));
     return c;
 }
 

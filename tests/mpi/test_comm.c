@@ -15,7 +15,7 @@
 
 static gln_comm_t *make_world(void) {
     gln_comm_t *c = NULL;
-    CHECK_OK(gln_comm_create_mpi(NULL, &c));
+    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &c));
     return c;
 }
 
@@ -198,7 +198,7 @@ static void test_sub_communicator(void) {
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, wr % 2, wr, &half);
     gln_comm_t *c = NULL;
-    CHECK_OK(gln_comm_create_mpi(&half, &c));
+    CHECK_OK(gln_comm_create_mpi(NULL, &half, &c));
     if (c) {
         int members = ws / 2 + (wr % 2 == 0 ? ws % 2 : 0);
         CHECK(gln_comm_size(c) == members);
@@ -212,7 +212,7 @@ static void test_sub_communicator(void) {
     /* The library duplicated it: freeing ours after destroy is legal and leaves it untouched. */
     MPI_Comm_free(&half);
     MPI_Comm null_comm = MPI_COMM_NULL;
-    CHECK_STATUS(gln_comm_create_mpi(&null_comm, &c), GLN_STATUS_INVALID_ARGUMENT, "MPI_COMM_NULL");
+    CHECK_STATUS(gln_comm_create_mpi(NULL, &null_comm, &c), GLN_STATUS_INVALID_ARGUMENT, "MPI_COMM_NULL");
     CHECK(c == NULL);
 }
 

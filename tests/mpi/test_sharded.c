@@ -42,7 +42,7 @@ static int setup(fixture_t *f, shape_t s, gln_dtype_t wdt, int async) {
     memset(f, 0, sizeof *f);
     f->total = (int64_t)s.n * s.ko * s.ki;
     CHECK_OK(gln_context_create(NULL, &f->ctx));
-    CHECK_OK(gln_comm_create_mpi(NULL, &f->comm));
+    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &f->comm));
     gln_sharded_weights_config_t cfg = config(s, wdt, async);
     CHECK_OK(gln_sharded_weights_create(f->ctx, f->comm, &cfg, &f->sw));
     f->p = gln_sharded_weights_protocol(f->sw);
@@ -232,7 +232,7 @@ static void expect_create_fails(gln_sharded_weights_config_t cfg, gln_status_t o
     gln_context_t *ctx = NULL;
     gln_comm_t *comm = NULL;
     CHECK_OK(gln_context_create(NULL, &ctx));
-    CHECK_OK(gln_comm_create_mpi(NULL, &comm));
+    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &comm));
     gln_sharded_weights_t *sw = (gln_sharded_weights_t *)&sw;
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), own_status, needle);
     CHECK(sw == NULL);

@@ -92,7 +92,7 @@ static void base_config(const variant_t *v, gln_path_t path, gln_grouped_linear_
 static int world_create(world_t *w, const variant_t *v, gln_path_t path, int requires_grad) {
     memset(w, 0, sizeof *w);
     CHECK_OK(gln_context_create(NULL, &w->ctx));
-    CHECK_OK(gln_comm_create_mpi(NULL, &w->comm));
+    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &w->comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = NE;
     sc.out_features = KO;

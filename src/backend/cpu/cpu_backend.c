@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_blas_buffers.h"
 #include "backend/cpu/cpu_block_cache.h"
+#include "backend/cpu/cpu_dist.h"
 #include "common/context.h"
 #include "common/error.h"
 
@@ -136,6 +137,8 @@ static const gln_backend_ops_t cpu_ops = {
     .grouped_dbias = cpu_grouped_dbias,
     .amax = cpu_amax,
     .cast = cpu_cast,
+    .add_f32 = gln_cpu_add_f32,
+    .scales_from_amax = gln_cpu_scales_from_amax,
     .moe_router_forward = gln_cpu_moe_router_forward,
     .moe_router_backward = gln_cpu_moe_router_backward,
     .moe_permute_plan = gln_cpu_moe_permute_plan,

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_moe.h"
+#include "backend/cuda/cuda_dist.h"
 #include "common/error.h"
 
 int gln_cuda_device_present(void) {
@@ -333,6 +334,8 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .amax = gln_cuda_amax,
     .cast = gln_cuda_cast,
+    .add_f32 = gln_cuda_add_f32,
+    .scales_from_amax = gln_cuda_scales_from_amax,
     .moe_router_forward = gln_cuda_moe_router_forward,
     .moe_router_backward = gln_cuda_moe_router_backward,
     .moe_permute_plan = gln_cuda_moe_permute_plan,

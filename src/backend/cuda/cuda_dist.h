@@ -1,0 +1,19 @@
+/* CUDA slots of the distributed-weights group (backend.h: add_f32, scales_from_amax); their CPU
+ * twins are src/backend/cpu/cpu_dist.c (tests/test_nccl_layer.c compares them). */
+#ifndef GLN_BACKEND_CUDA_DIST_H
+#define GLN_BACKEND_CUDA_DIST_H
+
+#include "grouplin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+gln_status_t gln_cuda_add_f32(gln_context_t *ctx, float *y, const float *x, int64_t n);
+gln_status_t gln_cuda_scales_from_amax(gln_context_t *ctx, const float *amax, int32_t n,
+                                       float fp8_max, int power_2_scale, float epsilon,
+                                       float *scale, float *scale_inv);
+#ifdef __cplusplus
+}
+#endif
+
+#endif
