@@ -43,6 +43,7 @@
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -92,6 +93,7 @@ typedef struct gq_args {
     int64_t gc_r, gc_c, nb;                     /* MXFP8 grid widths; 32-column blocks of a row */
     int32_t num;
     int e5m2, nanp, floor_rule, emax;
+    int reverse;                                /* walk each block's tiles last to first */
     float fp8_max;
 } gq_args_t;
 
@@ -310,11 +312,37 @@ __device__ __forceinline__ int32_t gq_find(const gq_args_t &a, int64_t rt) {
     return lo;
 }
 
-/* Move the cursor forward to the member owning row tile rt. */
-__device__ __forceinline__ void gq_advance(const gq_args_t &a, int64_t rt, gq_cursor_t &c) {
-    int32_t i = c.i + 1;
-    while (__ldg(a.tstart + i + 1) <= rt) i++;
-    gq_member(a, i, c);
+/* Point the cursor at the member owning row tile rt (block-uniform; a search only when rt is
+ * outside the current member, so walking forward or backward costs one search per member). */
+__device__ __forceinline__ void gq_locate(const gq_args_t &a, int64_t rt, gq_cursor_t &c) {
+    if (rt < c.t0 || rt >= c.t1) gq_member(a, gq_find(a, rt), c);
+}
+
+/* One thread's part of a tile: GQ_RPT chunks (rows rr and rr + GQ_PASS) of column chunk k,
+ * loaded into registers.  Tiles are loaded one ahead of their use (the kernels' software
+ * pipeline), so a block keeps the next tile's bytes in flight while it converts and stores the
+ * current one: twice the bytes in flight per SM of a load-then-use loop. */
+template <int DT> struct gq_tile {
+    int64_t r0, c0; /* member-local first row, first column */
+    int n[GQ_RPT];  /* valid elements of each chunk (0: row past the member) */
+    size_t i0[GQ_RPT];
+    uint32_t w[GQ_RPT][gq_traits<DT>::W];
+};
+
+template <int DT, bool VEC>
+__device__ __forceinline__ void gq_tile_load(const gq_args_t &a, const gq_cursor_t &cur, int64_t id, gq_tile<DT> &T) {
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
+    T.r0 = (rt - cur.t0) * GQ_TR, T.c0 = ct * GQ_TC;
+    const int64_t c = T.c0 + k * GQ_CHUNK;
+    const int nc = c < a.cols ? (int)min((int64_t)GQ_CHUNK, a.cols - c) : 0;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) {
+        const int64_t r = T.r0 + rr + h * GQ_PASS;
+        T.n[h] = r < cur.m ? nc : 0;
+        T.i0[h] = (size_t)(cur.row0 + r) * (size_t)a.cols + (size_t)c;
+        gq_load<DT, VEC>(a.x, T.i0[h], T.n[h], T.w[h]);
+    }
 }
 
 /* This block's tiles [*lo, *hi): an even share of all the tiles (row tiles x column tiles). */
@@ -383,6 +411,14 @@ __global__ void __launch_bounds__(GQ_THREADS)
 
 /* ---- TENSOR ------------------------------------------------------------------------------- */
 
+/* Blocks per SM the compiler must allow (registers): a pipelined kernel holds two tiles, so it
+ * is held to the occupancy of the load-then-use one, which keeps as many tiles in flight per SM
+ * and twice as many per block (FP32 chunks need twice the registers: one block fewer).  Load-
+ * then-use (PIPE false, GLN_CUDA_QUANT_PIPE=0) keeps the compiler's choice. */
+__host__ __device__ constexpr int gq_min_blocks(int dt, int mode, bool pipe) {
+    return !pipe ? 1 : (mode == GQ_AMAX ? 4 : 3) - (dt == GQ_F32 ? 1 : 0);
+}
+
 /* Fold a chunk into this thread's amax partial (largest non-NaN |x| as FP32 bits, lowest NaN). */
 template <int DT>
 __device__ __forceinline__ void gq_amax_chunk(const uint32_t (&w)[gq_traits<DT>::W], size_t i0, uint32_t &best,
@@ -396,16 +432,32 @@ __device__ __forceinline__ void gq_amax_chunk(const uint32_t (&w)[gq_traits<DT>:
     best = max(best, __float_as_uint(gq_value<DT>(m)));
 }
 
-/* The warp's partials into the member's (every lane of the warp calls this). */
+/* The block's partials into the member's: a warp reduction, then one warp over the warps' values
+ * and ONE atomic per field per block (not per warp: the last tiles of every block meet at the
+ * same member address).  Every thread of the block calls this (block-uniform: it synchronizes). */
 __device__ __forceinline__ void gq_flush(gq_amax_t *w, uint32_t best, unsigned long long nan_not) {
+    __shared__ uint32_t warp_best[GQ_THREADS / 32];
+    __shared__ unsigned long long warp_nan[GQ_THREADS / 32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     for (int off = 16; off > 0; off >>= 1) {
         best = max(best, __shfl_xor_sync(GQ_FULL, best, off));
         nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
     }
-    if ((threadIdx.x & 31) == 0) {
-        if (best) atomicMax(&w->max_bits, best);
-        if (nan_not) atomicMax(&w->nan_not, nan_not);
+    if (lane == 0) warp_best[wid] = best, warp_nan[wid] = nan_not;
+    __syncthreads();
+    if (wid == 0) {
+        best = lane < GQ_THREADS / 32 ? warp_best[lane] : 0u;
+        nan_not = lane < GQ_THREADS / 32 ? warp_nan[lane] : 0ull;
+        for (int off = 16; off > 0; off >>= 1) {
+            best = max(best, __shfl_xor_sync(GQ_FULL, best, off));
+            nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
+        }
+        if (lane == 0) {
+            if (best) atomicMax(&w->max_bits, best);
+            if (nan_not) atomicMax(&w->nan_not, nan_not);
+        }
     }
+    __syncthreads(); /* warp_best / warp_nan are rewritten by the next flush */
 }
 
 /* Column tc's 16 codes of tile rows j*16 .. j*16+15, packed like a chunk. */
@@ -456,48 +508,56 @@ __device__ __forceinline__ void gq_tensor_codes(const gq_args_t &a, uint8_t (*ti
 }
 
 /* MODE GQ_AMAX: per-member amax partials only.  GQ_CAST: codes with the per-member scales (the
- * rowwise copy and/or, through the tile, the transposed copy).  GQ_CAST_AMAX: both in one pass. */
-template <int DT, bool VEC, int MODE>
-__global__ void __launch_bounds__(GQ_THREADS) gq_tensor_kernel(const gq_args_t a) {
+ * rowwise copy and/or, through the tile, the transposed copy).  GQ_CAST_AMAX: both in one pass.
+ * a.reverse: the block walks its tiles last to first — the cast pass of current scaling, launched
+ * with the amax pass's grid, so it starts on the tiles the amax pass read last, still in L2. */
+template <int DT, bool VEC, int MODE, bool PIPE>
+__global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODE, PIPE)) gq_tensor_kernel(const gq_args_t a) {
     __shared__ __align__(16) uint8_t tile[GQ_TR][GQ_TC];
-    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
-    const int64_t C = a.cols;
     int64_t lo, hi;
     gq_range(a, &lo, &hi);
     if (lo >= hi) return;
-    gq_cursor_t cur;
-    gq_member(a, gq_find(a, lo / a.n_ct), cur);
+    const int64_t count = hi - lo, step = a.reverse ? -1 : 1;
+    int64_t id = a.reverse ? hi - 1 : lo;
+    gq_cursor_t cur, nxt;
+    gq_member(a, gq_find(a, id / a.n_ct), cur);
+    nxt = cur;
+    gq_tile<DT> T, N;
+    if (PIPE) gq_tile_load<DT, VEC>(a, cur, id, T);
     float s = MODE != GQ_AMAX ? __ldg(a.scale + cur.i) : 0.0f;
     uint32_t best = 0;
     unsigned long long nan_not = 0;
-    for (int64_t id = lo; id < hi; id++) {
-        const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
-        if (rt >= cur.t1) { /* block-uniform: the next member */
-            if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not), best = 0, nan_not = 0;
-            gq_advance(a, rt, cur);
-            if (MODE != GQ_AMAX) s = __ldg(a.scale + cur.i);
-        }
-        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_TC; /* member-local */
-        const int64_t c = c0 + k * GQ_CHUNK;
-        const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0;
-        int n[GQ_RPT];
-        size_t i0[GQ_RPT];
-        uint32_t w[GQ_RPT][gq_traits<DT>::W];
-#pragma unroll
-        for (int h = 0; h < GQ_RPT; h++) {
-            const int64_t r = r0 + rr + h * GQ_PASS;
-            n[h] = r < cur.m ? nc : 0;
-            i0[h] = (size_t)(cur.row0 + r) * (size_t)C + (size_t)c;
-            gq_load<DT, VEC>(a.x, i0[h], n[h], w[h]);
+    for (int64_t done = 0; done < count; done++, id += step) {
+        const bool more = done + 1 < count; /* block-uniform */
+        if (!PIPE) {                         /* load, then use */
+            gq_locate(a, id / a.n_ct, nxt);
+            if (nxt.i != cur.i) { /* block-uniform: the next member */
+                if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not), best = 0, nan_not = 0;
+                if (MODE != GQ_AMAX) s = __ldg(a.scale + nxt.i);
+            }
+            cur = nxt;
+            gq_tile_load<DT, VEC>(a, cur, id, T);
+        } else if (more) { /* the next tile's loads, in flight during this one */
+            gq_locate(a, (id + step) / a.n_ct, nxt);
+            gq_tile_load<DT, VEC>(a, nxt, id + step, N);
         }
         if (MODE != GQ_CAST) {
 #pragma unroll
-            for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(w[h], i0[h], best, nan_not);
+            for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(T.w[h], T.i0[h], best, nan_not);
         }
-        if (MODE != GQ_AMAX) gq_tensor_codes<DT>(a, tile, cur, s, r0, c0, w, n, i0);
+        if (MODE != GQ_AMAX) gq_tensor_codes<DT>(a, tile, cur, s, T.r0, T.c0, T.w, T.n, T.i0);
+        if (PIPE && more) {
+            if (nxt.i != cur.i) { /* block-uniform: the next member */
+                if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not), best = 0, nan_not = 0;
+                if (MODE != GQ_AMAX) s = __ldg(a.scale + nxt.i);
+            }
+            cur = nxt;
+            T = N;
+        }
     }
     if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not);
 }
+
 /* One thread per member: the amax from its partial (with nan_propagate, |x| of the lowest NaN,
  * loaded the reference's way), then current: scale from amax; delayed: amax max-accumulated and
  * the given scale.  scale_inv = 1/scale in every present copy. */
@@ -561,7 +621,7 @@ __device__ __forceinline__ void gq_mx_padding(const gq_args_t &a, const gq_curso
     }
 }
 
-template <int DT, bool VEC>
+template <int DT, bool VEC, bool PIPE>
 __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
     typedef typename gq_abs_elem<DT>::type abs_t;
     __shared__ __align__(16) abs_t absbuf[GQ_TR][GQ_TC]; /* |x| bits of the tile (NaN kept) */
@@ -571,24 +631,30 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
     int64_t lo, hi;
     gq_range(a, &lo, &hi);
     if (lo >= hi) return;
-    gq_cursor_t cur;
+    gq_cursor_t cur, nxt;
     gq_member(a, gq_find(a, lo / a.n_ct), cur);
+    nxt = cur;
+    gq_tile<DT> T, N;
+    if (PIPE) gq_tile_load<DT, VEC>(a, cur, lo, T);
     for (int64_t id = lo; id < hi; id++) {
-        const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
-        if (rt >= cur.t1) gq_advance(a, rt, cur);
-        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_TC;
-        const int64_t c = c0 + k * GQ_CHUNK;
-        const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0;
-        int n[GQ_RPT];
-        size_t i0[GQ_RPT];
-        uint32_t w[GQ_RPT][gq_traits<DT>::W];
-#pragma unroll
-        for (int h = 0; h < GQ_RPT; h++) {
-            const int64_t r = r0 + rr + h * GQ_PASS;
-            n[h] = r < cur.m ? nc : 0;
-            i0[h] = (size_t)(cur.row0 + r) * (size_t)C + (size_t)c;
-            gq_load<DT, VEC>(a.x, i0[h], n[h], w[h]);
+        if (!PIPE) { /* load, then use */
+            gq_locate(a, id / a.n_ct, cur);
+            gq_tile_load<DT, VEC>(a, cur, id, T);
+        } else {
+            if (id > lo) { /* the tile loaded during the previous one */
+                cur = nxt;
+                T = N;
+            }
+            if (id + 1 < hi) { /* block-uniform: the next tile's loads, in flight during this one */
+                gq_locate(a, (id + 1) / a.n_ct, nxt);
+                gq_tile_load<DT, VEC>(a, nxt, id + 1, N);
+            }
         }
+        const int64_t ct = id % a.n_ct, r0 = T.r0, c0 = T.c0;
+        const int64_t c = c0 + k * GQ_CHUNK;
+        const int(&n)[GQ_RPT] = T.n;
+        const size_t(&i0)[GQ_RPT] = T.i0;
+        uint32_t(&w)[GQ_RPT][gq_traits<DT>::W] = T.w;
         float mult[GQ_CHUNK];
         uint32_t b[4];
         if (a.q) { /* rowwise: this chunk and its neighbour lane's form one 32-column block */
@@ -660,33 +726,64 @@ static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN
 
 static int gq_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* GLN_CUDA_QUANT_PIPE=0: the load-then-use kernels (to measure what the software pipeline gains). */
+static int gq_pipe_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_PIPE");
+    return !(e && e[0] == '0');
+}
+
+template <int DT, int MODE> static gq_kernel_t gq_tensor_pick2(int vec, int pipe) {
+    if (pipe) return vec ? gq_tensor_kernel<DT, true, MODE, true> : gq_tensor_kernel<DT, false, MODE, true>;
+    return vec ? gq_tensor_kernel<DT, true, MODE, false> : gq_tensor_kernel<DT, false, MODE, false>;
+}
+
 template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
-    if (dt == GQ_F32) return vec ? gq_tensor_kernel<GQ_F32, true, MODE> : gq_tensor_kernel<GQ_F32, false, MODE>;
-    if (dt == GQ_BF16) return vec ? gq_tensor_kernel<GQ_BF16, true, MODE> : gq_tensor_kernel<GQ_BF16, false, MODE>;
-    return vec ? gq_tensor_kernel<GQ_F16, true, MODE> : gq_tensor_kernel<GQ_F16, false, MODE>;
+    const int pipe = gq_pipe_enabled();
+    if (dt == GQ_F32) return gq_tensor_pick2<GQ_F32, MODE>(vec, pipe);
+    if (dt == GQ_BF16) return gq_tensor_pick2<GQ_BF16, MODE>(vec, pipe);
+    return gq_tensor_pick2<GQ_F16, MODE>(vec, pipe);
+}
+
+template <int DT> static gq_kernel_t gq_mx_pick2(int vec, int pipe) {
+    if (pipe) return vec ? gq_mx_kernel<DT, true, true> : gq_mx_kernel<DT, false, true>;
+    return vec ? gq_mx_kernel<DT, true, false> : gq_mx_kernel<DT, false, false>;
 }
 
 static gq_kernel_t gq_mx_pick(int dt, int vec) {
-    if (dt == GQ_F32) return vec ? gq_mx_kernel<GQ_F32, true> : gq_mx_kernel<GQ_F32, false>;
-    if (dt == GQ_BF16) return vec ? gq_mx_kernel<GQ_BF16, true> : gq_mx_kernel<GQ_BF16, false>;
-    return vec ? gq_mx_kernel<GQ_F16, true> : gq_mx_kernel<GQ_F16, false>;
+    const int pipe = gq_pipe_enabled();
+    if (dt == GQ_F32) return gq_mx_pick2<GQ_F32>(vec, pipe);
+    if (dt == GQ_BF16) return gq_mx_pick2<GQ_BF16>(vec, pipe);
+    return gq_mx_pick2<GQ_F16>(vec, pipe);
 }
 
-/* Launch a persistent tile kernel over at most `tiles` tiles: as many blocks as fit on the device
- * at once (never more than the tiles).  Nothing to do without tiles. */
-static gln_status_t gq_launch(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, cudaStream_t stream,
-                              const char *call, const char *name) {
-    if (tiles <= 0) return GLN_STATUS_SUCCESS;
+/* Blocks of a persistent tile kernel over at most `tiles` tiles: as many as fit on the device at
+ * once (never more than the tiles). */
+static gln_status_t gq_grid(gq_kernel_t kernel, int64_t tiles, int64_t *blocks, const char *call) {
     int dev = 0, sms = 0, per_sm = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
     GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
                            "cudaDeviceGetAttribute(multiprocessors)"));
     GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, 0), call,
                            "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    int64_t blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
-    if (blocks > tiles) blocks = tiles;
+    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+    if (*blocks > tiles) *blocks = tiles;
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Launch a persistent tile kernel on `blocks` blocks (nothing to do without tiles). */
+static gln_status_t gq_launch_on(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, int64_t blocks,
+                                 cudaStream_t stream, const char *call, const char *name) {
+    if (tiles <= 0 || blocks <= 0) return GLN_STATUS_SUCCESS;
     kernel<<<(unsigned int)blocks, GQ_THREADS, 0, stream>>>(*a);
     return gln_cuda_check_launch(call, name);
+}
+
+static gln_status_t gq_launch(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, cudaStream_t stream,
+                              const char *call, const char *name) {
+    if (tiles <= 0) return GLN_STATUS_SUCCESS;
+    int64_t blocks = 0;
+    GLN_TRY(gq_grid(kernel, tiles, &blocks, call));
+    return gq_launch_on(kernel, a, tiles, blocks, stream, call, name);
 }
 
 /* Scratch of one call: tile starts [num + 1], amax partials [num], scales [num] (current scaling
@@ -753,12 +850,25 @@ static int gq_vec_ok(const gq_args_t *a) {
     return a->cols % GQ_CHUNK == 0 && gq_aligned(a->x) && gq_aligned(a->q) && gq_aligned(a->qc);
 }
 
+/* GLN_CUDA_QUANT_REVERSE=0 turns the reversed cast pass off (to measure what it gains). */
+static int gq_reverse_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_REVERSE");
+    return !(e && e[0] == '0');
+}
+
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
                                   const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles, const char *call) {
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     const int dt = gq_dt(in->dtype), vec = gq_vec_ok(a);
+    /* current scaling: both passes on one grid (the fewer blocks of the two kernels' occupancy), so
+     * block b reads the same tiles twice, the second time last to first: the tiles it read last are
+     * still in L2 (50 MB on an H200) when the cast pass starts on them */
+    int64_t blocks = 0, cast_blocks = 0;
     if (!cfg->delayed) {
-        GLN_TRY(gq_launch(gq_tensor_pick<GQ_AMAX>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<amax>"));
+        GLN_TRY(gq_grid(gq_tensor_pick<GQ_AMAX>(dt, vec), tiles, &blocks, call));
+        GLN_TRY(gq_grid(gq_tensor_pick<GQ_CAST>(dt, vec), tiles, &cast_blocks, call));
+        if (cast_blocks < blocks) blocks = cast_blocks;
+        GLN_TRY(gq_launch_on(gq_tensor_pick<GQ_AMAX>(dt, vec), a, tiles, blocks, st, call, "gq_tensor_kernel<amax>"));
     } else {
         GLN_TRY(gq_launch(gq_tensor_pick<GQ_CAST_AMAX>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
     }
@@ -768,7 +878,9 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
         cfg->rowwise ? (float *)out->scale_inv : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL);
     GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
-    return gq_launch(gq_tensor_pick<GQ_CAST>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<cast>");
+    gq_args_t r = *a;
+    r.reverse = gq_reverse_enabled();
+    return gq_launch_on(gq_tensor_pick<GQ_CAST>(dt, vec), &r, tiles, blocks, st, call, "gq_tensor_kernel<cast>");
 }
 
 extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
