@@ -41,6 +41,21 @@ if(NOT GLN_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# NCCL (the GPU communicator): nccl.h and libnccl ship with the CUDA toolkit here, or come
+# from the libnccl-dev package (/usr/include, /usr/lib/<arch>).
+set(GLN_HAVE_NCCL OFF)
+if(GLN_HAVE_CUDA AND NOT GLN_NCCL STREQUAL "OFF")
+  find_path(GLN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(GLN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(GLN_NCCL_INCLUDE_DIR AND GLN_NCCL_LIBRARY)
+    set(GLN_HAVE_NCCL ON)
+  elseif(GLN_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "GLN_NCCL=ON but nccl.h / libnccl were not found (install libnccl-dev)")
+  endif()
+elseif(GLN_NCCL STREQUAL "ON")
+  message(FATAL_ERROR "GLN_NCCL=ON needs the CUDA backend (GLN_CUDA)")
+endif()
+
 # CUTLASS (header-only) for the Hopper grouped GEMMs: the nvidia-cutlass wheel that
 # scripts/deps.sh installs into .venv ships its headers under cutlass_library/source/include.
 set(GLN_HAVE_CUTLASS OFF)
@@ -71,4 +86,7 @@ if(GLN_HAVE_MPI)
 endif()
 if(GLN_HAVE_CUDA)
   list(APPEND GLN_LINK_LIBS CUDA::cudart CUDA::cublasLt)
+endif()
+if(GLN_HAVE_NCCL)
+  list(APPEND GLN_LINK_LIBS ${GLN_NCCL_LIBRARY})
 endif()

@@ -64,7 +64,6 @@ static const char *const call_names[GLN_CALL_COUNT_] = {
     "gln_grouped_linear_forward",
     "gln_grouped_linear_backward",
     "prefetch",
-    "the FP8 all-gather's amax all-reduce",
 };
 
 const char *gln_call_name(int64_t call) {

@@ -98,7 +98,6 @@ typedef enum gln_call {
     GLN_CALL_LAYER_FORWARD,
     GLN_CALL_LAYER_BACKWARD,
     GLN_CALL_PREFETCH,
-    GLN_CALL_FP8_AMAX,
     GLN_CALL_COUNT_
 } gln_call_t;
 enum { GLN_AGREE_FIELDS = 6 };

@@ -6,10 +6,11 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_dist.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+/* after numerics.h: the device helpers build on its scalar conversions */
+#include "backend/cuda/cuda_device.h"
 
 __global__ void gln_add_f32_kernel(float *y, const float *x, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
