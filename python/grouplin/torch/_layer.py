@@ -128,20 +128,18 @@ class LayerState:
             raise exc
 
     def read_grads(self, h, weights):
-        """Copies of the C layer's (non-fused) weight gradients or bias gradients, shaped like the
-        module's parameters."""
+        """The C layer's (non-fused) weight or bias gradients copied into one flat tensor, the
+        parameters' gradients back to back in the order of the parameter list."""
         ws, bs, _, _ = self.params_fn()
         params = ws if weights else bs
-        single = self.flags["single_weight" if weights else "single_bias"]
-        outs = [torch.empty_like(p) for p in params]
-        n = self.flags["n"]
+        flat = torch.empty(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
+        per = flat.numel() // self.flags["n"]
         L = _lib.lib()
-        for i in range(n):
+        for i in range(self.flags["n"]):
             w, b = C.c_void_p(), C.c_void_p()
             _lib.check(L.gln_grouped_linear_grads(h.ptr, i, C.byref(w), C.byref(b)), "gln_grouped_linear_grads")
-            src = w.value if weights else b.value
-            copy_from(h.ctx, outs[0][i] if single else outs[i], src)
-        return outs
+            copy_from(h.ctx, flat[i * per:(i + 1) * per], w.value if weights else b.value)
+        return flat
 
     def close(self):
         for h in self.handles.values():

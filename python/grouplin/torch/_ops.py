@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 
 from .. import _lib
 from . import _layer
@@ -56,7 +57,10 @@ def _(inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, 
 
 @torch.library.custom_op("grouplin::grouped_linear_backward", mutates_args=("main_grads",))
 def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor], layer_id: int, want_dx: bool,
-                            want_wgrad: bool, want_bgrad: bool) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
+                            want_wgrad: bool, want_bgrad: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """dx ([0] when not wanted), the weight gradients and the bias gradients, each list flattened
+    into one tensor ([0] when not wanted).  Flat, because torch cannot functionalize an op that
+    mutates a tensor list (main_grads) and returns tensor lists."""
     st = _layer.layer(layer_id)
     s = _layer.saved(int(token[0]))
     h = s.handle
@@ -81,8 +85,8 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
             h.queued += 1
     finally:
         s.release()
-    wgrads = st.read_grads(h, weights=True) if want_wgrad else []
-    bgrads = st.read_grads(h, weights=False) if want_bgrad else []
+    wgrads = st.read_grads(h, weights=True) if want_wgrad else dy.new_empty((0,))
+    bgrads = st.read_grads(h, weights=False) if want_bgrad else dy.new_empty((0,))
     return dx, wgrads, bgrads
 
 
@@ -91,17 +95,17 @@ def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
     st = _layer.layer(layer_id)
     weights, biases, _, _ = st.params_fn()
     dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
-    wg = [torch.empty_like(w) for w in weights] if want_wgrad else []
-    bg = [torch.empty_like(b) for b in biases] if want_bgrad else []
-    return dx, wg, bg
+    flat = lambda ps: dy.new_empty((sum(p.numel() for p in ps),), dtype=ps[0].dtype)  # noqa: E731
+    return dx, (flat(weights) if want_wgrad else dy.new_empty((0,))), (flat(biases) if want_bgrad else dy.new_empty((0,)))
 
 
 def _setup_context(ctx, inputs, output):
     inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad = inputs
     _, token = output
     ctx.layer_id = layer_id
+    ctx.n_splits = len(splits)
     ctx.save_for_backward(token)
-    if not torch.compiler.is_compiling() and need_saved:
+    if need_saved and not torch.compiler.is_compiling() and not is_fake(token):
         # eager: a forward whose backward never runs releases its saved context with the graph
         ctx.guard = _layer.SavedGuard(int(token[0]))
 
@@ -109,6 +113,14 @@ def _setup_context(ctx, inputs, output):
 def _dummy(p):
     # what TE hands autograd for a weight whose gradient already went to main_grad
     return torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
+
+
+def _unflatten(flat, params):
+    out, o = [], 0
+    for p in params:
+        out.append(flat[o:o + p.numel()].view(p.shape))
+        o += p.numel()
+    return out
 
 
 def _backward(ctx, dy, dtoken):
@@ -122,7 +134,7 @@ def _backward(ctx, dy, dtoken):
     dx, wg, bg = grouped_linear_backward(dy, token, main_grads if (f["fused"] and dist is None) else [],
                                          ctx.layer_id, bool(ctx.needs_input_grad[0]), want_w, want_b)
     if want_w:
-        w_out = list(wg)
+        w_out = _unflatten(wg, weights)
     elif w_rg and (f["fused"] or dist is not None):
         w_out = []
         for p in weights:
@@ -133,8 +145,10 @@ def _backward(ctx, dy, dtoken):
                 w_out.append(None)
     else:
         w_out = [None] * len(weights)
-    b_out = list(bg) if want_b else [None] * len(biases)
-    return (dx if ctx.needs_input_grad[0] else None), w_out, b_out, None, None, None, None, None, None
+    b_out = _unflatten(bg, biases) if want_b else [None] * len(biases)
+    # (torch matches the structure of the inputs: an empty list of splits must come back as [])
+    return ((dx if ctx.needs_input_grad[0] else None), w_out, b_out, None, [] if ctx.n_splits == 0 else None,
+            None, None, None, None)
 
 
 grouped_linear_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -251,8 +251,10 @@ class GroupedLinear(torch.nn.Module):
         finally:
             h.queued -= 1
         if not self.fuse_wgrad_accumulation:
-            for p, g in zip(self.weights(), st.read_grads(h, weights=True)):
-                p.grad = g
+            flat, o = st.read_grads(h, weights=True), 0
+            for p in self.weights():
+                p.grad = flat[o:o + p.numel()].view(p.shape)
+                o += p.numel()
         h.destroy_if_idle()
         for hook in self._wgrad_hooks:
             hook()
