@@ -1,8 +1,10 @@
 /* A grouped linear layer on the sharded weight group vs a plain layer holding the same full
- * weights, on 2 and 4 ranks, for every recipe × path.
+ * weights, on 2, 3 and 4 ranks, for every recipe × path, also with prefetch (the next
+ * materialization gathered early), asynchronous finalize, and the FP8 all-gather (each rank
+ * quantizes its shard with the global per-expert scale; the layer uses the gathered FP8 as is).
  *
  * Each rank runs its own token block (splits and data differ per rank, one expert is empty on
- * odd ranks).  On each rank the sharded layer must produce y and dx BITWISE equal to the plain
+ * odd ranks, rank 2 has no tokens at all).  On each rank the sharded layer must produce y and dx BITWISE equal to the plain
  * layer's (same weights after the gather, same quantization, same GEMMs).  The sharded group's
  * main_grad, gathered, must equal the sum over ranks of the plain layers' FP32 wgrads (summed
  * here with MPI): bitwise when the data are exact by construction, within a named tolerance
@@ -36,26 +38,43 @@ typedef struct variant {
     int pow2;         /* FP8_CURRENT: power-of-two scales */
     int exact;        /* main_grad compared bitwise */
     int async;        /* the group finalizes asynchronously */
+    int prefetch;     /* prefetch(forward) before forward, prefetch(backward) before backward */
+    int fp8g;         /* FP8 all-gather (fp8_current only) */
 } variant_t;
 
 static const variant_t variants[] = {
-    {"none/fp32", GLN_RECIPE_NONE, GLN_DTYPE_FP32, GLN_DTYPE_FP32, 0, 1, 0},
-    {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1},
-    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0},
-    {"fp8_current/pow2", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1},
-    {"fp8_current", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0},
-    {"mxfp8", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0},
-    {"fp8_block/pow2", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1},
+    {"none/fp32", GLN_RECIPE_NONE, GLN_DTYPE_FP32, GLN_DTYPE_FP32, 0, 1, 0, 0, 0},
+    {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0},
+    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0},
+    {"fp8_current/pow2", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 0, 0},
+    {"fp8_current", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0},
+    {"mxfp8", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 0, 0},
+    {"fp8_block/pow2", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0},
+    {"none/bf16+prefetch", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 0},
+    {"mxfp8+prefetch", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 1, 0},
+    {"fp8_current/pow2+fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 0, 0, 1},
+    {"fp8_current/pow2+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 1, 1},
+    {"fp8_current+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 1, 1, 1},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 #define TOTAL ((int64_t)NE * KO * KI)
 
-/* Rank-dependent token splits; expert 1 is empty on odd ranks. */
+/* Rank-dependent token splits; expert 1 is empty on odd ranks; rank 2 has no tokens. */
 static void rank_splits(int rank, int64_t *m, int64_t *rows) {
-    m[0] = 2 + rank;
-    m[1] = rank % 2 ? 0 : 3;
-    m[2] = 5 + 2 * rank;
+    int none = rank == 2;
+    m[0] = none ? 0 : 2 + rank;
+    m[1] = none || rank % 2 ? 0 : 3;
+    m[2] = none ? 0 : 5 + 2 * rank;
     *rows = m[0] + m[1] + m[2];
+}
+
+/* The layer recipe's weight quantization (recipe.c): what the FP8 all-gather must use. */
+static gln_quant_config_t weight_quant(const variant_t *v) {
+    gln_quant_config_t q = GLN_QUANT_CONFIG_INIT;
+    q.mode = GLN_SCALING_TENSOR;
+    q.fp8_dtype = GLN_DTYPE_FP8_E4M3;
+    q.power_2_scale = v->pow2;
+    return q;
 }
 
 static void fill_small_ints(void *buf, gln_dtype_t dt, size_t n, uint64_t seed) {
@@ -100,6 +119,8 @@ static int world_create(world_t *w, const variant_t *v, gln_path_t path, int req
     sc.working_dtype = v->wdt;
     sc.async_finalize = v->async;
     sc.requires_grad = requires_grad;
+    sc.fp8_gather = v->fp8g;
+    sc.fp8_quant = weight_quant(v);
     CHECK_OK(gln_sharded_weights_create(w->ctx, w->comm, &sc, &w->sw));
     if (!w->sw) return 0;
     w->p = gln_sharded_weights_protocol(w->sw);
@@ -145,7 +166,7 @@ static void world_destroy(world_t *w) {
 
 /* One forward + backward of `layer` on this rank's data; y and dx poisoned before. */
 static void run_layer(gln_grouped_linear_t *layer, const variant_t *v, gln_microbatch_t mb,
-                      uint64_t seed, void *y, void *dx) {
+                      uint64_t seed, void *y, void *dx, const gln_dist_weights_t *pf) {
     int rank = gln_mpi_rank();
     int64_t m[NE], rows;
     rank_splits(rank, m, &rows);
@@ -165,8 +186,10 @@ static void run_layer(gln_grouped_linear_t *layer, const variant_t *v, gln_micro
     a.microbatch = mb;
     a.input_requires_grad = 1;
     gln_grouped_linear_saved_t *saved = NULL;
+    if (pf) CHECK_OK(pf->prefetch(pf->impl, 0));
     CHECK_OK(gln_grouped_linear_forward(layer, &a, &saved));
     if (saved) {
+        if (pf) CHECK_OK(pf->prefetch(pf->impl, 1));
         CHECK_OK(gln_grouped_linear_backward(saved, &dyt, &dxt));
         CHECK_OK(gln_grouped_linear_saved_release(saved));
     }
@@ -181,7 +204,7 @@ static void step_both(world_t *w, const variant_t *v, gln_microbatch_t mb_sharde
     size_t es = gln_dtype_size(v->act);
     void *ys = gln_test_alloc((size_t)rows * KO * es), *yp = gln_test_alloc((size_t)rows * KO * es);
     void *dxs = gln_test_alloc((size_t)rows * KI * es), *dxp = gln_test_alloc((size_t)rows * KI * es);
-    run_layer(w->sharded, v, mb_sharded, seed, ys, dxs);
+    run_layer(w->sharded, v, mb_sharded, seed, ys, dxs, v->prefetch ? w->p : NULL);
     CHECK_OK(w->p->wait(w->p->impl)); /* async finalize: complete before main_grad is read */
     size_t live = 1, peak = 0;
     CHECK_OK(gln_sharded_weights_materialized_bytes(w->sw, &live, &peak));
@@ -190,7 +213,7 @@ static void step_both(world_t *w, const variant_t *v, gln_microbatch_t mb_sharde
                        gln_dtype_size(v->wdt);
     CHECK_MSG(peak == one_group, "%s: peak materialized %zu bytes, expected one group %zu", v->name,
               peak, one_group);
-    run_layer(w->plain, v, GLN_MICROBATCH_FIRST, seed, yp, dxp);
+    run_layer(w->plain, v, GLN_MICROBATCH_FIRST, seed, yp, dxp, NULL);
     int nan = 0;
     for (int64_t i = 0; i < rows * KO; i++) nan += isnan(gln_load(yp, v->act, (size_t)i));
     CHECK_MSG(nan == 0, "%s: plain y has %d unwritten (NaN) elements", v->name, nan);
@@ -313,7 +336,7 @@ static void test_fp32_forward_anchor(void) {
     float *y = gln_test_alloc((size_t)(rows * KO) * sizeof(float));
     float *dx = gln_test_alloc((size_t)(rows * KI) * sizeof(float));
     float *x = gln_test_alloc((size_t)(rows * KI) * sizeof(float));
-    run_layer(w.sharded, v, GLN_MICROBATCH_FIRST, 4, y, dx);
+    run_layer(w.sharded, v, GLN_MICROBATCH_FIRST, 4, y, dx, NULL);
     CHECK_OK(w.p->wait(w.p->impl));
     fill_small_ints(x, GLN_DTYPE_FP32, (size_t)(rows * KI), 4 * 1000 + (uint64_t)rank); /* as run_layer */
     int bad = 0;
@@ -333,5 +356,81 @@ static void test_fp32_forward_anchor(void) {
     world_destroy(&w);
 }
 
-GLN_MPI_TEST_MAIN(GLN_CASE(test_fp32_forward_anchor), GLN_CASE(test_requires_grad_from_group),
+/* The FP8 all-gather returns exactly gln_quantize of each full bf16 expert weight (data and
+ * decode scale), on random weights whose amaxes sit in different ranks' shards. */
+static void test_fp8_gather_bytes(void) {
+    for (int pow2 = 0; pow2 <= 1; pow2++) {
+        variant_t v = {"fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, pow2, 0, 0, 0, 1};
+        world_t w;
+        if (!world_create(&w, &v, GLN_PATH_GROUPED, 1)) return;
+        gln_rng_t r = gln_rng_seed(99); /* same on every rank */
+        for (int64_t i = 0; i < TOTAL; i++) w.full[i] = (float)(gln_rng_normal(&r) * (1 + i % 7));
+        w.full[TOTAL - 5] = 40.0f; /* expert 2's amax in the last rank's shard */
+        CHECK_OK(gln_sharded_weights_load_full(w.sw, w.full));
+        gln_tensor_t g[NE];
+        CHECK_OK(w.p->materialize_forward(w.p->impl, g));
+        size_t live = 0;
+        CHECK_OK(gln_sharded_weights_materialized_bytes(w.sw, &live, NULL));
+        size_t shard = (size_t)((TOTAL + gln_mpi_size() - 1) / gln_mpi_size());
+        CHECK_MSG(live == ((shard * (size_t)gln_mpi_size() + 15) & ~(size_t)15) + NE * sizeof(float),
+                  "FP8 gather: %zu live bytes, expected FP8 bytes + N scales", live);
+        gln_quant_config_t q = weight_quant(&v);
+        void *bf = gln_test_alloc((size_t)KO * KI * 2);
+        uint8_t *ref = gln_test_alloc((size_t)KO * KI);
+        for (int e = 0; e < NE; e++) {
+            for (int64_t i = 0; i < (int64_t)KO * KI; i++)
+                gln_store(bf, GLN_DTYPE_BF16, (size_t)i, w.full[(int64_t)e * KO * KI + i]);
+            gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, KO, KI, bf);
+            gln_tensor_t out = gln_tensor_make(GLN_DTYPE_FP8_E4M3, KO, KI, ref);
+            float sinv = -1.0f, scale = 0.0f, amax = 0.0f;
+            out.scaling = GLN_SCALING_TENSOR;
+            out.scale_inv = &sinv;
+            out.scale = &scale;
+            out.amax = &amax;
+            CHECK_OK(gln_quantize(w.ctx, &q, &in, &out));
+            CHECK_MSG(g[e].scaling == GLN_SCALING_TENSOR && g[e].dtype == GLN_DTYPE_FP8_E4M3,
+                      "expert %d: gathered weight is not per-tensor E4M3", e);
+            char what[96];
+            snprintf(what, sizeof what, "pow2 %d expert %d: gathered FP8 vs gln_quantize", pow2, e);
+            CHECK(gln_check_bitwise(what, g[e].data, ref, (size_t)KO * KI));
+            CHECK_MSG(memcmp(g[e].scale_inv, &sinv, sizeof sinv) == 0,
+                      "pow2 %d expert %d: scale_inv %.9g vs %.9g", pow2, e, *(float *)g[e].scale_inv, sinv);
+        }
+        CHECK_OK(w.p->release(w.p->impl, g));
+        gln_test_free(bf);
+        gln_test_free(ref);
+        world_destroy(&w);
+    }
+}
+
+/* An asynchronous finalize is completed through the layer: two steps without any wait by the
+ * caller (the second backward completes the first finalize), then destroying the layer
+ * completes the second one; main_grad equals the synchronous group's bit for bit. */
+static void test_async_through_layer(void) {
+    float *mg[2];
+    for (int async = 0; async <= 1; async++) {
+        variant_t v = {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, async, 0, 0};
+        world_t w;
+        if (!world_create(&w, &v, GLN_PATH_GROUPED, 1)) return;
+        int64_t m[NE], rows;
+        rank_splits(gln_mpi_rank(), m, &rows);
+        void *y = gln_test_alloc((size_t)rows * KO * 2), *dx = gln_test_alloc((size_t)rows * KI * 2);
+        run_layer(w.sharded, &v, GLN_MICROBATCH_FIRST, 5, y, dx, NULL);
+        run_layer(w.sharded, &v, GLN_MICROBATCH_NEXT, 6, y, dx, NULL);
+        CHECK_OK(gln_grouped_linear_destroy(w.sharded)); /* completes what is pending */
+        w.sharded = NULL;
+        mg[async] = gln_test_alloc((size_t)TOTAL * sizeof(float));
+        CHECK_OK(gln_sharded_weights_gather_main_grad(w.sw, mg[async]));
+        gln_test_free(y);
+        gln_test_free(dx);
+        world_destroy(&w);
+    }
+    CHECK(gln_check_bitwise("main_grad async (completed by the layer) vs sync", mg[1], mg[0],
+                            (size_t)TOTAL * sizeof(float)));
+    gln_test_free(mg[0]);
+    gln_test_free(mg[1]);
+}
+
+GLN_MPI_TEST_MAIN(GLN_CASE(test_fp8_gather_bytes), GLN_CASE(test_async_through_layer),
+                  GLN_CASE(test_fp32_forward_anchor), GLN_CASE(test_requires_grad_from_group),
                   GLN_CASE(test_split_path), GLN_CASE(test_grouped_path))
