@@ -307,7 +307,63 @@ static void test_backward_dgrad_mismatch(void) {
     world_destroy(&w);
 }
 
-GLN_MPI_TEST_MAIN(GLN_CASE(test_allgather_null_send), GLN_CASE(test_allgather_bad_dtype),
+/* ------------------------------------------------------ sharded group: FP8 gather, prefetch */
+
+/* One rank asks for the FP8 all-gather, the others do not: create fails everywhere. */
+static void test_create_fp8_gather_mismatch(void) {
+    gln_context_t *ctx = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    gln_comm_t *comm = world_comm();
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = NE;
+    sc.out_features = KO;
+    sc.in_features = KI;
+    sc.fp8_gather = gln_mpi_rank() == last_rank();
+    gln_sharded_weights_t *sw = NULL;
+    gln_status_t st = gln_sharded_weights_create(ctx, comm, &sc, &sw);
+    expect_together("create with fp8_gather on one rank", st, GLN_STATUS_COMM_ERROR, -1,
+                    "fp8_gather");
+    CHECK(sw == NULL);
+    expect_in_step(comm);
+    gln_comm_destroy(comm);
+    gln_context_destroy(ctx);
+}
+
+/* One rank prefetches while the others materialize: the calls differ, every rank fails with
+ * COMM_ERROR (no rank is left inside an all-gather), and the group stays usable. */
+static void test_prefetch_on_one_rank(void) {
+    world_t w;
+    if (!world_create(&w, GLN_RECIPE_NONE)) return;
+    const gln_dist_weights_t *p = gln_sharded_weights_protocol(w.sw);
+    gln_tensor_t g[NE];
+    gln_status_t st = gln_mpi_rank() == last_rank() ? p->prefetch(p->impl, 0)
+                                                    : p->materialize_forward(p->impl, g);
+    expect_together("prefetch on one rank, materialize on the others", st, GLN_STATUS_COMM_ERROR,
+                    -1, "different calls");
+    expect_in_step(w.comm);
+    /* in step again: a prefetch on every rank, then the materialize that consumes it */
+    CHECK_OK(p->prefetch(p->impl, 0));
+    CHECK_OK(p->materialize_forward(p->impl, g));
+    CHECK_OK(p->release(p->impl, g));
+    size_t live = 1;
+    CHECK_OK(gln_sharded_weights_materialized_bytes(w.sw, &live, NULL));
+    CHECK_MSG(live == 0, "%zu bytes live after prefetch + materialize + release", live);
+    world_destroy(&w);
+}
+
+/* A bad direction on one rank fails the prefetch on every rank with that rank's status. */
+static void test_prefetch_bad_direction(void) {
+    world_t w;
+    if (!world_create(&w, GLN_RECIPE_NONE)) return;
+    int bad = last_rank();
+    gln_status_t st = gln_sharded_weights_prefetch(w.sw, gln_mpi_rank() == bad ? 7 : 1);
+    expect_together("prefetch direction 7 on one rank", st, GLN_STATUS_INVALID_ARGUMENT, bad, NULL);
+    expect_in_step(w.comm);
+    world_destroy(&w); /* nothing was started, nothing pending */
+}
+
+GLN_MPI_TEST_MAIN(GLN_CASE(test_create_fp8_gather_mismatch), GLN_CASE(test_prefetch_on_one_rank),
+                  GLN_CASE(test_prefetch_bad_direction), GLN_CASE(test_allgather_null_send), GLN_CASE(test_allgather_bad_dtype),
                   GLN_CASE(test_allgather_count_mismatch), GLN_CASE(test_allreduce_op_mismatch),
                   GLN_CASE(test_allreduce_unsupported_dtype), GLN_CASE(test_allreduce_bad_op),
                   GLN_CASE(test_reduce_scatter_null_recv),
