@@ -51,14 +51,17 @@ typedef struct recipe_case {
     gln_recipe_t recipe;
     capture_reach_t reach;
     const char *refused; /* a word of the NOT_SUPPORTED message when reach < REACH_STEP */
+    int block_fp32;      /* FP8_BLOCK: FP32 (non-power-of-two) scales */
 } recipe_case_t;
 
 static const recipe_case_t kCapture[] = {
-    {"bf16", GLN_RECIPE_NONE, REACH_STEP, NULL},
-    {"fp8-current", GLN_RECIPE_FP8_CURRENT, REACH_STEP, NULL},
-    {"fp8-delayed", GLN_RECIPE_FP8_DELAYED, REACH_STEP, NULL},
-    {"mxfp8", GLN_RECIPE_MXFP8, REACH_STEP, NULL},
-    {"fp8-block", GLN_RECIPE_FP8_BLOCK, REACH_STEP, NULL},
+    {"bf16", GLN_RECIPE_NONE, REACH_STEP, NULL, 0},
+    {"fp8-current", GLN_RECIPE_FP8_CURRENT, REACH_STEP, NULL, 0},
+    {"fp8-delayed", GLN_RECIPE_FP8_DELAYED, REACH_STEP, NULL, 0},
+    {"mxfp8", GLN_RECIPE_MXFP8, REACH_STEP, NULL, 0},
+    {"fp8-block", GLN_RECIPE_FP8_BLOCK, REACH_STEP, NULL, 0},
+    /* FP32 block scales: CUTLASS's block-scaled kernels, no per-expert loop */
+    {"fp8-block(fp32 scales)", GLN_RECIPE_FP8_BLOCK, REACH_STEP, NULL, 1},
 };
 
 typedef struct bufs {
@@ -104,13 +107,14 @@ static void bufs_free(gln_context_t *cu, bufs_t *b) {
     CHECK_OK(gln_free(cu, b->splits));
 }
 
-static gln_grouped_linear_t *layer_new(gln_context_t *cu, gln_recipe_t recipe) {
+static gln_grouped_linear_t *layer_new(gln_context_t *cu, const recipe_case_t *rc) {
     gln_grouped_linear_config_t c = GLN_GROUPED_LINEAR_CONFIG_INIT;
     c.num_experts = NE;
     c.in_features = KIN;
     c.out_features = KOUT;
     c.bias = 1;
-    c.recipe = recipe;
+    c.recipe = rc->recipe;
+    c.block_fp32_scales = rc->block_fp32;
     c.path = GLN_PATH_GROUPED;
     c.fuse_wgrad_accumulation = 1;
     c.amax_history_len = HIST;
@@ -252,8 +256,8 @@ static void capture_recipe(const recipe_case_t *rc) {
     bufs_t be, bg;
     bufs_new(cu, &be, 5);
     bufs_new(cu, &bg, 5); /* the same inputs */
-    gln_grouped_linear_t *E = layer_new(cu, rc->recipe), *G = layer_new(cu, rc->recipe);
-    gln_grouped_linear_t *W = layer_new(cu, rc->recipe); /* warm-up: first-call set-up outside capture */
+    gln_grouped_linear_t *E = layer_new(cu, rc), *G = layer_new(cu, rc);
+    gln_grouped_linear_t *W = layer_new(cu, rc); /* warm-up: first-call set-up outside capture */
     step_prepare(cu, W, &be, 0);
     run_step_ok(W, &be, 1);
 
@@ -276,7 +280,7 @@ static void capture_recipe(const recipe_case_t *rc) {
     if (rc->reach == REACH_FORWARD) {
         /* A refused capture left G as it was (nothing ran); rebuild it to be sure. */
         CHECK_OK(gln_grouped_linear_destroy(G));
-        G = layer_new(cu, rc->recipe);
+        G = layer_new(cu, rc);
         exec = capture_step(user, G, &bg, 0, &st, msg, sizeof msg);
         CHECK_MSG(st == GLN_STATUS_SUCCESS && exec, "%s: the forward did not capture: %s", rc->name, msg);
     }
@@ -341,7 +345,7 @@ static void no_sync_recipe(const recipe_case_t *rc) {
     if (!cu) return;
     bufs_t b;
     bufs_new(cu, &b, 9);
-    gln_grouped_linear_t *L = layer_new(cu, rc->recipe);
+    gln_grouped_linear_t *L = layer_new(cu, rc);
     step_prepare(cu, L, &b, 1);
     run_step_ok(L, &b, rc->reach == REACH_STEP); /* warm-up */
     step_prepare(cu, L, &b, 0);

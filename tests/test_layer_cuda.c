@@ -30,8 +30,9 @@
  * different order: |cuda - cpu| <= GEMM_OUT_ULPS ulps of the output dtype (a rounding boundary
  * straddled, plus one of margin) + 2·(k + 2)·u·S, S = Σ|a·b| (+ |bias| + |old D|), u = 2^-24.
  * Per-tensor FP8 GEMMs on Hopper accumulate in the tensor cores with ~14-bit precision between
- * FP32 promotions: add GEMM_FP8_ACC_REL·S (2^-10; differences seen reach 2^-14.7·S).  MXFP8 and
- * block-scaled GEMMs run as bf16 GEMMs on exactly dequantized (or raw) operands: no extra term.
+ * FP32 promotions: add GEMM_FP8_ACC_REL·S (2^-10; differences seen reach 2^-14.7·S); so do the
+ * FP8 block-scaled GEMMs (CUTLASS promotes once per 128-wide K block).  MXFP8 GEMMs run as bf16
+ * GEMMs on exactly dequantized operands: no extra term.
  * The CPU result against the float64 reference of the same dequantized operands: the same bound
  * without the FP8 term. */
 #define GEMM_OUT_ULPS 2.0
@@ -120,7 +121,11 @@ static gln_quant_config_t role_cfg(const variant_t *v, int role /* 0 x, 1 W, 2 d
 }
 
 static double acc_rel_of(const variant_t *v) {
-    return v->recipe == GLN_RECIPE_FP8_DELAYED || v->recipe == GLN_RECIPE_FP8_CURRENT ? GEMM_FP8_ACC_REL : 0.0;
+    /* FP8 block scaling runs on the FP8 tensor cores too (CUTLASS's block-scaled kernels) */
+    return v->recipe == GLN_RECIPE_FP8_DELAYED || v->recipe == GLN_RECIPE_FP8_CURRENT ||
+                   v->recipe == GLN_RECIPE_FP8_BLOCK
+               ? GEMM_FP8_ACC_REL
+               : 0.0;
 }
 
 /* ---- quantizing ourselves on both backends ------------------------------------------------- */

@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_grouped_blockwise.h"
 #include "common/checked.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
@@ -415,6 +416,9 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
     static const char *fn = "gln_grouped_gemm (cuda)";
     *handled = 0;
     if (forced_loop()) return GLN_STATUS_SUCCESS;
+    /* FP8 block scaling (FP32 or power-of-two scales): CUTLASS's block-scaled kernels */
+    gln_status_t bst = gln_cuda_grouped_gemm_blockwise(ctx, args, handled);
+    if (*handled || bst != GLN_STATUS_SUCCESS) return bst;
     const int32_t num = args->b->num;
     host_lists_t h;
     h.ptrs = calloc((size_t)num, sizeof(void *));
