@@ -21,6 +21,13 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 void *tool_alloc(size_t count, size_t size, const char *what);
 gln_status_t tool_oom(size_t bytes, const char *what);
 const char *tool_last_error(void);
+/* Record "<formatted message>" as the program's own failure (e.g. a kernel of train_ops_cuda.cu
+ * that could not be launched) and return `status`. */
+gln_status_t tool_fail(gln_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

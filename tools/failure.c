@@ -1,5 +1,6 @@
 /* The program's own failures (see cli.h): its buffers, recorded beside the library's last
  * error so that a failed setup always prints what could not be done. */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,14 @@ void *tool_alloc(size_t count, size_t size, const char *what) {
 gln_status_t tool_oom(size_t bytes, const char *what) {
     snprintf(detail, sizeof detail, "cannot allocate %zu bytes of host memory for %s", bytes, what);
     return GLN_STATUS_OUT_OF_MEMORY;
+}
+
+gln_status_t tool_fail(gln_status_t status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    return status;
 }
 
 const char *tool_last_error(void) { return detail[0] ? detail : gln_last_error(); }

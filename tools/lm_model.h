@@ -9,7 +9,9 @@
  *   loss   = −log softmax(logits)[next byte]   in nats, per token
  *
  * The embeddings and the head are replicated on every rank: their gradients are all-reduced
- * (one buffer) and every rank takes the same Adam step, as the router's. */
+ * (one buffer) and every rank takes the same Adam step, as the router's.  Every buffer, the
+ * byte arguments and the losses included, is in the memory of the context's backend (the
+ * embedding, the loss and Adam are train_ops.h kernels on CUDA). */
 #ifndef GLN_TOOLS_LM_MODEL_H
 #define GLN_TOOLS_LM_MODEL_H
 
@@ -25,7 +27,8 @@ typedef struct lm_model lm_model_t;
 gln_status_t lm_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
                              int64_t context, lm_model_t **model);
 void lm_model_destroy(lm_model_t *m);
-/* ctx [tokens, context] bytes, next [tokens]: tok_loss[t] = cross-entropy of token t (nats). */
+/* ctx [tokens, context] bytes, next [tokens]: tok_loss[t] = cross-entropy of token t (nats,
+ * double); all three in backend memory, kept by reference until backward. */
 gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss);
 /* Gradients of scale · Σ_t tok_loss[t] (over every rank's tokens) for the last forward. */
 gln_status_t lm_model_backward(lm_model_t *m, float scale);

@@ -8,10 +8,7 @@
 #include "cli.h"
 #include "exact.h"
 #include "task.h"
-
-#define ADAM_BETA1 0.9f
-#define ADAM_BETA2 0.999f
-#define ADAM_EPS 1e-8f
+#include "train_ops.h"
 
 #define TRY(expr)                                                                               \
     do {                                                                                        \
@@ -33,6 +30,12 @@ struct moe_model {
     gln_sharded_weights_t *sw[2];   /* FC1, FC2 */
     gln_grouped_linear_t *fc[2];
     adam_state_t adam[2];           /* per shard */
+    /* Without a sharded group for the context (a CUDA context before the group has a device
+     * transport): the one rank's FP32 masters, FP32 main_grads and working copies, the layer's
+     * caller-owned packed parameters -- what the group holds on a world of size 1. */
+    float *own_master[2], *own_grad[2];
+    void *own_working[2];
+    int64_t own_len[2];
     gln_grouped_linear_saved_t *saved[2];
 
     /* forward activations (kept for backward) */
@@ -60,14 +63,51 @@ static gln_status_t to_operand(moe_model_t *m, float *src, int64_t rows, int64_t
     return gln_cast(m->ctx, &in, &out);
 }
 
+/* Zeroed backend memory (host on the CPU, device on CUDA). */
 static gln_status_t alloc_zero(moe_model_t *m, size_t bytes, void **p) {
     TRY(gln_malloc(m->ctx, bytes ? bytes : 1, p));
-    memset(*p, 0, bytes ? bytes : 1); /* host memory: the tool runs on the CPU backend */
-    return GLN_STATUS_SUCCESS;
+    return top_zero(m->ctx, *p, bytes ? bytes : 1);
+}
+
+/* Backend memory holding the host array src (n floats). */
+static gln_status_t alloc_upload(moe_model_t *m, const float *src, size_t n, float **p) {
+    TRY(gln_malloc(m->ctx, n ? n * sizeof(float) : 1, (void **)p));
+    return n ? gln_memcpy(m->ctx, *p, src, n * sizeof(float), GLN_COPY_HOST_TO_BACKEND) : GLN_STATUS_SUCCESS;
+}
+
+/* The shard Adam updates: the group's, or the model's own on a world of size 1. */
+static gln_status_t layer_shard(moe_model_t *m, int idx, float **master, float **grad, int64_t *len) {
+    if (m->own_master[idx]) {
+        *master = m->own_master[idx];
+        *grad = m->own_grad[idx];
+        *len = m->own_len[idx];
+        return GLN_STATUS_SUCCESS;
+    }
+    int64_t off;
+    return gln_sharded_weights_shard(m->sw[idx], master, grad, len, &off);
+}
+
+/* After the masters changed: the working copy the GEMMs read. */
+static gln_status_t sync_working(moe_model_t *m, int idx) {
+    if (!m->own_master[idx]) return gln_sharded_weights_sync_working(m->sw[idx]);
+    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, m->own_len[idx], m->own_master[idx]);
+    gln_tensor_t out = gln_tensor_make(m->adt, 1, m->own_len[idx], m->own_working[idx]);
+    return gln_cast(m->ctx, &in, &out);
+}
+
+/* The expert weights of layer idx on a world of size 1 without a group: FP32 masters loaded
+ * from `full`, a zeroed main_grad, the working copy. */
+static gln_status_t create_own_weights(moe_model_t *m, int idx, const float *full, int64_t n) {
+    m->own_len[idx] = n;
+    TRY(alloc_upload(m, full, (size_t)n, &m->own_master[idx]));
+    TRY(alloc_zero(m, (size_t)n * sizeof(float), (void **)&m->own_grad[idx]));
+    TRY(gln_malloc(m->ctx, (size_t)n * gln_dtype_size(m->adt), &m->own_working[idx]));
+    return sync_working(m, idx);
 }
 
 /* One expert layer [in → out]: its sharded weight group (loaded from seeded FP32 weights), the
- * grouped linear layer on top of it, and its Adam moments. */
+ * grouped linear layer on top of it, and its Adam moments.  A context the group does not take
+ * yet (NOT_SUPPORTED on one rank) gets the size-1 equivalent: packed parameters of its own. */
 static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t out) {
     const int32_t E = m->E;
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
@@ -76,12 +116,15 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     sc.in_features = in;
     sc.working_dtype = m->adt;
     sc.requires_grad = m->cfg.trainable;
-    TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
+    gln_status_t st = gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]);
+    const int own = st == GLN_STATUS_NOT_SUPPORTED && gln_comm_size(m->comm) == 1 && top_on_device(m->ctx);
+    if (!own) TRY(st);
 
-    float *full = tool_alloc((size_t)(E * out * in), sizeof *full, "the initial expert weights");
+    const int64_t n = E * out * in;
+    float *full = tool_alloc((size_t)n, sizeof *full, "the initial expert weights");
     if (!full) return GLN_STATUS_OUT_OF_MEMORY;
     task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
-    gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
+    st = own ? create_own_weights(m, idx, full, n) : gln_sharded_weights_load_full(m->sw[idx], full);
     free(full);
     TRY(st);
 
@@ -96,17 +139,22 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     lc.path = m->cfg.path;
     lc.fuse_wgrad_accumulation = 1;
     lc.weights_require_grad = m->cfg.trainable;
-    lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
+    if (own) {
+        lc.single_grouped_weight = 1;
+        lc.params.weight_packed = m->own_working[idx];
+        lc.params.main_grad_packed = m->own_grad[idx];
+    } else {
+        lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
+    }
     TRY(gln_grouped_linear_create(m->ctx, &lc, &m->fc[idx]));
 
     if (m->cfg.trainable) {
         float *master, *grad;
-        int64_t len, off;
-        TRY(gln_sharded_weights_shard(m->sw[idx], &master, &grad, &len, &off));
-        static const char *const what = "the Adam moments of a weight shard";
-        if (!(m->adam[idx].m = tool_alloc((size_t)len + 1, sizeof(float), what)) ||
-            !(m->adam[idx].v = tool_alloc((size_t)len + 1, sizeof(float), what)))
-            return GLN_STATUS_OUT_OF_MEMORY;
+        int64_t len;
+        TRY(layer_shard(m, idx, &master, &grad, &len));
+        const size_t bytes = ((size_t)len + 1) * sizeof(float);
+        TRY(alloc_zero(m, bytes, (void **)&m->adam[idx].m));
+        TRY(alloc_zero(m, bytes, (void **)&m->adam[idx].v));
     }
     return GLN_STATUS_SUCCESS;
 }
@@ -149,12 +197,15 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
 
     gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
     const size_t rw = (size_t)(m->E * m->H);
-    if (!(m->wr = tool_alloc(rw, sizeof(float), "the router weights")) ||
-        !(m->wr_grad = tool_alloc(rw, sizeof(float), "the router gradient")) ||
-        !(m->wr_adam.m = tool_alloc(rw, sizeof(float), "the router's Adam moments")) ||
-        !(m->wr_adam.v = tool_alloc(rw, sizeof(float), "the router's Adam moments")))
-        goto fail;
-    task_weights(cfg->seed, 1, 1, m->E, m->H, 1.0 / sqrt((double)m->H), cfg->exact, m->wr);
+    float *wr = tool_alloc(rw, sizeof(float), "the router weights");
+    if (!wr) goto fail;
+    task_weights(cfg->seed, 1, 1, m->E, m->H, 1.0 / sqrt((double)m->H), cfg->exact, wr);
+    st = alloc_upload(m, wr, rw, &m->wr);
+    free(wr);
+    if (st == GLN_STATUS_SUCCESS) st = alloc_zero(m, rw * sizeof(float), (void **)&m->wr_grad);
+    if (st == GLN_STATUS_SUCCESS) st = alloc_zero(m, rw * sizeof(float), (void **)&m->wr_adam.m);
+    if (st == GLN_STATUS_SUCCESS) st = alloc_zero(m, rw * sizeof(float), (void **)&m->wr_adam.v);
+    if (st != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 0, m->H, m->F1)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 1, m->F, m->H)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_buffers(m)) != GLN_STATUS_SUCCESS) goto fail;
@@ -171,17 +222,15 @@ void moe_model_destroy(moe_model_t *m) {
         if (m->saved[i]) gln_grouped_linear_saved_release(m->saved[i]);
         gln_grouped_linear_destroy(m->fc[i]);
         gln_sharded_weights_destroy(m->sw[i]);
-        free(m->adam[i].m);
-        free(m->adam[i].v);
+        void *own[] = {m->adam[i].m, m->adam[i].v, m->own_master[i], m->own_grad[i], m->own_working[i]};
+        for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+            if (own[j]) gln_free(m->ctx, own[j]);
     }
-    void *dev[] = {m->logits, m->gates, m->experts, m->splits, m->row_of, m->xp, m->h1, m->a, m->yp,
-                   m->tmp32, m->dgates, m->dlogits, m->dx, m->dyp, m->da, m->dh1, m->dxp};
+    void *dev[] = {m->logits, m->gates, m->experts, m->splits, m->row_of, m->xp,      m->h1,
+                   m->a,      m->yp,    m->tmp32,   m->dgates, m->dlogits, m->dx,     m->dyp,
+                   m->da,     m->dh1,   m->dxp,     m->wr,     m->wr_grad, m->wr_adam.m, m->wr_adam.v};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) gln_free(m->ctx, dev[i]);
-    free(m->wr);
-    free(m->wr_grad);
-    free(m->wr_adam.m);
-    free(m->wr_adam.v);
     free(m);
 }
 
@@ -192,6 +241,7 @@ static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, int64_t in_
     gln_grouped_linear_forward_args_t fa = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
     fa.x = &x;
     fa.m_splits = m->splits;
+    fa.splits_on_backend = top_on_device(m->ctx); /* the device plan's splits, never read by the host */
     fa.y = &y;
     fa.microbatch = GLN_MICROBATCH_FIRST;
     fa.input_requires_grad = input_grad;
@@ -234,9 +284,10 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
 static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy_cols, void *dx,
                                    int64_t dx_cols) {
     float *master, *grad;
-    int64_t len, off;
-    TRY(gln_sharded_weights_shard(m->sw[idx], &master, &grad, &len, &off));
-    memset(grad, 0, (size_t)len * sizeof *grad); /* the step's gradient starts from zero */
+    int64_t len;
+    TRY(layer_shard(m, idx, &master, &grad, &len));
+    /* the step's gradient starts from zero (own packed main_grads: FIRST overwrites them) */
+    if (!m->own_master[idx]) TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad));
     gln_tensor_t tdy = act_tensor(m, m->P, dy_cols, dy), tdx = act_tensor(m, m->P, dx_cols, dx);
     gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
     gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
@@ -274,41 +325,34 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
     gln_tensor_t tdx2 = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
     TRY(gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1));
+    if (gln_comm_size(m->comm) == 1) return GLN_STATUS_SUCCESS; /* nothing to sum */
     return gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * H), GLN_DTYPE_FP32,
                               GLN_REDUCE_SUM);
-}
-
-void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1, float bc2) {
-    for (int64_t i = 0; i < n; i++) {
-        s->m[i] = ADAM_BETA1 * s->m[i] + (1.0f - ADAM_BETA1) * g[i];
-        s->v[i] = ADAM_BETA2 * s->v[i] + (1.0f - ADAM_BETA2) * g[i] * g[i];
-        float mh = s->m[i] / bc1, vh = s->v[i] / bc2;
-        w[i] -= lr * mh / (sqrtf(vh) + ADAM_EPS);
-    }
 }
 
 gln_status_t moe_model_step(moe_model_t *m) {
     m->step++;
     float bc1, bc2;
     adam_bias_corrections(m->step, &bc1, &bc2);
+    const top_clock_t *clock = m->cfg.clock;
     const int64_t rn = (int64_t)m->E * m->H;
-    adam_update(m->wr, m->wr_grad, &m->wr_adam, rn, m->cfg.lr, bc1, bc2);
+    TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock));
     if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
     for (int i = 0; i < 2; i++) {
         float *master, *grad;
-        int64_t len, off;
-        TRY(gln_sharded_weights_shard(m->sw[i], &master, &grad, &len, &off));
-        adam_update(master, grad, &m->adam[i], len, m->cfg.lr, bc1, bc2);
+        int64_t len;
+        TRY(layer_shard(m, i, &master, &grad, &len));
+        TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock));
         if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
-        TRY(gln_sharded_weights_sync_working(m->sw[i]));
+        TRY(sync_working(m, i));
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;
 }
 
 void adam_bias_corrections(int64_t step, float *bc1, float *bc2) {
-    *bc1 = (float)(1.0 - pow(ADAM_BETA1, (double)step));
-    *bc2 = (float)(1.0 - pow(ADAM_BETA2, (double)step));
+    *bc1 = (float)(1.0 - pow(TOP_ADAM_BETA1, (double)step));
+    *bc2 = (float)(1.0 - pow(TOP_ADAM_BETA2, (double)step));
 }
 
 const float *moe_model_input_grad(const moe_model_t *m) { return m->dx; }

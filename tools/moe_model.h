@@ -12,7 +12,14 @@
  * activation dtype), on a self communicator for one process or over MPI.  The optimizer is Adam
  * on FP32 masters: each rank updates its own shard from its main_grad shard (Adam moments
  * sharded alike) and refreshes the working copy; the router gradient is all-reduced and every
- * rank updates its full copy. */
+ * rank updates its full copy.
+ *
+ * Every buffer is in the memory of the context's backend, so on CUDA the whole step runs on the
+ * device: the MoE ops' kernels, the grouped path with the device-computed splits
+ * (splits_on_backend), Adam as a kernel (train_ops.h).  Where the sharded group does not take the
+ * context (NOT_SUPPORTED: a CUDA group needs a device transport) and the world has one rank, the
+ * model keeps the same FP32 masters, main_grads and working copies itself and hands them to the
+ * layer as packed parameters -- the group's arithmetic on a world of size 1. */
 #ifndef GLN_TOOLS_MOE_MODEL_H
 #define GLN_TOOLS_MOE_MODEL_H
 
@@ -20,6 +27,7 @@
 
 #include "grouplin.h"
 #include "options.h"
+#include "train_ops.h"
 
 typedef struct moe_shape {
     int64_t hidden, ffn;
@@ -36,6 +44,9 @@ typedef struct moe_model_config {
     int exact;          /* --exact-data grids (exact.h) */
     int trainable;      /* 0: forward only (the teacher) */
     float lr;           /* Adam */
+    /* Adam's bias corrections from this clock (backend memory, advanced on the device: a captured
+     * step replays right) instead of the model's own step count; NULL: the model's count. */
+    const top_clock_t *clock;
 } moe_model_config_t;
 
 typedef struct moe_model moe_model_t;
@@ -43,7 +54,8 @@ typedef struct moe_model moe_model_t;
 gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
                               moe_model_t **model);
 void moe_model_destroy(moe_model_t *m);
-/* y [tokens, H] (FP32) from x [tokens, H] (FP32; kept by reference until backward). */
+/* y [tokens, H] (FP32) from x [tokens, H] (FP32; kept by reference until backward); both in
+ * backend memory. */
 gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y);
 /* Gradients of the loss for dy [tokens, H]: expert grads into the shards' main_grad, router
  * grad all-reduced, and dL/dx (experts and router) for a preceding layer. */
@@ -53,14 +65,12 @@ const float *moe_model_input_grad(const moe_model_t *m);
 /* One Adam step on every parameter. */
 gln_status_t moe_model_step(moe_model_t *m);
 
-/* Adam (beta1 0.9, beta2 0.999, eps 1e-8) on FP32 weights, shared with lm_model.c:
- * w -= lr · m̂ / (sqrt(v̂) + eps) element-wise, the same on every rank.  bc1, bc2 are the bias
- * corrections 1 - beta^step from adam_bias_corrections (step counts from 1). */
+/* Adam's moments (backend memory; the update is top_adam, shared with lm_model.c).  bc1, bc2 are
+ * the bias corrections 1 - beta^step from adam_bias_corrections (step counts from 1). */
 typedef struct adam_state {
     float *m, *v;
 } adam_state_t;
 void adam_bias_corrections(int64_t step, float *bc1, float *bc2);
-void adam_update(float *w, const float *g, adam_state_t *s, int64_t n, float lr, float bc1, float bc2);
 
 /* FLOPs of the expert GEMMs (fprop + dgrad + wgrad) for `pairs` (token, expert) rows. */
 double moe_expert_flops(const moe_shape_t *s, int64_t pairs);

@@ -24,7 +24,7 @@ static const char *const CMD = "train";
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
     O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
-    O_THREADS, O_TASK, O_DATA, O_CONTEXT
+    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY
 };
 
 static const struct option longopts[] = {
@@ -42,6 +42,7 @@ static const struct option longopts[] = {
     {"batches", required_argument, NULL, O_BATCHES}, {"threads", required_argument, NULL, O_THREADS},
     {"task", required_argument, NULL, O_TASK},   {"data", required_argument, NULL, O_DATA},
     {"context", required_argument, NULL, O_CONTEXT},
+    {"graph", no_argument, NULL, O_GRAPH},       {"sync-every", required_argument, NULL, O_SYNC_EVERY},
     {NULL, 0, NULL, 0}};
 
 static const char help[] =
@@ -77,9 +78,15 @@ static const char help[] =
     "  --context N            lm: bytes of context (default 8)\n"
     "  --batches N            teacher: size of the data set in batches of --tokens, cycled\n"
     "                         through (default 4; 0 = a fresh random batch every step)\n"
-    "  --path split|grouped   grouped linear execution path (default split)\n"
+    "  --path split|grouped   grouped linear execution path (default: split on the CPU, grouped\n"
+    "                         on CUDA, which needs it: the expert splits stay on the device)\n"
     "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
-    "  --backend cpu|cuda     (default cpu)\n"
+    "  --backend cpu|cuda     (default cpu).  cuda: task lm, one rank; the whole step runs on the\n"
+    "                         GPU (MoE kernels, grouped GEMMs with device splits, Adam), bitwise\n"
+    "                         reproducible run to run; the first step is a warm-up, not timed\n"
+    "  --graph                cuda: capture one training step in a CUDA graph and replay it\n"
+    "  --sync-every N         cuda: read the losses back every N steps for the progress line\n"
+    "                         (default 50); nothing else waits for the GPU inside a step\n"
     "  --threads N            CPU threads of the library (default 0: OPENBLAS_NUM_THREADS, else\n"
     "                         all cores)\n"
     "  --out DIR              where loss.csv and loss.png go (default .; created, one level,\n"
@@ -112,7 +119,9 @@ static int handle(int code, const char *arg, void *user) {
     case O_TOPK: return opt_i64(CMD, "topk", arg, 1, 1024, &o->topk);
     case O_LR: return opt_double(CMD, "lr", arg, 1e-9, 10.0, &o->lr);
     case O_SEED: return opt_i64(CMD, "seed", arg, 0, INT64_MAX, &o->seed);
-    case O_PATH: return opt_choice(CMD, "path", arg, paths, 2, &o->path);
+    case O_PATH: o->path_given = 1; return opt_choice(CMD, "path", arg, paths, 2, &o->path);
+    case O_GRAPH: o->graph = 1; return CLI_OK;
+    case O_SYNC_EVERY: return opt_i64(CMD, "sync-every", arg, 1, INT64_MAX, &o->sync_every);
     case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
     case O_BACKEND: return opt_choice(CMD, "backend", arg, backends, 2, &o->backend);
     case O_OUT: o->out_dir = arg; return CLI_OK;
@@ -145,6 +154,7 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     o->seed = 1;
     o->batches = 4;
     o->context = 8;
+    o->sync_every = 50;
     o->plot = 1;
     o->out_dir = ".";
     int rc = opt_parse(CMD, argc, argv, longopts, help, handle, o, help_shown);
@@ -158,14 +168,23 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     if (o->topk > o->experts)
         return opt_usage_error(CMD, "--topk %lld must be <= --experts %lld", (long long)o->topk,
                                (long long)o->experts);
+    const int ranks = tool_env_size();
+    if (o->graph && o->backend != 1) return opt_usage_error(CMD, "--graph needs --backend cuda");
     if (o->backend == 1) {
+        if (o->task != TRAIN_TASK_LM)
+            return opt_usage_error(CMD, "--backend cuda trains --task lm only (the teacher task's data "
+                                        "and loss are host loops)");
+        if (o->path_given && o->path == 0)
+            return opt_usage_error(CMD, "--backend cuda needs --path grouped (the expert splits are "
+                                        "computed on the device)");
+        o->path = 1;
+        if (ranks > 1)
+            return opt_usage_error(CMD, "--backend cuda runs on one rank (the expert weights' group "
+                                        "has no device transport yet)");
         if (!gln_backend_available(GLN_BACKEND_CUDA))
             return opt_usage_error(CMD, "--backend cuda is not available (this build has no CUDA "
                                         "backend or no GPU is present)");
-        return opt_usage_error(CMD, "--backend cuda is not available to grouplin train yet "
-                                    "(the MoE ops run on the CPU backend only)");
     }
-    const int ranks = tool_env_size();
     if (o->tokens % ranks != 0)
         return opt_usage_error(CMD, "--tokens %lld must be a multiple of the %d ranks",
                                (long long)o->tokens, ranks);
@@ -482,6 +501,7 @@ int cmd_train(int argc, char **argv) {
         ok = ok && (losses[r] = tool_alloc((size_t)o.steps, sizeof(double), "the loss history"));
     gln_context_options_t co = GLN_CONTEXT_OPTIONS_INIT;
     co.num_threads = (int)o.threads;
+    co.backend = o.backend == 1 ? GLN_BACKEND_CUDA : GLN_BACKEND_CPU;
     gln_status_t st = ok ? gln_context_create(&co, &tr.ctx) : GLN_STATUS_OUT_OF_MEMORY;
     if (st == GLN_STATUS_SUCCESS && o.task == TRAIN_TASK_TEACHER) {
         /* The teacher: same shape, its own seed, FP32 throughout, never trained. */

@@ -18,6 +18,8 @@ typedef struct train_opts {
     int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches, threads, context;
     double lr, expect_drop;
     int path, act, backend, exact, plot, quiet, progress, task;
+    int path_given, graph;            /* --path was given; --graph (CUDA: replay a captured step) */
+    int64_t sync_every;               /* CUDA: read the losses every N steps (the progress line) */
     int teacher_only, lm_only;        /* an option of one task was given (usage check) */
     const char *out_dir, *dump, *data;
 } train_opts_t;

@@ -1,14 +1,23 @@
 /* `grouplin train --task lm`: one recipe of the byte-level language model (lm_model.c) on the
  * text of lm_data.c -- training steps on random windows, then the validation loss over every
- * validation window -- and the results table in nats and bits per byte. */
+ * validation window -- and the results table in nats and bits per byte.
+ *
+ * On the CPU each step's windows are cut on the host and the per-token losses gathered over the
+ * ranks.  On CUDA (one rank) the whole step stays on the device: the text is uploaded once,
+ * a device clock (train_ops.h) numbers the steps, the windows are cut by a kernel from it, each
+ * step's loss sum goes into a device array, and the host reads that array only every
+ * --sync-every steps (the progress line) and at the end -- no other host wait inside a step, so
+ * with --graph one step is captured in a CUDA graph and replayed for the rest. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "lm_model.h"
 #include "report.h"
 #include "train.h"
+#include "train_ops.h"
 
 /* One training step; *loss = the global mean cross-entropy of the batch (nats). */
 static gln_status_t lm_step(train_run_t *tr, lm_model_t *m, int64_t s, double *loss) {
@@ -43,7 +52,150 @@ static gln_status_t lm_validate(train_run_t *tr, lm_model_t *m, double *loss) {
     return GLN_STATUS_SUCCESS;
 }
 
+/* ---- the device run (CUDA, one rank) ------------------------------------------------------ */
+
+typedef struct dev_run {
+    uint8_t *text, *bytes, *next; /* [size], [T, C], [T] */
+    double *tok_loss, *sums;      /* [T], [max(steps, validation batches)] */
+    top_clock_t *clock;
+} dev_run_t;
+
+static void dev_free(gln_context_t *ctx, dev_run_t *d) {
+    void *bufs[] = {d->text, d->bytes, d->next, d->tok_loss, d->sums, d->clock};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) gln_free(ctx, bufs[i]);
+    memset(d, 0, sizeof *d);
+}
+
+static gln_status_t dev_alloc(train_run_t *tr, dev_run_t *d) {
+    const train_opts_t *o = tr->o;
+    gln_context_t *ctx = tr->ctx;
+    const int64_t nval = (lm_val_count(&tr->text, o->context) + o->tokens - 1) / o->tokens;
+    const int64_t nsum = o->steps > nval ? o->steps : nval;
+    struct {
+        void **p;
+        size_t bytes;
+    } bufs[] = {
+        {(void **)&d->text, (size_t)tr->text.size},   {(void **)&d->bytes, (size_t)(tr->T * o->context)},
+        {(void **)&d->next, (size_t)tr->T},           {(void **)&d->tok_loss, (size_t)tr->T * sizeof(double)},
+        {(void **)&d->sums, (size_t)nsum * sizeof(double)}, {(void **)&d->clock, sizeof(top_clock_t)},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        gln_status_t st = gln_malloc(ctx, bufs[i].bytes, bufs[i].p);
+        if (st != GLN_STATUS_SUCCESS) return st;
+    }
+    gln_status_t st = gln_memcpy(ctx, d->text, tr->text.bytes, (size_t)tr->text.size, GLN_COPY_HOST_TO_BACKEND);
+    return st == GLN_STATUS_SUCCESS ? top_clock_reset(ctx, d->clock) : st;
+}
+
+/* One training step, all of it enqueued on the context's stream. */
+static gln_status_t dev_step(train_run_t *tr, lm_model_t *m, const dev_run_t *d) {
+    const train_opts_t *o = tr->o;
+    gln_context_t *ctx = tr->ctx;
+    gln_status_t st = top_clock_tick(ctx, d->clock);
+    if (st == GLN_STATUS_SUCCESS)
+        st = top_train_windows(ctx, d->text, tr->text.train, o->context, (uint64_t)o->seed, d->clock, 0, tr->T,
+                               d->bytes, d->next);
+    if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
+    if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(ctx, d->tok_loss, tr->T, d->clock, d->sums);
+    if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)o->tokens));
+    if (st == GLN_STATUS_SUCCESS) st = lm_model_step(m);
+    return st;
+}
+
+/* losses[0, n) = the step sums so far / tokens (waits for the device). */
+static gln_status_t dev_read_losses(train_run_t *tr, const dev_run_t *d, int64_t n, double *losses) {
+    gln_status_t st = gln_memcpy(tr->ctx, losses, d->sums, (size_t)n * sizeof(double), GLN_COPY_BACKEND_TO_HOST);
+    for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < n; s++) losses[s] /= (double)tr->o->tokens;
+    return st;
+}
+
+/* Training steps; the first one runs eagerly (and, with --graph, the second is captured and the
+ * rest replay it).  *busy: wall time of steps 1 .. steps-1 (the first one warms up the library's
+ * caches and pools), scaled to all steps. */
+static gln_status_t dev_train(train_run_t *tr, lm_model_t *m, const dev_run_t *d, const char *name,
+                              double *losses, double *busy) {
+    const train_opts_t *o = tr->o;
+    top_graph_t *graph = NULL;
+    gln_status_t st = dev_step(tr, m, d);
+    if (st == GLN_STATUS_SUCCESS) st = gln_synchronize(tr->ctx);
+    const double t0 = train_now_s();
+    for (int64_t s = 1; st == GLN_STATUS_SUCCESS && s < o->steps; s++) {
+        if (o->graph && !graph) {
+            st = top_graph_begin(tr->ctx);
+            gln_status_t run = st == GLN_STATUS_SUCCESS ? dev_step(tr, m, d) : st;
+            if (st == GLN_STATUS_SUCCESS) st = top_graph_end(tr->ctx, &graph);
+            if (run != GLN_STATUS_SUCCESS) st = run;
+        }
+        if (st == GLN_STATUS_SUCCESS) st = graph ? top_graph_launch(tr->ctx, graph) : dev_step(tr, m, d);
+        const int show = tr->show_progress && ((s + 1) % o->sync_every == 0 || s + 1 == o->steps);
+        if (st == GLN_STATUS_SUCCESS && show) {
+            st = dev_read_losses(tr, d, s + 1, losses);
+            char extra[64];
+            snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
+            report_progress(stderr, name, s + 1, o->steps, extra);
+        }
+    }
+    if (st == GLN_STATUS_SUCCESS) st = gln_synchronize(tr->ctx);
+    const double t1 = train_now_s();
+    if (st == GLN_STATUS_SUCCESS) st = gln_context_async_error(tr->ctx);
+    if (st == GLN_STATUS_SUCCESS) st = dev_read_losses(tr, d, o->steps, losses);
+    if (tr->show_progress) report_progress_end(stderr);
+    top_graph_destroy(graph);
+    *busy = o->steps > 1 ? (t1 - t0) * (double)o->steps / (double)(o->steps - 1) : t1 - t0;
+    return st;
+}
+
+/* The validation loss on the device: one loss sum per batch (the padded tail not counted), read
+ * once at the end and added up in batch order. */
+static gln_status_t dev_validate(train_run_t *tr, lm_model_t *m, const dev_run_t *d, double *loss) {
+    const train_opts_t *o = tr->o;
+    const int64_t n = lm_val_count(&tr->text, o->context), nb = (n + o->tokens - 1) / o->tokens;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    for (int64_t b = 0; st == GLN_STATUS_SUCCESS && b < nb; b++) {
+        const int64_t first = b * o->tokens, count = n - first < o->tokens ? n - first : o->tokens;
+        st = top_val_windows(tr->ctx, d->text, tr->text.size, tr->text.train, o->context, first, tr->T, d->bytes,
+                             d->next);
+        if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
+        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(tr->ctx, d->tok_loss, count, NULL, d->sums + b);
+    }
+    double *sums = st == GLN_STATUS_SUCCESS ? tool_alloc((size_t)nb, sizeof(double), "the validation sums") : NULL;
+    if (st == GLN_STATUS_SUCCESS && !sums) st = GLN_STATUS_OUT_OF_MEMORY;
+    if (st == GLN_STATUS_SUCCESS)
+        st = gln_memcpy(tr->ctx, sums, d->sums, (size_t)nb * sizeof(double), GLN_COPY_BACKEND_TO_HOST);
+    double total = 0;
+    for (int64_t b = 0; st == GLN_STATUS_SUCCESS && b < nb; b++) total += sums[b];
+    free(sums);
+    *loss = total / (double)n;
+    return st;
+}
+
+static gln_status_t train_lm_recipe_device(train_run_t *tr, int r, double *losses, double *seconds) {
+    const train_opts_t *o = tr->o;
+    dev_run_t d;
+    memset(&d, 0, sizeof d);
+    lm_model_t *m = NULL;
+    /* the expert weights' group on a one-rank communicator bound to the device context */
+    gln_comm_t *comm = NULL;
+    gln_status_t st = gln_comm_create_self(tr->ctx, &comm);
+    if (st == GLN_STATUS_SUCCESS) st = dev_alloc(tr, &d);
+    moe_model_config_t mc = train_model_config(o, o->recipes[r], tr->T);
+    mc.clock = d.clock;
+    if (st == GLN_STATUS_SUCCESS) st = lm_model_create(tr->ctx, comm, &mc, o->context, &m);
+    double busy = 0;
+    if (st == GLN_STATUS_SUCCESS) st = dev_train(tr, m, &d, o->recipes[r]->name, losses, &busy);
+    if (st == GLN_STATUS_SUCCESS) st = dev_validate(tr, m, &d, &tr->val_loss[r]);
+    lm_model_destroy(m);
+    dev_free(tr->ctx, &d);
+    gln_comm_destroy(comm);
+    *seconds = busy;
+    return st;
+}
+
+/* ---- the host run (CPU, any number of ranks) ------------------------------------------------ */
+
 gln_status_t train_lm_recipe(train_run_t *tr, int r, double *losses, double *seconds) {
+    if (top_on_device(tr->ctx)) return train_lm_recipe_device(tr, r, losses, seconds);
     const train_opts_t *o = tr->o;
     const tool_recipe_t *rec = o->recipes[r];
     moe_model_config_t mc = train_model_config(o, rec, tr->T);
@@ -81,13 +233,14 @@ static void header(const train_run_t *tr) {
     printf("grouplin train: byte-level LM on %s (%lld bytes%s: %lld train, %lld validation), "
            "context %lld\n"
            "MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, %d rank%s, "
-           "cpu backend, %s path\n\n",
+           "%s backend, %s path%s\n\n",
            o->data ? o->data : LM_DEFAULT_CORPUS, (long long)tr->text.size,
            files,
            (long long)tr->text.train, (long long)(tr->text.size - tr->text.train), (long long)o->context,
            (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
            o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
-           tr->l->size == 1 ? "" : "s", o->path == 0 ? "split" : "grouped");
+           tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
+           o->graph ? ", step captured in a CUDA graph" : "");
 }
 
 static int find_bf16(const train_opts_t *o) {

@@ -1,0 +1,224 @@
+/* The training tool's kernels (tools/train_ops_cuda.cu) against their CPU loops (tools/train_ops.c):
+ * each op runs on a CPU context into host buffers and on a CUDA context into device buffers from
+ * the same inputs (device outputs poisoned first), and the results must agree -- bit for bit for
+ * zero fill, Adam, the embedding and its backward, dlogits and the windows; within TOL_* for
+ * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
+ * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
+ * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "task.h"
+#include "train_ops.h"
+
+#define TOL_CE 1e-5      /* relative, probabilities and per-token losses (a few ulp of expf / log) */
+#define TOL_SUM 1e-5     /* relative to the sum of magnitudes: re-associated FP32 sums of <= 1000 terms */
+#define TOL_BC 1e-6      /* relative, bias corrections through the device pow */
+
+static int failures;
+static gln_context_t *cpu, *cu;
+
+#define FAIL(...)                                                                               \
+    do {                                                                                        \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                    \
+        fprintf(stderr, __VA_ARGS__);                                                           \
+        fprintf(stderr, "\n");                                                                  \
+        failures++;                                                                             \
+    } while (0)
+#define OK(expr)                                                                                \
+    do {                                                                                        \
+        gln_status_t st_ = (expr);                                                              \
+        if (st_ != GLN_STATUS_SUCCESS) FAIL("%s -> %s (%s)", #expr, gln_status_string(st_), gln_last_error()); \
+    } while (0)
+
+/* A device copy of host bytes (or `bytes` of 0xFF poison when h is NULL). */
+static void *dev(const void *h, size_t bytes) {
+    void *d = NULL;
+    OK(gln_malloc(cu, bytes ? bytes : 1, &d));
+    if (!d) return NULL;
+    if (h) {
+        OK(gln_memcpy(cu, d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
+    } else {
+        void *p = malloc(bytes ? bytes : 1);
+        memset(p, 0xFF, bytes ? bytes : 1);
+        OK(gln_memcpy(cu, d, p, bytes, GLN_COPY_HOST_TO_BACKEND));
+        free(p);
+    }
+    return d;
+}
+
+static void *back(const void *d, size_t bytes) {
+    void *h = malloc(bytes ? bytes : 1);
+    OK(gln_memcpy(cu, h, d, bytes, GLN_COPY_BACKEND_TO_HOST));
+    return h;
+}
+
+static void same_bits(const char *what, const void *host, const void *d, size_t bytes) {
+    unsigned char *got = back(d, bytes);
+    const unsigned char *want = host;
+    for (size_t i = 0; i < bytes; i++)
+        if (got[i] != want[i]) {
+            FAIL("%s: first difference at byte %zu of %zu (cuda %02x, cpu %02x)", what, i, bytes, got[i], want[i]);
+            break;
+        }
+    free(got);
+}
+
+static void close_f32(const char *what, const float *host, const void *d, size_t n, double rtol, double atol) {
+    float *got = back(d, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - host[i]) <= atol + rtol * fabs((double)host[i]))) {
+            FAIL("%s: [%zu] cuda %.9g cpu %.9g", what, i, got[i], host[i]);
+            break;
+        }
+    free(got);
+}
+
+static float *randf(tool_rng_t *r, size_t n, double scale) {
+    float *p = malloc(n * sizeof *p + 4);
+    for (size_t i = 0; i < n; i++) p[i] = (float)(scale * tool_rng_normal(r));
+    return p;
+}
+
+static uint8_t *randb(tool_rng_t *r, size_t n) {
+    uint8_t *p = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(tool_rng_u64(r) % 7 == 0 ? 'e' : tool_rng_u64(r));
+    return p;
+}
+
+static void test_clock_adam(void) {
+    tool_rng_t r = tool_rng_seed(1, 1);
+    const int64_t n = 10007;
+    top_clock_t hc, *dc = dev(NULL, sizeof hc);
+    OK(top_clock_reset(cpu, &hc));
+    OK(top_clock_reset(cu, dc));
+    float *w = randf(&r, n, 1), *g = randf(&r, n, 1e-3), *m = randf(&r, n, 1e-4), *v = randf(&r, n, 0);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)fabs(g[i]) * 1e-3f;
+    float *dw = dev(w, n * 4), *dg = dev(g, n * 4), *dm = dev(m, n * 4), *dv = dev(v, n * 4);
+    for (int step = 0; step < 3; step++) {
+        OK(top_clock_tick(cpu, &hc));
+        OK(top_clock_tick(cu, dc));
+        top_clock_t *got = back(dc, sizeof hc);
+        if (got->step != hc.step || fabs(got->bc1 - hc.bc1) > TOL_BC * hc.bc1 || fabs(got->bc2 - hc.bc2) > TOL_BC * hc.bc2)
+            FAIL("clock step %d: cuda (%lld, %g, %g) cpu (%lld, %g, %g)", step, (long long)got->step, got->bc1,
+                 got->bc2, (long long)hc.step, hc.bc1, hc.bc2);
+        free(got);
+        /* Adam with the host's corrections on both: bitwise */
+        OK(top_adam(cpu, w, g, m, v, n, 1e-3f, hc.bc1, hc.bc2, NULL));
+        OK(top_adam(cu, dw, dg, dm, dv, n, 1e-3f, hc.bc1, hc.bc2, NULL));
+    }
+    same_bits("adam w", w, dw, n * 4);
+    same_bits("adam m", m, dm, n * 4);
+    same_bits("adam v", v, dv, n * 4);
+    void *d[] = {dc, dw, dg, dm, dv};
+    for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
+    free(w), free(g), free(m), free(v);
+}
+
+static void test_embed(int64_t T, int64_t C, int64_t H) {
+    tool_rng_t r = tool_rng_seed(2, (uint64_t)(T * 31 + H));
+    const size_t ne = (size_t)(C * 256 * H);
+    float *emb = randf(&r, ne, 1), *dx = randf(&r, (size_t)(T * H), 1);
+    uint8_t *bytes = randb(&r, (size_t)(T * C));
+    float *x = malloc((size_t)(T * H) * 4 + 4), *ge = malloc(ne * 4);
+    float *demb = dev(emb, ne * 4), *ddx = dev(dx, (size_t)(T * H) * 4);
+    uint8_t *db = dev(bytes, (size_t)(T * C));
+    float *dxo = dev(NULL, (size_t)(T * H) * 4), *dge = dev(NULL, ne * 4);
+    OK(top_embed(cpu, emb, bytes, T, C, H, x));
+    OK(top_embed(cu, demb, db, T, C, H, dxo));
+    same_bits("embed x", x, dxo, (size_t)(T * H) * 4);
+    OK(top_embed_backward(cpu, dx, bytes, T, C, H, ge));
+    OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
+    same_bits("embed backward", ge, dge, ne * 4);
+    OK(top_embed_backward(cu, ddx, db, T, C, H, dge)); /* run to run */
+    same_bits("embed backward again", ge, dge, ne * 4);
+    void *d[] = {demb, ddx, db, dxo, dge};
+    for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
+    free(emb), free(dx), free(bytes), free(x), free(ge);
+}
+
+static void test_head(int64_t T) {
+    tool_rng_t r = tool_rng_seed(3, (uint64_t)T);
+    float *rows = randf(&r, (size_t)(T * 256), 3), *bias = randf(&r, 256, 0.5);
+    uint8_t *next = randb(&r, (size_t)T);
+    double *loss = malloc((size_t)T * 8 + 8), sum = 0;
+    float *gb = malloc(256 * 4);
+    float *drows = dev(rows, (size_t)(T * 256) * 4), *dbias = dev(bias, 1024), *dgb = dev(NULL, 1024);
+    uint8_t *dnext = dev(next, (size_t)T);
+    double *dloss = dev(NULL, (size_t)T * 8), *dsum = dev(NULL, 8);
+    OK(top_softmax_ce(cpu, rows, bias, next, T, loss));
+    OK(top_softmax_ce(cu, drows, dbias, dnext, T, dloss));
+    close_f32("softmax probs", rows, drows, (size_t)(T * 256), TOL_CE, 1e-12);
+    double *gl = back(dloss, (size_t)T * 8);
+    for (int64_t t = 0; t < T; t++)
+        if (!(fabs(gl[t] - loss[t]) <= TOL_CE * fabs(loss[t]))) {
+            FAIL("loss [%lld]: cuda %.12g cpu %.12g", (long long)t, gl[t], loss[t]);
+            break;
+        }
+    free(gl);
+    OK(top_loss_sum(cpu, loss, T, NULL, &sum));
+    OK(top_loss_sum(cu, dloss, T, NULL, dsum));
+    double *gs = back(dsum, 8);
+    if (!(fabs(*gs - sum) <= TOL_SUM * sum)) FAIL("loss sum: cuda %.12g cpu %.12g", *gs, sum);
+    free(gs);
+    /* dlogits from the CPU's probabilities on both: rows bitwise, bias gradient within a sum's rounding */
+    OK(gln_memcpy(cu, drows, rows, (size_t)(T * 256) * 4, GLN_COPY_HOST_TO_BACKEND));
+    OK(top_dlogits(cpu, rows, next, T, 1.0f / (float)T, gb));
+    OK(top_dlogits(cu, drows, dnext, T, 1.0f / (float)T, dgb));
+    same_bits("dlogits", rows, drows, (size_t)(T * 256) * 4);
+    close_f32("bias gradient", gb, dgb, 256, TOL_SUM, TOL_SUM);
+    void *d[] = {drows, dbias, dgb, dnext, dloss, dsum};
+    for (size_t i = 0; i < 6; i++) OK(gln_free(cu, d[i]));
+    free(rows), free(bias), free(next), free(loss), free(gb);
+}
+
+static void test_windows(void) {
+    tool_rng_t r = tool_rng_seed(4, 4);
+    const int64_t size = 5000, train = 4500, C = 8, T = 300;
+    uint8_t *text = randb(&r, size), *b = malloc(T * C), *n = malloc(T);
+    uint8_t *dt = dev(text, size), *db = dev(NULL, T * C), *dn = dev(NULL, T);
+    top_clock_t hc, *dc = dev(NULL, sizeof hc);
+    OK(top_clock_reset(cpu, &hc));
+    OK(top_clock_reset(cu, dc));
+    for (int s = 0; s < 2; s++) {
+        OK(top_clock_tick(cpu, &hc));
+        OK(top_clock_tick(cu, dc));
+        OK(top_train_windows(cpu, text, train, C, 7, &hc, 5, T, b, n));
+        OK(top_train_windows(cu, dt, train, C, 7, dc, 5, T, db, dn));
+        same_bits("train windows", b, db, T * C);
+        same_bits("train targets", n, dn, T);
+    }
+    OK(top_val_windows(cpu, text, size, train, C, 400, T, b, n)); /* runs past the last window */
+    OK(top_val_windows(cu, dt, size, train, C, 400, T, db, dn));
+    same_bits("validation windows", b, db, T * C);
+    same_bits("validation targets", n, dn, T);
+    void *d[] = {dt, db, dn, dc};
+    for (size_t i = 0; i < 4; i++) OK(gln_free(cu, d[i]));
+    free(text), free(b), free(n);
+}
+
+int main(void) {
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    if (!gln_backend_available(GLN_BACKEND_CUDA) || gln_context_create(&o, &cu) != GLN_STATUS_SUCCESS) {
+        printf("skipped: no CUDA device (or no CUDA backend in this build)\n");
+        return 77;
+    }
+    gln_context_options_t oc = GLN_CONTEXT_OPTIONS_INIT;
+    OK(gln_context_create(&oc, &cpu));
+    test_clock_adam();
+    test_embed(1, 1, 1);
+    test_embed(777, 8, 96);
+    test_embed(300, 3, 2100); /* more columns than one pass of the block */
+    test_head(1);
+    test_head(1000);
+    test_windows();
+    OK(gln_context_async_error(cu));
+    gln_context_destroy(cu);
+    gln_context_destroy(cpu);
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    else printf("ok\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,341 @@
+/* The CUDA kernels of the training tool's own ops (train_ops.h; the CPU loops in train_ops.c are
+ * the reference).  Every kernel runs on the context's stream; none waits for the host.
+ *
+ * Where the CPU loop's result is reproduced bit for bit, the kernel does the same FP32 operations
+ * in the same order with the explicitly rounded intrinsics (__fadd_rn, __fmul_rn, ...), which
+ * nvcc never contracts into an FMA.  Sums whose CPU order is one long chain (the bias gradient,
+ * the loss sum) are split into fixed chunks summed in a fixed order instead: deterministic run to
+ * run, within rounding of the CPU's chain. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern "C" {
+#include "cli.h"
+#include "train_ops_cuda.h"
+}
+
+#define THREADS 256
+
+static cudaStream_t stream_of(gln_context_t *ctx) { return (cudaStream_t)gln_context_stream(ctx); }
+
+static gln_status_t check(cudaError_t err, const char *what) {
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err == cudaSuccess) return GLN_STATUS_SUCCESS;
+    return tool_fail(GLN_STATUS_BACKEND_ERROR, "grouplin train: %s failed: %s", what, cudaGetErrorString(err));
+}
+
+static unsigned blocks_for(int64_t n, int per) {
+    int64_t b = (n + per - 1) / per;
+    if (b < 1) b = 1;
+    if (b > 65535 * 16) b = 65535 * 16;
+    return (unsigned)b;
+}
+
+extern "C" gln_status_t topc_zero(gln_context_t *ctx, void *p, size_t bytes) {
+    if (!bytes) return GLN_STATUS_SUCCESS;
+    return check(cudaMemsetAsync(p, 0, bytes, stream_of(ctx)), "cudaMemsetAsync");
+}
+
+/* ---- clock and Adam ------------------------------------------------------------------------- */
+
+__global__ void clock_kernel(top_clock_t *c, int reset) {
+    if (reset) {
+        c->step = -1;
+        c->bc1 = c->bc2 = 0.0f;
+        return;
+    }
+    c->step++;
+    c->bc1 = (float)(1.0 - pow((double)TOP_ADAM_BETA1, (double)(c->step + 1)));
+    c->bc2 = (float)(1.0 - pow((double)TOP_ADAM_BETA2, (double)(c->step + 1)));
+}
+
+extern "C" gln_status_t topc_clock(gln_context_t *ctx, top_clock_t *clock, int reset) {
+    clock_kernel<<<1, 1, 0, stream_of(ctx)>>>(clock, reset);
+    return check(cudaSuccess, "clock_kernel");
+}
+
+__global__ void adam_kernel(float *w, const float *g, float *m, float *v, int64_t n, float lr, float bc1,
+                            float bc2, const top_clock_t *clock) {
+    if (clock) {
+        bc1 = clock->bc1;
+        bc2 = clock->bc2;
+    }
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float gi = g[i];
+        const float mi = __fadd_rn(__fmul_rn(TOP_ADAM_BETA1, m[i]), __fmul_rn(1.0f - TOP_ADAM_BETA1, gi));
+        const float vi = __fadd_rn(__fmul_rn(TOP_ADAM_BETA2, v[i]), __fmul_rn(__fmul_rn(1.0f - TOP_ADAM_BETA2, gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        const float mh = __fdiv_rn(mi, bc1), vh = __fdiv_rn(vi, bc2);
+        w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), TOP_ADAM_EPS)));
+    }
+}
+
+extern "C" gln_status_t topc_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n,
+                                  float lr, float bc1, float bc2, const top_clock_t *clock) {
+    if (n <= 0) return GLN_STATUS_SUCCESS;
+    adam_kernel<<<blocks_for(n, THREADS * 4), THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock);
+    return check(cudaSuccess, "adam_kernel");
+}
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+__global__ void embed_kernel(const float *emb, const uint8_t *bytes, int64_t T, int64_t C, int64_t H, float *x) {
+    const int64_t n = T * H, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t t = i / H, h = i % H;
+        float acc = 0.0f;
+        for (int64_t c = 0; c < C; c++) acc = __fadd_rn(acc, emb[(c * 256 + bytes[t * C + c]) * H + h]);
+        x[i] = acc;
+    }
+}
+
+extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T,
+                                   int64_t C, int64_t H, float *x) {
+    if (T * H <= 0) return GLN_STATUS_SUCCESS;
+    embed_kernel<<<blocks_for(T * H, THREADS), THREADS, 0, stream_of(ctx)>>>(emb, bytes, T, C, H, x);
+    return check(cudaSuccess, "embed_kernel");
+}
+
+#define EMB_COLS 8 /* columns per thread per pass: 2048 columns per block pass */
+
+/* One block per embedding row (c, v): the tokens whose byte at c is v, found THREADS at a time in
+ * token order (a ballot compaction into shared memory), their dx rows added in that order --
+ * the CPU's sum order, so the result is bitwise the CPU's. */
+__global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t T, int64_t C, int64_t H,
+                                 float *gemb) {
+    __shared__ int64_t list[THREADS];
+    __shared__ int warp_base[THREADS / 32 + 1];
+    const int64_t row = blockIdx.x, c = row / 256;
+    const int v = (int)(row % 256);
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
+    for (int64_t h0 = 0; h0 < H; h0 += (int64_t)THREADS * EMB_COLS) {
+        float acc[EMB_COLS];
+        for (int j = 0; j < EMB_COLS; j++) acc[j] = 0.0f;
+        for (int64_t t0 = 0; t0 < T; t0 += THREADS) {
+            const int64_t t = t0 + threadIdx.x;
+            const int hit = t < T && bytes[t * C + c] == v;
+            const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
+            if (lane == 0) warp_base[wid + 1] = __popc(ballot);
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                warp_base[0] = 0;
+                for (int w = 1; w <= THREADS / 32; w++) warp_base[w] += warp_base[w - 1];
+            }
+            __syncthreads();
+            if (hit) list[warp_base[wid] + __popc(ballot & ((1u << lane) - 1u))] = t;
+            __syncthreads();
+            const int count = warp_base[THREADS / 32];
+            for (int i = 0; i < count; i++) {
+                const float *d = dx + list[i] * H;
+                for (int j = 0; j < EMB_COLS; j++) {
+                    const int64_t h = h0 + threadIdx.x + (int64_t)j * THREADS;
+                    if (h < H) acc[j] = __fadd_rn(acc[j], d[h]);
+                }
+            }
+            __syncthreads();
+        }
+        for (int j = 0; j < EMB_COLS; j++) {
+            const int64_t h = h0 + threadIdx.x + (int64_t)j * THREADS;
+            if (h < H) gemb[row * H + h] = acc[j];
+        }
+    }
+}
+
+extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
+                                            int64_t C, int64_t H, float *gemb) {
+    if (C * H <= 0) return GLN_STATUS_SUCCESS;
+    embed_bwd_kernel<<<(unsigned)(C * 256), THREADS, 0, stream_of(ctx)>>>(dx, bytes, T, C, H, gemb);
+    return check(cudaSuccess, "embed_bwd_kernel");
+}
+
+/* ---- the head: softmax cross-entropy, dlogits, the bias gradient ------------------------------ */
+
+/* One thread per token, the CPU's loop (the device expf / log differ by a few ulp). */
+__global__ void softmax_ce_kernel(float *rows, const float *bias, const uint8_t *next, int64_t T, double *loss) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    float *row = rows + t * 256;
+    float mx = 0.0f;
+    for (int v = 0; v < 256; v++) {
+        const float x = __fadd_rn(row[v], bias[v]);
+        row[v] = x;
+        mx = v == 0 || x > mx ? x : mx;
+    }
+    const double shifted = (double)row[next[t]] - mx;
+    double sum = 0;
+    for (int v = 0; v < 256; v++) {
+        const float e = expf(__fsub_rn(row[v], mx));
+        row[v] = e;
+        sum += e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int v = 0; v < 256; v++) row[v] = __fmul_rn(row[v], inv);
+    loss[t] = log(sum) - shifted;
+}
+
+extern "C" gln_status_t topc_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, const uint8_t *next,
+                                        int64_t T, double *loss) {
+    if (T <= 0) return GLN_STATUS_SUCCESS;
+    softmax_ce_kernel<<<blocks_for(T, 128), 128, 0, stream_of(ctx)>>>(rows, bias, next, T, loss);
+    return check(cudaSuccess, "softmax_ce_kernel");
+}
+
+#define DL_CHUNK 64 /* tokens per partial column sum */
+
+/* rows = scale·(probs − onehot) (bitwise the CPU's), and the partial column sums of chunk
+ * blockIdx.x (token order within the chunk). */
+__global__ void dlogits_kernel(float *rows, const uint8_t *next, int64_t T, float scale, float *partial) {
+    const int v = threadIdx.x;
+    const int64_t t0 = (int64_t)blockIdx.x * DL_CHUNK;
+    float acc = 0.0f;
+    for (int64_t t = t0; t < t0 + DL_CHUNK && t < T; t++) {
+        float x = rows[t * 256 + v];
+        if (next[t] == v) x = __fsub_rn(x, 1.0f);
+        x = __fmul_rn(x, scale);
+        rows[t * 256 + v] = x;
+        acc = __fadd_rn(acc, x);
+    }
+    partial[blockIdx.x * 256 + v] = acc;
+}
+
+__global__ void colsum_kernel(const float *partial, int64_t chunks, float *gbias) {
+    const int v = threadIdx.x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < chunks; i++) acc = __fadd_rn(acc, partial[i * 256 + v]);
+    gbias[v] = acc;
+}
+
+extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
+                                     float *gbias) {
+    cudaStream_t s = stream_of(ctx);
+    const int64_t chunks = T > 0 ? (T + DL_CHUNK - 1) / DL_CHUNK : 1;
+    float *partial = NULL;
+    gln_status_t st = check(cudaMallocAsync((void **)&partial, (size_t)chunks * 256 * sizeof(float), s),
+                            "cudaMallocAsync(dlogits partial sums)");
+    if (st != GLN_STATUS_SUCCESS) return st;
+    if (T > 0) dlogits_kernel<<<(unsigned)chunks, 256, 0, s>>>(rows, next, T, scale, partial);
+    else (void)cudaMemsetAsync(partial, 0, 256 * sizeof(float), s);
+    st = check(cudaSuccess, "dlogits_kernel");
+    if (st == GLN_STATUS_SUCCESS) {
+        colsum_kernel<<<1, 256, 0, s>>>(partial, chunks, gbias);
+        st = check(cudaSuccess, "colsum_kernel");
+    }
+    (void)cudaFreeAsync(partial, s);
+    return st;
+}
+
+/* One block: each thread sums a contiguous slice in order, thread 0 the slices in order. */
+__global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, double *out) {
+    __shared__ double part[THREADS];
+    const int64_t per = (count + THREADS - 1) / THREADS;
+    const int64_t a = (int64_t)threadIdx.x * per;
+    double s = 0;
+    for (int64_t t = a; t < a + per && t < count; t++) s += loss[t];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0;
+        for (int i = 0; i < THREADS; i++) total += part[i];
+        out[clock ? clock->step : 0] = total;
+    }
+}
+
+extern "C" gln_status_t topc_loss_sum(gln_context_t *ctx, const double *loss, int64_t count,
+                                      const top_clock_t *clock, double *out) {
+    loss_sum_kernel<<<1, THREADS, 0, stream_of(ctx)>>>(loss, count, clock, out);
+    return check(cudaSuccess, "loss_sum_kernel");
+}
+
+/* ---- windows ---------------------------------------------------------------------------------- */
+
+/* task.c's splitmix64 stream, on the device */
+__device__ __forceinline__ uint64_t splitmix_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ void copy_window(const uint8_t *text, int64_t C, int64_t i, uint8_t *bytes,
+                                            uint8_t *next) {
+    for (int64_t c = 0; c < C; c++) bytes[c] = text[i - C + c];
+    *next = text[i];
+}
+
+__global__ void train_windows_kernel(const uint8_t *text, int64_t train, int64_t C, uint64_t seed,
+                                     const top_clock_t *clock, int64_t first, int64_t count, uint8_t *bytes,
+                                     uint8_t *next) {
+    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= count) return;
+    const uint64_t stream = (uint64_t)clock->step * 0x100000001ull + (uint64_t)(first + w);
+    uint64_t s = (seed ^ 0x7E47ull) * 0x9E3779B97F4A7C15ull ^ (stream + 1) * 0xD1B54A32D192ED03ull;
+    splitmix_next(&s); /* tool_rng_seed's first draw */
+    const int64_t i = C + (int64_t)(splitmix_next(&s) % (uint64_t)(train - C));
+    copy_window(text, C, i, bytes + w * C, next + w);
+}
+
+extern "C" gln_status_t topc_train_windows(gln_context_t *ctx, const uint8_t *text, int64_t train, int64_t C,
+                                           uint64_t seed, const top_clock_t *clock, int64_t first, int64_t count,
+                                           uint8_t *bytes, uint8_t *next) {
+    if (count <= 0) return GLN_STATUS_SUCCESS;
+    train_windows_kernel<<<blocks_for(count, 128), 128, 0, stream_of(ctx)>>>(text, train, C, seed, clock, first,
+                                                                             count, bytes, next);
+    return check(cudaSuccess, "train_windows_kernel");
+}
+
+__global__ void val_windows_kernel(const uint8_t *text, int64_t size, int64_t train, int64_t C, int64_t first,
+                                   int64_t count, uint8_t *bytes, uint8_t *next) {
+    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= count) return;
+    const int64_t last = size - train - C - 1;
+    const int64_t j = first + w < last ? first + w : last;
+    copy_window(text, C, train + C + j, bytes + w * C, next + w);
+}
+
+extern "C" gln_status_t topc_val_windows(gln_context_t *ctx, const uint8_t *text, int64_t size, int64_t train,
+                                         int64_t C, int64_t first, int64_t count, uint8_t *bytes, uint8_t *next) {
+    if (count <= 0) return GLN_STATUS_SUCCESS;
+    val_windows_kernel<<<blocks_for(count, 128), 128, 0, stream_of(ctx)>>>(text, size, train, C, first, count,
+                                                                           bytes, next);
+    return check(cudaSuccess, "val_windows_kernel");
+}
+
+/* ---- graphs ----------------------------------------------------------------------------------- */
+
+struct top_graph {
+    cudaGraphExec_t exec;
+};
+
+extern "C" gln_status_t topc_graph_begin(gln_context_t *ctx) {
+    return check(cudaStreamBeginCapture(stream_of(ctx), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+}
+
+extern "C" gln_status_t topc_graph_end(gln_context_t *ctx, top_graph_t **graph) {
+    cudaGraph_t g = NULL;
+    *graph = NULL;
+    gln_status_t st = check(cudaStreamEndCapture(stream_of(ctx), &g), "cudaStreamEndCapture (a call broke the capture)");
+    top_graph_t *out = st == GLN_STATUS_SUCCESS ? (top_graph_t *)calloc(1, sizeof *out) : NULL;
+    if (st == GLN_STATUS_SUCCESS && !out) st = tool_oom(sizeof *out, "a captured step");
+    if (st == GLN_STATUS_SUCCESS) st = check(cudaGraphInstantiate(&out->exec, g, 0), "cudaGraphInstantiate");
+    if (g) (void)cudaGraphDestroy(g);
+    if (st != GLN_STATUS_SUCCESS) {
+        free(out);
+        return st;
+    }
+    *graph = out;
+    return GLN_STATUS_SUCCESS;
+}
+
+extern "C" gln_status_t topc_graph_launch(gln_context_t *ctx, top_graph_t *graph) {
+    return check(cudaGraphLaunch(graph->exec, stream_of(ctx)), "cudaGraphLaunch");
+}
+
+extern "C" void topc_graph_destroy(top_graph_t *graph) {
+    if (!graph) return;
+    (void)cudaGraphExecDestroy(graph->exec);
+    free(graph);
+}
