@@ -103,7 +103,7 @@ class LayerState:
                 P.biases = vp(biases)
         if self.flags["fused"] and main_grads and dist is None:
             if self.flags["single_weight"]:
-                P.main_grad_packed = C.cast(C.c_void_p(main_grads[0].data_ptr()), C.POINTER(C.c_float))
+                P.main_grad_packed = main_grads[0].data_ptr()
             else:
                 P.main_grads = vp(main_grads)
         h = Handle(ctx, cfg, keep)

@@ -104,7 +104,13 @@ def _setup_context(ctx, inputs, output):
     _, token = output
     ctx.layer_id = layer_id
     ctx.n_splits = len(splits)
-    ctx.save_for_backward(token)
+    if _layer.layer(layer_id).flags["repeat"]:
+        # allow_repeated_backward: keep what a second backward needs to run the forward again
+        ctx.repeat = (list(weights), list(biases), list(splits), microbatch, input_requires_grad)
+        ctx.save_for_backward(token, inp, m_splits)
+    else:
+        ctx.repeat = None
+        ctx.save_for_backward(token)
     if need_saved and not torch.compiler.is_compiling() and not is_fake(token):
         # eager: a forward whose backward never runs releases its saved context with the graph
         ctx.guard = _layer.SavedGuard(int(token[0]))
@@ -124,8 +130,14 @@ def _unflatten(flat, params):
 
 
 def _backward(ctx, dy, dtoken):
-    token, = ctx.saved_tensors
+    token = ctx.saved_tensors[0]
     st = _layer.layer(ctx.layer_id)
+    if ctx.repeat is not None and int(token[0]) not in _layer._saved:
+        # a second backward over a retained graph (gradcheck, autograd.functional.jacobian): the
+        # C saved context went with the first one, so run the forward again for a fresh one
+        ws, bs, splits, mb, irg = ctx.repeat
+        _, token = grouped_linear_forward(ctx.saved_tensors[1], ws, bs, ctx.saved_tensors[2], splits, ctx.layer_id,
+                                          mb, True, irg)
     weights, biases, main_grads, dist = st.params_fn()
     f = st.flags
     w_rg = (dist.requires_grad if dist is not None else weights[0].requires_grad)

@@ -57,6 +57,10 @@ class GroupedLinear(torch.nn.Module):
               `bias` [N, K_out] instead of weight0..weightN-1 / bias0..biasN-1
       save_original_input: keep the high-precision input for wgrad (re-quantized in backward)
       return_bias: do not add the bias; forward returns (y, [bias_i])
+      allow_repeated_backward: keep a reference to the input so that a second backward over a
+              retained graph (retain_graph=True, gradcheck) runs the forward again; off by default
+              (the layer's own saved state serves one backward, and the input is not kept alive);
+              eager mode only, and a repeated forward records amaxes again under DelayedScaling
       distributed_weight: a grouplin.torch.DistributedWeight (e.g. ShardedExperts) holding the
               expert weights instead of local parameters (gathered per GEMM stage, gradients
               reduced into its main_grad)
@@ -69,7 +73,7 @@ class GroupedLinear(torch.nn.Module):
     def __init__(self, num_gemms, in_features, out_features, bias=True, *, recipe=None, params_dtype=None,
                  device=None, init_method=None, fuse_wgrad_accumulation=False, delay_wgrad_compute=False,
                  single_grouped_weight=False, single_grouped_bias=False, save_original_input=False,
-                 return_bias=False, distributed_weight=None, amax_epsilon=None):
+                 return_bias=False, distributed_weight=None, amax_epsilon=None, allow_repeated_backward=False):
         super().__init__()
         for name, v in (("num_gemms", num_gemms), ("in_features", in_features), ("out_features", out_features)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -110,7 +114,8 @@ class GroupedLinear(torch.nn.Module):
                 p.skip_backward_post_hook = True
         flags = dict(fused=self.fuse_wgrad_accumulation, delay=self.delay_wgrad_compute,
                      single_weight=bool(fields["single_grouped_weight"]),
-                     single_bias=bool(fields["single_grouped_bias"]), bias=bool(fields["bias"]), n=num_gemms)
+                     single_bias=bool(fields["single_grouped_bias"]), bias=bool(fields["bias"]), n=num_gemms,
+                     repeat=bool(allow_repeated_backward))
         me = weakref.ref(self)
         self._state = _layer.LayerState(fields, lambda: me()._params(), flags)
         self._layer_id = self._state.id

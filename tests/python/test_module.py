@@ -1,0 +1,305 @@
+"""grouplin.torch.GroupedLinear against a float64 torch reference, on every device available (the
+CPU always; CUDA when torch sees a GPU and the library has the CUDA backend)."""
+import pytest
+import torch
+
+import grouplin
+from grouplin.torch import (DelayedScaling, Float8BlockScaling, Float8CurrentScaling, GroupedLinear,
+                            MXFP8BlockScaling)
+from conftest import DEVICES
+
+N, K_IN, K_OUT = 4, 96, 80
+SPLITS = [7, 0, 33, 17]          # an empty expert, odd sizes
+RECIPES = {"none": None, "delayed": DelayedScaling(), "current": Float8CurrentScaling(),
+           "mxfp8": MXFP8BlockScaling(), "block": Float8BlockScaling()}
+# How each recipe quantizes forward operands (x, W), for the emulated reference: the same
+# quantizer (grouplin.quantize, itself checked bit for bit in test_ops.py), FP64 GEMM after.
+FWD_MODES = {"delayed": ("delayed", "delayed"), "current": ("current", "current"),
+             "mxfp8": ("mxfp8", "mxfp8"), "block": ("block_1d", "block_2d")}
+# Forward against the emulated reference: FP32 accumulation of exactly dequantized products, so
+# relative to sum |x||w| the error is a few FP32 ulps of the K_IN-term sum on the CPU.  On CUDA
+# FP8 tensor cores accumulate in reduced precision (and MXFP8 runs through bf16): 2^-9.
+FWD_TOL = {"cpu": 1e-5, "cuda": 2.0 ** -9}
+# Gradients against the unquantized float64 reference, as a norm ratio ||g - ref|| / ||ref||:
+# E4M3 keeps 3 mantissa bits (relative rounding error <= 2^-4, ~2^-4/sqrt(3) rms per operand) and
+# E5M2 2 bits (2^-3), so a GEMM of two quantized operands lands near 5 % rms for HYBRID (E5M2
+# gradients) and 3-4 % for E4M3; the bounds leave 2x margin.  FP32 GEMMs: 1e-5.
+GRAD_TOL = {"none": 1e-5, "delayed": 0.12, "current": 0.12, "mxfp8": 0.08, "block": 0.08}
+
+
+def make(recipe, device, bias=True, **kw):
+    torch.manual_seed(0)
+    m = GroupedLinear(N, K_IN, K_OUT, bias=bias, recipe=RECIPES[recipe], params_dtype=torch.float32,
+                      device=device, **kw)
+    with torch.no_grad():
+        for b in m.biases():
+            b.normal_()
+    return m
+
+
+def splits_arg(path, device):
+    return SPLITS if path == "split" else torch.tensor(SPLITS, dtype=torch.int64, device=device)
+
+
+def reference(x, ws, bs, splits):
+    """float64 y_i = x_i W_iᵀ + b_i."""
+    xs = x.double().split(splits)
+    return torch.cat([xs[i] @ ws[i].double().T + (bs[i].double() if bs else 0) for i in range(len(ws))])
+
+
+def emulated(x, ws, bs, recipe):
+    """float64 GEMMs of the operands quantized as the recipe's forward does (per expert)."""
+    mx, mw = FWD_MODES[recipe]
+    pow2 = recipe == "block"
+    deq = lambda t, mode: grouplin.dequantize(grouplin.quantize(  # noqa: E731
+        t.detach().float().contiguous(), mode, scale=1.0, power_2_scale=pow2)).double()
+    out = []
+    for i, xi in enumerate(x.split(SPLITS)):
+        y = deq(xi, mx) @ deq(ws[i], mw).T if xi.shape[0] else xi.new_zeros((0, K_OUT)).double()
+        out.append(y + bs[i].to(torch.bfloat16).double())  # the bias is rounded to bf16 under FP8 (TE)
+    return torch.cat(out), torch.cat([xi.double().abs() @ ws[i].double().abs().T + 1
+                                      for i, xi in enumerate(x.split(SPLITS))])
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", ["split", "grouped"])
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_forward_backward_against_float64(recipe, path, device):
+    m = make(recipe, device)
+    x = torch.randn(sum(SPLITS), K_IN, device=device, requires_grad=True)
+    y = m(x, splits_arg(path, device))
+    ws, bs = m.weights(), m.biases()
+    if recipe == "none":
+        ref = reference(x, ws, bs, SPLITS)
+        assert (y.double() - ref).abs().max().item() <= 1e-5 * (ref.abs().max().item() + 1)
+    else:
+        ref, mag = emulated(x, ws, bs, recipe)
+        assert ((y.double() - ref).abs() / mag).max().item() <= FWD_TOL[device]
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    xr = x.detach().double().requires_grad_()
+    wr = [w.detach().double().requires_grad_() for w in ws]
+    br = [b.detach().double().requires_grad_() for b in bs]
+    reference(xr, wr, br, SPLITS).backward(dy.double())
+    tol = GRAD_TOL[recipe]
+    assert rel(x.grad, xr.grad) <= tol
+    for i in range(N):
+        if SPLITS[i]:
+            assert rel(ws[i].grad, wr[i].grad) <= tol
+        else:
+            assert ws[i].grad.abs().max().item() == 0  # no tokens, no gradient
+        assert rel(bs[i].grad, br[i].grad) <= 1e-6 or SPLITS[i] == 0  # dbias sums high-precision dy
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_cpu_paths_give_the_same_bytes(recipe):
+    outs = []
+    for path in ("split", "grouped"):
+        m = make(recipe, "cpu")
+        x = torch.randn(sum(SPLITS), K_IN, generator=torch.Generator().manual_seed(5), requires_grad=True)
+        y = m(x, splits_arg(path, "cpu"))
+        y.backward(torch.ones_like(y))
+        outs.append([y.detach(), x.grad] + [w.grad for w in m.weights()] + [b.grad for b in m.biases()])
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_layer_and_3d_input(device):
+    torch.manual_seed(1)
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.bfloat16, device=device)
+    x = torch.randn(2, sum(SPLITS) // 2 if sum(SPLITS) % 2 == 0 else 1, K_IN, dtype=torch.bfloat16, device=device)
+    x = torch.randn(1, sum(SPLITS), K_IN, dtype=torch.bfloat16, device=device)
+    y = m(x, SPLITS)
+    assert y.shape == (1, sum(SPLITS), K_OUT) and y.dtype == torch.bfloat16
+    ref = reference(x[0], m.weights(), m.biases(), SPLITS)
+    # one rounding of an FP32 sum to bf16: half a bf16 ulp, 2^-9 relative, plus FP32 error
+    assert ((y[0].double() - ref).abs() <= ref.abs() * 2.0 ** -8 + 1e-4).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grouped_path_ignores_rows_past_the_splits(device):
+    m = make("none", device)
+    x = torch.randn(sum(SPLITS) + 5, K_IN, device=device, requires_grad=True)
+    y = m(x, torch.tensor(SPLITS, device=device))
+    assert y.shape[0] == x.shape[0] and y[sum(SPLITS):].abs().max().item() == 0
+    y.sum().backward()
+    assert x.grad[sum(SPLITS):].abs().max().item() == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("single", [False, True])
+def test_fused_main_grad_first_microbatch(device, single):
+    torch.manual_seed(2)
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device=device, fuse_wgrad_accumulation=True,
+                      single_grouped_weight=single)
+    ws = m.weights()
+    for w in ws:
+        w.main_grad = torch.full(w.shape, 7.0, device=device)  # stale values FIRST must overwrite
+        w.grad_added_to_main_grad = False
+    xs = [torch.randn(sum(SPLITS), K_IN, device=device) for _ in range(2)]
+    dys = [torch.randn(sum(SPLITS), K_OUT, device=device) for _ in range(2)]
+    expect = []
+    for mb in range(2):
+        m(xs[mb], SPLITS, is_first_microbatch=(mb == 0)).backward(dys[mb])
+        wr = [w.detach().double().requires_grad_() for w in (ws[0].unbind(0) if single else ws)]
+        reference(xs[mb], wr, [], SPLITS).backward(dys[mb].double())
+        expect = [g.grad + (expect[i] if expect else 0) for i, g in enumerate(wr)]
+        got = ws[0].main_grad.view(N, K_OUT, K_IN).unbind(0) if single else [w.main_grad for w in ws]
+        for g, e in zip(got, expect):
+            assert (g.double() - e).abs().max().item() <= 1e-4 * (e.abs().max().item() + 1)
+    for w in ws:
+        assert w.grad_added_to_main_grad is True
+        assert w.grad is not None and w.grad.abs().max().item() == 0  # a dummy, as TE returns
+
+
+def test_fused_without_grad_added_attribute_leaves_grad_none():
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", fuse_wgrad_accumulation=True)
+    for w in m.weights():
+        w.main_grad = torch.zeros(w.shape)
+    m(torch.randn(sum(SPLITS), K_IN), SPLITS).sum().backward()
+    assert all(w.grad is None for w in m.weights())
+    assert m.weights()[2].main_grad.abs().max().item() > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fused", [False, True])
+def test_delay_wgrad_compute(device, fused):
+    torch.manual_seed(3)
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device=device, delay_wgrad_compute=True,
+                      fuse_wgrad_accumulation=fused)
+    ws, bs = m.weights(), m.biases()
+    assert all(getattr(p, "skip_backward_post_hook", False) for p in m.parameters())
+    if fused:
+        for w in ws:
+            w.main_grad = torch.zeros(w.shape, device=device)
+    hooks = []
+    m.register_wgrad_accumulation_and_reduce_hooks(lambda: hooks.append(1))
+    x = torch.randn(sum(SPLITS), K_IN, device=device, requires_grad=True)
+    dy = torch.randn(sum(SPLITS), K_OUT, device=device)
+    m(x, SPLITS, is_first_microbatch=True).backward(dy)
+    # dgrad and dbias now, the wgrad not yet
+    assert x.grad is not None and bs[0].grad is not None
+    if fused:
+        assert all(w.main_grad.abs().max().item() == 0 for w in ws)
+    else:
+        assert all(w.grad is None for w in ws)
+    m.backward_dw()
+    assert hooks == [1]
+    wr = [w.detach().double().requires_grad_() for w in ws]
+    reference(x.detach(), wr, [], SPLITS).backward(dy.double())
+    for w, r in zip(ws, wr):
+        g = w.main_grad if fused else w.grad
+        assert (g.double() - r.grad).abs().max().item() <= 1e-4 * (r.grad.abs().max().item() + 1)
+    m.backward_dw()  # an empty queue is a no-op (TE)
+
+
+def test_gradcheck_tiny_fp32_layer():
+    torch.manual_seed(4)
+    m = GroupedLinear(3, 5, 4, params_dtype=torch.float32, device="cpu", allow_repeated_backward=True)
+    with torch.no_grad():
+        for b in m.biases():
+            b.normal_()
+    x = torch.randn(6, 5, requires_grad=True)
+    params = m.weights() + m.biases()
+
+    def f(x, *p):  # gradcheck perturbs x and the parameters in place
+        return m(x, [2, 0, 4])
+    # FP32: central differences with eps 1e-2 have error ~ eps^2 * |f'''| + ulp(f) / eps ~ 1e-4
+    assert torch.autograd.gradcheck(f, (x, *params), eps=1e-2, atol=2e-3, rtol=2e-3, nondet_tol=0.0)
+
+
+def test_torch_compile_without_graph_breaks():
+    torch.manual_seed(5)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(K_IN, K_IN)
+            self.experts = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu")
+
+        def forward(self, x, splits):
+            return self.experts(torch.relu(self.proj(x)), splits).square().mean()
+
+    model = Model()
+    x = torch.randn(sum(SPLITS), K_IN, requires_grad=True)
+    eager = model(x, SPLITS)
+    eager.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    explain = torch._dynamo.explain(model)(x, SPLITS)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for splits in (SPLITS, torch.tensor(SPLITS)):
+        model.zero_grad(set_to_none=True)
+        out = compiled(x, splits)
+        out.backward()
+        assert torch.allclose(out, eager, rtol=1e-6, atol=0)
+        for p, g in zip(model.parameters(), grads):
+            assert torch.allclose(p.grad, g, rtol=1e-5, atol=1e-7)
+
+
+def test_return_bias_and_single_grouped_bias():
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", return_bias=True)
+    y, biases = m(torch.randn(sum(SPLITS), K_IN), SPLITS)
+    assert len(biases) == N and y.shape == (sum(SPLITS), K_OUT)
+    m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", single_grouped_weight=True,
+                      single_grouped_bias=True)
+    assert m.weight.shape == (N, K_OUT, K_IN) and m.bias.shape == (N, K_OUT)
+    x = torch.randn(sum(SPLITS), K_IN)
+    with torch.no_grad():
+        m.bias.normal_()
+    y = m(x, SPLITS)
+    assert torch.allclose(y.double(), reference(x, m.weight.unbind(0), m.bias.unbind(0), SPLITS), atol=1e-4)
+    y.sum().backward()
+    assert m.weight.grad.shape == m.weight.shape and m.bias.grad.shape == m.bias.shape
+
+
+def test_no_grad_forward_keeps_no_saved_state():
+    from grouplin.torch import _layer
+    m = make("current", "cpu")
+    before = len(_layer._saved)
+    with torch.no_grad():
+        m(torch.randn(sum(SPLITS), K_IN), SPLITS)
+    y = m(torch.randn(sum(SPLITS), K_IN, requires_grad=True), SPLITS)
+    assert len(_layer._saved) == before + 1
+    del y  # the graph goes, and with it the saved context
+    assert len(_layer._saved) == before
+
+
+def test_bad_inputs_raise_naming_the_argument():
+    m = make("none", "cpu")
+    x = torch.randn(sum(SPLITS), K_IN)
+    with pytest.raises(TypeError, match="inp: dtype torch.int32"):
+        m(x.int(), SPLITS)
+    with pytest.raises(ValueError, match="inp: tensor must be contiguous"):
+        m(torch.randn(K_IN, sum(SPLITS)).T, SPLITS)
+    with pytest.raises(ValueError, match="inp: last dimension 95"):
+        m(x[:, :95].contiguous(), SPLITS)
+    with pytest.raises(ValueError, match="m_splits: expected 4 splits"):
+        m(x, SPLITS[:3])
+    with pytest.raises(ValueError, match=r"m_splits\[1\]: -1 is negative"):
+        m(x, [8, -1, 33, 17])
+    with pytest.raises(TypeError, match="m_splits: expected an integer tensor"):
+        m(x, torch.tensor(SPLITS, dtype=torch.float32))
+    with pytest.raises(ValueError, match="m_splits: expected shape"):
+        m(x, torch.tensor(SPLITS[:2]))
+    # the library's own message, naming the call and the argument
+    with pytest.raises(ValueError, match="gln_grouped_linear_forward: .*m_splits sum 56 must equal x->rows 57"):
+        m(x, [7, 0, 33, 16])
+    with pytest.raises(grouplin.InvalidArgumentError, match="m_splits"):
+        m(x, torch.tensor([7, 0, 33, 99]))
+    with pytest.raises(TypeError, match="is_first_microbatch"):
+        m(x, SPLITS, is_first_microbatch=1)
+    with pytest.raises(TypeError, match="recipe"):
+        GroupedLinear(N, K_IN, K_OUT, recipe="fp8", device="cpu")
+    with pytest.raises(ValueError, match="in_features"):
+        GroupedLinear(N, 0, K_OUT, device="cpu")
+    fused = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", fuse_wgrad_accumulation=True)
+    with pytest.raises(ValueError, match="weight0.main_grad"):
+        fused(x, SPLITS)
