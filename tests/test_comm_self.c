@@ -140,6 +140,33 @@ static void test_mpi_entry(void) {
                  NULL);
 }
 
+/* A communicator is bound to a context (NULL: host memory); without NCCL its entry points say
+ * so, and with it a CPU context is refused (NCCL moves device memory). */
+static void test_context_binding_and_nccl_entry(void) {
+    gln_context_t *ctx = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    gln_comm_t *c = NULL;
+    CHECK_OK(gln_comm_create_self(ctx, &c));
+    CHECK(gln_comm_context(c) == ctx);
+    float a[3] = {1, 2, 3}, b[3] = {0};
+    CHECK_OK(gln_comm_allreduce(c, a, b, 3, GLN_DTYPE_FP32, GLN_REDUCE_SUM));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK_OK(gln_comm_destroy(c));
+    CHECK(gln_comm_context(NULL) == NULL);
+    gln_nccl_id_t id;
+    c = (gln_comm_t *)&id; /* must be reset to NULL */
+    memset(&id, 0, sizeof id);
+    CHECK_STATUS(gln_comm_create_nccl(ctx, &id, 0, 1, &c), GLN_STATUS_NOT_SUPPORTED,
+                 gln_nccl_available() ? "CUDA context" : "no NCCL");
+    CHECK(c == NULL);
+    if (!gln_nccl_available()) {
+        CHECK_STATUS(gln_nccl_id_create(&id), GLN_STATUS_NOT_SUPPORTED, "NCCL");
+        CHECK_STATUS(gln_comm_create_nccl_mpi(ctx, NULL, &c), GLN_STATUS_NOT_SUPPORTED, "NCCL");
+    }
+    CHECK_OK(gln_context_destroy(ctx));
+}
+
 GLN_TEST_MAIN(GLN_CASE(test_rank_size), GLN_CASE(test_allgather_copies),
               GLN_CASE(test_reductions_identity), GLN_CASE(test_empty),
-              GLN_CASE(test_invalid_arguments), GLN_CASE(test_mpi_entry))
+              GLN_CASE(test_invalid_arguments), GLN_CASE(test_mpi_entry),
+              GLN_CASE(test_context_binding_and_nccl_entry))

@@ -1,6 +1,7 @@
 /* The sharded weight group on one rank (self communicator): load / gather round trips,
  * materialization contents and memory accounting, grad buffers, finalize overwrite vs
- * accumulate, async finalize + wait, requires_grad, and invalid arguments.
+ * accumulate, async finalize + wait, requires_grad, invalid arguments, reused gather buffers
+ * and prefetch, the FP8 all-gather.
  *
  * Data are small integers (and hand-picked bf16 rounding cases), so every check is exact. */
 #include <string.h>
@@ -348,7 +349,8 @@ static void test_invalid_arguments(void) {
     CHECK_OK(gln_context_destroy(ctx));
 }
 
-/* A CUDA context is refused clearly (the communicators move host memory). */
+/* A CUDA context with a host-memory communicator is refused clearly: the communicator must be
+ * bound to the group's context (tests/test_nccl_layer.c runs the group on the GPU). */
 static void test_cuda_context_refused(void) {
     if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
@@ -359,7 +361,111 @@ static void test_cuda_context_refused(void) {
     CHECK_OK(gln_comm_create_self(NULL, &comm));
     gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
     gln_sharded_weights_t *sw = NULL;
-    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "CPU");
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_INVALID_ARGUMENT, "bound to");
+    CHECK_OK(gln_comm_destroy(comm));
+    CHECK_OK(gln_context_destroy(ctx));
+}
+
+/* Gather buffers are reused: a materialize after a release gets the same buffer back; a
+ * prefetch is live (counted) until its materialize is released; a second prefetch of the same
+ * direction, and sync_working / load_full while one is pending, are refused. */
+static void test_buffers_reused_and_prefetch(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 0)) return;
+    float full[TOTAL];
+    fill_ints(full, TOTAL, 12);
+    CHECK_OK(gln_sharded_weights_load_full(f.sw, full));
+    const size_t one = (size_t)TOTAL * 2;
+    gln_tensor_t a[NE], b[NE];
+    CHECK_OK(f.p->materialize_forward(f.p->impl, a));
+    void *first = a[0].data;
+    CHECK_OK(f.p->release(f.p->impl, a));
+    CHECK_OK(f.p->materialize_backward(f.p->impl, a));
+    CHECK_MSG(a[0].data == first, "the released gather buffer was not reused");
+    CHECK_OK(f.p->release(f.p->impl, a));
+
+    size_t live = 0, peak = 0;
+    CHECK_OK(f.p->prefetch(f.p->impl, 1));
+    CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, &peak));
+    CHECK(live == one);
+    CHECK_STATUS(f.p->prefetch(f.p->impl, 1), GLN_STATUS_INVALID_STATE, "prefetched already");
+    CHECK_STATUS(gln_sharded_weights_sync_working(f.sw), GLN_STATUS_INVALID_STATE, "prefetch");
+    CHECK_STATUS(gln_sharded_weights_load_full(f.sw, full), GLN_STATUS_INVALID_STATE, "prefetch");
+    CHECK_STATUS(f.p->prefetch(f.p->impl, 2), GLN_STATUS_INVALID_ARGUMENT, "direction");
+    CHECK_OK(f.p->prefetch(f.p->impl, 0));
+    CHECK_OK(f.p->materialize_backward(f.p->impl, b));
+    CHECK_OK(f.p->materialize_forward(f.p->impl, a));
+    CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, &peak));
+    CHECK(live == 2 * one && peak == 2 * one);
+    for (int64_t i = 0; i < TOTAL; i++) {
+        CHECK(gln_load(a[0].data, GLN_DTYPE_BF16, (size_t)i) == full[i]);
+        CHECK(gln_load(b[0].data, GLN_DTYPE_BF16, (size_t)i) == full[i]);
+    }
+    CHECK_OK(f.p->release(f.p->impl, b));
+    CHECK_OK(f.p->release(f.p->impl, a));
+    CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, NULL));
+    CHECK(live == 0);
+    CHECK_OK(gln_sharded_weights_sync_working(f.sw));
+    CHECK_OK(gln_sharded_weights_prefetch(f.sw, 0)); /* destroyed while prefetched: freed */
+    teardown(&f);
+}
+
+/* FP8 all-gather on one rank: materialize_forward returns gln_quantize of each bf16 expert
+ * weight (data and decode scale); materialize_backward stays bf16.  Version-1 configs are
+ * accepted, block modes refused. */
+static void test_fp8_gather(void) {
+    for (int pow2 = 0; pow2 <= 1; pow2++) {
+        gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
+        cfg.fp8_gather = 1;
+        cfg.fp8_quant.power_2_scale = pow2;
+        fixture_t f;
+        if (!setup_cfg(&f, &cfg)) return;
+        float full[TOTAL];
+        gln_rng_t r = gln_rng_seed(5);
+        for (int i = 0; i < TOTAL; i++) full[i] = (float)(gln_rng_normal(&r) * (1 + i % 3));
+        CHECK_OK(gln_sharded_weights_load_full(f.sw, full));
+        gln_tensor_t g[NE], h[NE];
+        CHECK_OK(f.p->materialize_forward(f.p->impl, g));
+        CHECK_OK(f.p->materialize_backward(f.p->impl, h));
+        uint16_t bf[KO * KI];
+        uint8_t ref[KO * KI];
+        for (int e = 0; e < NE; e++) {
+            for (int i = 0; i < KO * KI; i++) gln_store(bf, GLN_DTYPE_BF16, (size_t)i, full[e * KO * KI + i]);
+            gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, KO, KI, bf);
+            gln_tensor_t out = gln_tensor_make(GLN_DTYPE_FP8_E4M3, KO, KI, ref);
+            float sinv = 0, scale = 0, amax = 0;
+            out.scaling = GLN_SCALING_TENSOR, out.scale_inv = &sinv, out.scale = &scale, out.amax = &amax;
+            CHECK_OK(gln_quantize(f.ctx, &cfg.fp8_quant, &in, &out));
+            CHECK(g[e].scaling == GLN_SCALING_TENSOR && g[e].dtype == GLN_DTYPE_FP8_E4M3 && !g[e].col_data);
+            CHECK(gln_check_bitwise("fp8 gather vs gln_quantize", g[e].data, ref, sizeof ref));
+            CHECK(memcmp(g[e].scale_inv, &sinv, 4) == 0);
+            CHECK(h[e].scaling == GLN_SCALING_NONE && h[e].dtype == GLN_DTYPE_BF16);
+            CHECK(gln_check_bitwise("backward stays bf16", h[e].data, bf, sizeof bf));
+        }
+        size_t live = 0;
+        CHECK_OK(gln_sharded_weights_materialized_bytes(f.sw, &live, NULL));
+        CHECK(live == (((size_t)TOTAL + 15) & ~(size_t)15) + NE * sizeof(float) + (size_t)TOTAL * 2);
+        CHECK_OK(f.p->release(f.p->impl, g));
+        CHECK_OK(f.p->release(f.p->impl, h));
+        teardown(&f);
+    }
+    gln_context_t *ctx = NULL;
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    CHECK_OK(gln_comm_create_self(ctx, &comm));
+    CHECK(gln_comm_context(comm) == ctx);
+    gln_sharded_weights_t *sw = NULL;
+    gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
+    cfg.fp8_gather = 1;
+    cfg.fp8_quant.mode = GLN_SCALING_MXFP8_1D;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "fp8_gather");
+    cfg.fp8_quant.mode = GLN_SCALING_TENSOR;
+    cfg.fp8_quant.delayed = 1;
+    CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "delayed");
+    cfg = config(GLN_DTYPE_BF16, 0);
+    cfg.size = GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE; /* version 1: no FP8 gather fields */
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &cfg, &sw));
+    CHECK_OK(gln_sharded_weights_destroy(sw));
     CHECK_OK(gln_comm_destroy(comm));
     CHECK_OK(gln_context_destroy(ctx));
 }
@@ -369,4 +475,5 @@ GLN_TEST_MAIN(GLN_CASE(test_layout_and_round_trip), GLN_CASE(test_materialize),
               GLN_CASE(test_finalize_overwrite_accumulate), GLN_CASE(test_finalize_without_buffers),
               GLN_CASE(test_async_finalize), GLN_CASE(test_requires_grad_off),
               GLN_CASE(test_destroy_with_live_materialization), GLN_CASE(test_invalid_arguments),
-              GLN_CASE(test_cuda_context_refused))
+              GLN_CASE(test_cuda_context_refused), GLN_CASE(test_buffers_reused_and_prefetch),
+              GLN_CASE(test_fp8_gather))
