@@ -13,7 +13,8 @@
  * accumulating or past the experts' rows), followed by guard bytes; an empty expert's wgrad must
  * be exactly 0 (or untouched when accumulating); the rows past the experts' keep their bytes.
  * A CUDA-graph case captures an FP32-scale fprop and wgrad with device splits and replays them
- * with other splits.  Every call must be taken by the block-scaled kernels (when CUTLASS is built).
+ * with other splits.  Every call must be taken by the block-scaled kernels (when CUTLASS is built);
+ * fprop / dgrad also run on the pingpong lab variant (GLN_CUTLASS_BLOCKWISE=pingpong).
  *
  * Skips (exit 77) without a CUDA device. */
 #define _POSIX_C_SOURCE 200809L
@@ -291,11 +292,15 @@ static void case_tn_nn(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, in
     CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
     /* S per element from the dequantized operands */
     double *ab = grouped_abs(&b, c->num, c->splits, 0);
-    for (int direct = 0; direct < 2; direct++) {
+    /* gln_grouped_gemm, the block-scaled entry (cooperative), and its pingpong lab variant */
+    for (int way = 0; way < 3; way++) {
+        static const char *ways[] = {"gln_grouped_gemm", "block-scaled entry", "block-scaled entry, pingpong"};
         char w2[600];
-        snprintf(w2, sizeof w2, "%s [%s]", what, direct ? "block-scaled entry" : "gln_grouped_gemm");
+        snprintf(w2, sizeof w2, "%s [%s]", what, ways[way]);
         dev_put(dd, old);
-        run_cuda(&da, direct, w2);
+        if (way == 2) setenv("GLN_CUTLASS_BLOCKWISE", "pingpong", 1);
+        run_cuda(&da, way > 0, w2);
+        unsetenv("GLN_CUTLASS_BLOCKWISE");
         unsigned char *got = dev_get(dd, w2);
         /* rows past the experts': untouched */
         gln_check_bitwise(w2, got + (size_t)(total * n) * 2, (const char *)old + (size_t)(total * n) * 2,

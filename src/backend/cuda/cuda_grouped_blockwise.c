@@ -17,7 +17,9 @@
  * on the device), so a call never waits for the host and captures in a CUDA graph.
  *
  * Environment (kernel lab, comparisons): GLN_CUDA_BLOCKWISE=0 turns this path off (pow2 scales
- * then take the dequantize emulation, FP32 scales the per-expert loop). */
+ * then take the dequantize emulation, FP32 scales the per-expert loop); GLN_CUTLASS_BLOCKWISE=
+ * pingpong runs fprop / dgrad on the pingpong 64×128 instantiation instead of the cooperative
+ * 128×128 one. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,13 @@ static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 static int disabled(void) {
     const char *e = getenv("GLN_CUDA_BLOCKWISE");
     return e && !strcmp(e, "0");
+}
+
+/* The fprop / dgrad instantiation: the cooperative 128×128 one, or the pingpong 64×128 lab
+ * variant with GLN_CUTLASS_BLOCKWISE=pingpong. */
+static int pingpong(void) {
+    const char *e = getenv("GLN_CUTLASS_BLOCKWISE");
+    return e && !strcmp(e, "pingpong");
 }
 
 static int is_block_e4m3(const gln_tensor_t *t, gln_scaling_mode_t mode) {
@@ -139,7 +148,7 @@ static gln_status_t run_tn_nn(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, c
     GLN_CHECK(st, fail, gln_cuda_plan_make(ctx, args->b, GLN_SCALING_BLOCK_1D, &plan, fn));
     bw->g.offsets = plan.rows;
     bw->a_sf_start = plan.srow;
-    st = gln_cutlass_run_blockwise_tn(ctx, bw, fn);
+    st = pingpong() ? gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn) : gln_cutlass_run_blockwise_tn(ctx, bw, fn);
 fail:
     gln_cuda_plan_free(ctx, &plan);
     return st;

@@ -23,8 +23,12 @@ using gln_cutlass::Chunk;
 using gln_cutlass::packed_stride;
 
 /* One instantiation: E4M3 × E4M3, A row-major [M, K], B K-major [N, K]; scale granularity 1 along M
- * and SfN along N (128: weights; 1: wgrad's token-blocked copies), 128 along K. */
-template <class ED, int SfN, class Tile, class Cluster_, bool WithBias>
+ * and SfN along N (128: weights; 1: wgrad's token-blocked copies), 128 along K; the cooperative
+ * schedule (two consumer warpgroups share a tile) or the pingpong one (each takes its own tile,
+ * one's epilogue and scale promotion overlapping the other's MMAs). */
+template <class ED, int SfN, class Tile, class Cluster_, bool WithBias,
+          class KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+          class EpiSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>
 struct Blockwise {
     static constexpr bool kBias = WithBias;
     static constexpr int kSfN = SfN;
@@ -40,7 +44,7 @@ struct Blockwise {
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster_,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
-        cutlass::layout::RowMajor *, kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+        cutlass::layout::RowMajor *, kAlignD, EpiSchedule,
         cute::conditional_t<WithBias, gln_cutlass::BiasEpilogue<ED, Tile>,
                             gln_cutlass::fusion::LinearCombination<ED, float>>>::CollectiveOp;
 
@@ -50,7 +54,7 @@ struct Blockwise {
         cute::tuple<cutlass::layout::ColumnMajor *, LayoutSFB *>, 16, float, Tile, Cluster_,
         cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
             sizeof(typename Epilogue::SharedStorage))>,
-        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+        KernelSchedule>::CollectiveOp;
 
     using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
     using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
