@@ -190,6 +190,8 @@ static gln_status_t nccl_barrier(gln_comm_t *c) {
 static void nccl_destroy(gln_comm_t *c) {
     nccl_state_t *s = state_of(c);
     if (!s) return;
+    /* nothing of ours may still be running on the communication stream when NCCL goes */
+    if (s->side) cudaStreamSynchronize(s->side);
     if (s->comm) ncclCommDestroy(s->comm);
     if (s->side) cudaStreamDestroy(s->side);
     if (s->agree) cudaFree(s->agree);
