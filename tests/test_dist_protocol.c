@@ -635,6 +635,27 @@ static void test_delay_rejected_bug5(void) {
     }
 }
 
-GLN_TEST_MAIN(GLN_CASE(test_dispatch_bug1_invariant1), GLN_CASE(test_bf16_shards_fp8_bug2),
+/* Version 1 tables (ending at wait, no prefetch) stay valid: the layer accepts their size and
+ * never reads past it; any other size is refused. */
+static void test_version1_table(void) {
+    fake_t f;
+    fake_init(&f, 2, GLN_DTYPE_FP32, 1.0f, 1.0f, 1400);
+    gln_dist_weights_t d = fake_protocol(&f);
+    d.size = GLN_DIST_WEIGHTS_V1_SIZE;
+    d.prefetch = NULL;
+    gln_grouped_linear_config_t cfg = layer_cfg(2, GLN_DTYPE_FP32, GLN_RECIPE_NONE, GLN_PATH_GROUPED);
+    cfg.params.distributed = &d;
+    gln_grouped_linear_t *L = NULL;
+    CHECK_OK(gln_grouped_linear_create(gln_test_cpu_context(), &cfg, &L));
+    CHECK_OK(gln_grouped_linear_destroy(L));
+    L = NULL;
+    d.size = GLN_DIST_WEIGHTS_V1_SIZE + 1;
+    CHECK_STATUS(gln_grouped_linear_create(gln_test_cpu_context(), &cfg, &L), GLN_STATUS_INVALID_ARGUMENT,
+                 "version");
+    CHECK(L == NULL);
+    fake_free(&f);
+}
+
+GLN_TEST_MAIN(GLN_CASE(test_version1_table), GLN_CASE(test_dispatch_bug1_invariant1), GLN_CASE(test_bf16_shards_fp8_bug2),
               GLN_CASE(test_requires_grad_from_group_bug3), GLN_CASE(test_never_cached_bug4),
               GLN_CASE(test_delay_rejected_bug5))
