@@ -26,10 +26,11 @@ class Context:
         self.backend = backend
         self.device = device
         self._callbacks = None
+        self.allocs = 0               # scratch blocks taken from torch's caching allocator
         if backend == _lib.BACKEND_CUDA:
             import torch
             opts.stream = C.c_void_p(torch.cuda.current_stream(device).cuda_stream)
-            self._callbacks = _torch_allocator(device)
+            self._callbacks = _torch_allocator(device, self)
             opts.alloc, opts.free = self._callbacks
         handle = C.c_void_p()
         _lib.check(L.gln_context_create(C.byref(opts), C.byref(handle)), "gln_context_create")
@@ -48,11 +49,12 @@ class Context:
         return self.handle
 
 
-def _torch_allocator(device):
+def _torch_allocator(device, owner):
     """ctypes callbacks over torch's caching allocator (kept alive by the context)."""
     import torch
 
     def alloc(nbytes, stream, user):
+        owner.allocs += 1
         try:
             with torch.cuda.device(device):
                 return torch.cuda.caching_allocator_alloc(max(int(nbytes), 1), device, stream or 0)

@@ -1,0 +1,108 @@
+"""GPU-only tests (skipped without a GPU and a CUDA build of the library): CUDA-graph capture of
+forward + backward on the grouped path, torch's current stream and caching allocator, and
+torch.compile on CUDA tensors.  The per-recipe comparison with the float64 torch reference runs
+on CUDA through test_module.py (its tests are parametrized over the available devices)."""
+import pytest
+import torch
+
+from grouplin.torch import (DelayedScaling, Float8BlockScaling, Float8CurrentScaling, GroupedLinear,
+                            MXFP8BlockScaling)
+from conftest import needs_cuda
+
+pytestmark = needs_cuda
+N, K_IN, K_OUT = 4, 256, 384
+RECIPES = {"none": None, "current": Float8CurrentScaling(), "mxfp8": MXFP8BlockScaling(),
+           "block": Float8BlockScaling(), "delayed": DelayedScaling()}
+
+
+def twins(recipe):
+    """Two layers with identical bf16 parameters: one for the graph, one for eager runs."""
+    torch.manual_seed(0)
+    a = GroupedLinear(N, K_IN, K_OUT, recipe=RECIPES[recipe], params_dtype=torch.bfloat16, device="cuda")
+    b = GroupedLinear(N, K_IN, K_OUT, recipe=RECIPES[recipe], params_dtype=torch.bfloat16, device="cuda")
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        for p, q in zip(a.biases(), b.biases()):
+            p.normal_()
+            q.copy_(p)
+    return a, b
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_cuda_graph_capture_forward_backward(recipe):
+    rows = 512
+    layer, eager = twins(recipe)
+    x = torch.randn(rows, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    dy = torch.randn(rows, K_OUT, dtype=torch.bfloat16, device="cuda")
+    splits = torch.tensor([100, 0, 250, 130], dtype=torch.int64, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                   # warm up on the capture stream (C layer, caches)
+        for _ in range(3):
+            layer(x, splits).backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    for p in list(layer.parameters()) + [x]:
+        p.grad.zero_()
+    with torch.cuda.graph(graph, stream=s):
+        y = layer(x, splits)
+        y.backward(dy)
+    for new in ([10, 300, 0, 150], [0, 0, 0, 480]):   # other splits, read by the device at replay
+        splits.copy_(torch.tensor(new))
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+        for p in list(layer.parameters()) + [x]:
+            p.grad.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        if recipe == "delayed":              # the scales evolve per step: check it ran and is finite
+            assert torch.isfinite(y[:sum(new)].float()).all()
+            continue
+        xe = x.detach().clone().requires_grad_()
+        ye = eager(xe, splits)
+        ye.backward(dy)
+        m = sum(new)
+        assert torch.equal(y[:m], ye[:m]), "forward replay != eager"
+        assert torch.equal(x.grad[:m], xe.grad[:m]), "dgrad replay != eager"
+        for p, q in zip(layer.parameters(), eager.parameters()):
+            assert torch.allclose(p.grad.float(), q.grad.float(), rtol=1e-2, atol=1e-2)
+            q.grad = None
+
+
+def test_runs_on_torch_current_stream_with_torch_memory():
+    from grouplin import _context
+    torch.manual_seed(1)
+    layer = GroupedLinear(N, K_IN, K_OUT, recipe=MXFP8BlockScaling(), params_dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(300, K_IN, dtype=torch.bfloat16, device="cuda")
+    ref = layer(x, [100, 50, 0, 150])
+    ctx = _context.get(("cuda", torch.cuda.current_device()))
+    before = ctx.allocs
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = layer(x, [100, 50, 0, 150])
+        assert ctx._stream == s.cuda_stream        # the context followed torch's current stream
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(y, ref)
+    assert ctx.allocs > before                     # the library's scratch came from torch
+
+
+def test_torch_compile_on_cuda():
+    torch.manual_seed(2)
+    layer = GroupedLinear(N, K_IN, K_OUT, recipe=Float8CurrentScaling(), params_dtype=torch.bfloat16,
+                          device="cuda")
+    x = torch.randn(300, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    splits = torch.tensor([100, 50, 0, 150], device="cuda")
+    eager = layer(x, splits)
+    compiled = torch.compile(layer, fullgraph=True)
+    y = compiled(x, splits)
+    assert torch.equal(y, eager)
+    y.float().sum().backward()
+
+
+def test_wrong_device_splits_raise():
+    layer = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(10, K_IN, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="m_splits: a tensor of splits"):
+        layer(x, torch.tensor([10, 0, 0, 0]))
+    with pytest.raises(ValueError, match="inp: on cpu"):
+        layer(x.cpu(), [10, 0, 0, 0])
