@@ -3,7 +3,9 @@
 # (bf16, MXFP8 and FP8 current scaling on a byte-level language model over the texts under
 # /usr/share/common-licenses; --task teacher for the synthetic teacher task).  Writes loss.csv and
 # loss.png into out/.  Extra arguments go to `grouplin train`; set RANKS=2 (or 4) to run it
-# under mpirun with the expert weights sharded across the ranks.
+# under mpirun with the expert weights sharded across the ranks.  On a GPU machine (a CUDA build),
+# `scripts/train.sh --backend cuda` runs the whole step on the GPU (add --graph to replay a
+# captured step); bench/peer_torch_moe.py is the PyTorch peer of the same model.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}

@@ -50,7 +50,7 @@ expect_usage "needs a value" train --steps
 expect_usage "unknown recipe 'nope'" train --recipes nope
 expect_usage "unknown recipe 'nope'" train --recipes bf16,nope
 expect_usage "listed twice" train --recipes bf16,bf16
-expect_usage "not available" train --backend cuda
+expect_usage "--backend cuda" train --backend cuda --task teacher
 expect_usage "is not one of" train --backend tpu
 expect_usage "is not one of" train --path diagonal
 expect_usage "is not one of" train --activation relu
