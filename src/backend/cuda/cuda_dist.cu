@@ -2,13 +2,16 @@
  * (main_grad accumulation after a reduce-scatter) and the current-scaling scale of each global
  * amax (the FP8 all-gather).  Both are element-wise with one IEEE operation per element, so they
  * equal their CPU twins (cpu_dist.c) bit for bit. */
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_dist.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+}
 /* after numerics.h: the device helpers build on its scalar conversions */
 #include "backend/cuda/cuda_device.h"
 
