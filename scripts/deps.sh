@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what grouplin needs on a Debian/Ubuntu machine, idempotently:
 #   Debian packages (only the missing ones, only when root), and a Python virtual environment
-#   (.venv) with the oracle packages numpy + ml_dtypes.
+#   (.venv) with the oracle packages numpy + ml_dtypes, and torch + pytest for tests/python.
 # Usage: scripts/deps.sh [--no-python]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +35,14 @@ if [ "${1:-}" != "--no-python" ]; then
   if ! "$root/.venv/bin/python" -c 'import numpy, ml_dtypes' 2>/dev/null; then
     echo "deps: installing numpy + ml_dtypes into .venv"
     "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check numpy ml_dtypes
+  fi
+  # The Python package's tests (tests/python): pytest and torch from PyPI.  PyPI's Linux torch
+  # wheel is the CUDA build and needs its nvidia-* wheels even on a CPU-only machine (with
+  # --no-deps `import torch` fails on libcufile): about 1 min and 4.7 GB on CI.  Pinned to the
+  # GPU machine's version so both run the same torch.
+  if ! "$root/.venv/bin/python" -c 'import torch, pytest' 2>/dev/null; then
+    echo "deps: installing torch + pytest into .venv (PyPI; about 4.7 GB)"
+    "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check "torch==${GLN_TORCH_VERSION:-2.11.0}" pytest
   fi
   # CUTLASS headers for the Hopper grouped GEMMs of the CUDA backend: the nvidia-cutlass wheel
   # ships them (cutlass_library/source/include); --no-deps keeps its Python tooling's

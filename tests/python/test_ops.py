@@ -1,12 +1,13 @@
 """grouplin's numpy ops against numpy / ml_dtypes: the scalar conversions, cast, amax, quantize /
 dequantize per scaling mode (bit for bit against the oracle's independent model) and the grouped
 GEMM (against float64 numpy)."""
-import ml_dtypes
 import numpy as np
 import pytest
 
 import grouplin
-import quant_oracle_ref as ref
+
+ml_dtypes = pytest.importorskip("ml_dtypes")  # the oracle's model needs it (the package does not)
+import quant_oracle_ref as ref  # noqa: E402  (tests/oracle, put on sys.path by conftest.py)
 
 RNG = np.random.default_rng(1234)
 FLT_MAX = np.float32(np.finfo(np.float32).max)
