@@ -10,7 +10,7 @@
  *   layer          a sharded layer equals a plain layer holding the same weights on the same
  *                  GPU: y and dx bitwise, main_grad after an overwrite and an accumulating step
  *                  bitwise (exact data: small integers, power-of-two scales), for bf16, FP8
- *                  current scaling with the FP8 all-gather, MXFP8 and FP8 block, with prefetch
+ *                  current scaling and MXFP8 with the FP8 all-gather, FP8 block, with prefetch
  *                  and asynchronous finalize; no gathered weights alive after a step, a peak of
  *                  one gathered group.
  *   capture        a whole step of a sharded layer (prefetches, forward, backward, the stream-
@@ -30,7 +30,7 @@
 #include "comm/comm.h"
 #include "common/context.h"
 
-enum { NE = 4, KIN = 64, KOUT = 48, ROWS = 100 };
+enum { NE = 4, KIN = 128, KOUT = 48, ROWS = 100 }; /* K_in % 128 == 0: the MXFP8 all-gather */
 #define TOTAL ((int64_t)NE * KIN * KOUT)
 static const int64_t k_splits[NE] = {0, 37, 40, 23};
 
@@ -207,6 +207,7 @@ static const variant_t kVariants[] = {
     {"fp8-current/pow2 fp8-gather prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1},
     {"fp8-current fp8-gather", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0},
     {"mxfp8 prefetch", GLN_RECIPE_MXFP8, 0, 1, 0, 0, 1},
+    {"mxfp8 fp8-gather prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1},
     {"fp8-block async", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 0, 1},
 };
 
@@ -264,7 +265,7 @@ static int sharded_new(gln_context_t *cu, comm_kind_t kind, const variant_t *v, 
     sc.num_experts = NE, sc.out_features = KOUT, sc.in_features = KIN;
     sc.async_finalize = v->async;
     sc.fp8_gather = v->fp8g;
-    sc.fp8_quant.mode = GLN_SCALING_TENSOR;
+    sc.fp8_quant.mode = v->recipe == GLN_RECIPE_MXFP8 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
     sc.fp8_quant.fp8_dtype = GLN_DTYPE_FP8_E4M3;
     sc.fp8_quant.power_2_scale = v->pow2;
     CHECK_OK(gln_sharded_weights_create(cu, s->comm, &sc, &s->sw));
@@ -461,6 +462,7 @@ static void test_capture_sharded_step(void) {
     for (int k = 0; k < num_kinds(); k++) {
         capture_case((comm_kind_t)k, &kVariants[1]); /* bf16, prefetch, async finalize */
         capture_case((comm_kind_t)k, &kVariants[2]); /* FP8 all-gather, prefetch, async finalize */
+        capture_case((comm_kind_t)k, &kVariants[5]); /* MXFP8 all-gather, prefetch, async finalize */
     }
 }
 #endif

@@ -31,8 +31,22 @@ size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw) {
     return ((size_t)sw->ranks * (size_t)sw->shard_len + 15) & ~(size_t)15;
 }
 
+int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw) {
+    return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_MXFP8_1D;
+}
+
+/* pad128(K_out) rows of K_in/32 codes (K_in is a multiple of 128: no column padding) */
+size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw) {
+    size_t rows = ((size_t)sw->cfg.out_features + 127) & ~(size_t)127;
+    return rows * (size_t)(sw->cfg.in_features / 32);
+}
+
 size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw) {
-    return gln_sharded_fp8_scales_offset(sw) + (size_t)sw->cfg.num_experts * sizeof(float);
+    size_t n = (size_t)sw->cfg.num_experts;
+    if (gln_sharded_fp8_mx(sw))
+        return gln_sharded_fp8_scales_offset(sw) + n * gln_sharded_mx_grid_bytes(sw) +
+               (size_t)sw->ranks * (size_t)sw->shard_len / 32;
+    return gln_sharded_fp8_scales_offset(sw) + n * sizeof(float);
 }
 
 /* Copy a versioned config: exactly the sizes of known versions are accepted (version 1 ends
@@ -59,9 +73,15 @@ static gln_status_t validate_fp8(const gln_sharded_weights_config_t *c) {
     GLN_REQUIRE_ARG(q->size == sizeof *q,
                     "%s: cfg->fp8_quant.size %zu must be sizeof(gln_quant_config_t) = %zu (start "
                     "from GLN_QUANT_CONFIG_INIT)", FN, q->size, sizeof *q);
-    GLN_REQUIRE(q->mode == GLN_SCALING_TENSOR && !q->delayed, GLN_STATUS_NOT_SUPPORTED,
+    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D,
+                GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
-                "delayed 0); mode %d delayed %d is not supported yet", FN, (int)q->mode, q->delayed);
+                "delayed 0) and MXFP8; mode %d delayed %d is not supported yet", FN, (int)q->mode,
+                q->delayed);
+    /* MXFP8: whole 1x32 blocks per shard and a scale grid without column padding */
+    GLN_REQUIRE(q->mode != GLN_SCALING_MXFP8_1D || c->in_features % 128 == 0, GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->fp8_gather with MXFP8 needs in_features %% 128 == 0 (in_features %lld)", FN,
+                (long long)c->in_features);
     GLN_REQUIRE_ARG(q->fp8_dtype == GLN_DTYPE_FP8_E4M3 || q->fp8_dtype == GLN_DTYPE_FP8_E5M2,
                     "%s: cfg->fp8_quant.fp8_dtype %s must be fp8_e4m3 or fp8_e5m2", FN,
                     gln_dtype_name(q->fp8_dtype));
@@ -115,7 +135,13 @@ static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
     GLN_TRY(gln_ctx_zero(ctx, sw->master, n * sizeof(float)));
     GLN_TRY(gln_ctx_zero(ctx, sw->working, n * gln_dtype_size(sw->cfg.working_dtype)));
     GLN_TRY(gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float)));
-    if (sw->cfg.fp8_gather) {
+    if (gln_sharded_fp8_mx(sw)) {
+        size_t grid = ((n / 128 + 127) & ~(size_t)127) * 4; /* [pad128(n/128), 4] */
+        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
+        GLN_TRY(gln_ctx_alloc(ctx, grid, (void **)&sw->fp8_sscale));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, grid));
+    } else if (sw->cfg.fp8_gather) {
         size_t work = 4 * (size_t)sw->cfg.num_experts * sizeof(float);
         GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
         GLN_TRY(gln_ctx_alloc(ctx, work, (void **)&sw->fp8_work));
@@ -136,6 +162,8 @@ static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
     sw->expert_elems = sw->cfg.out_features * sw->cfg.in_features;
     sw->total = sw->cfg.num_experts * sw->expert_elems;
     sw->shard_len = (sw->total + sw->ranks - 1) / sw->ranks;
+    /* MXFP8 all-gather: shards of whole [., 128] rows, so every 1x32 block lies in one shard */
+    if (gln_sharded_fp8_mx(sw)) sw->shard_len = (sw->shard_len + 127) / 128 * 128;
     sw->shard_offset = (int64_t)comm->rank * sw->shard_len;
     return allocate_shards(sw);
 }
@@ -181,6 +209,7 @@ static void free_buffers(gln_sharded_weights_t *sw) {
     gln_ctx_free(sw->ctx, sw->rs_buf);
     gln_ctx_free(sw->ctx, sw->fp8_shard);
     gln_ctx_free(sw->ctx, sw->fp8_work);
+    gln_ctx_free(sw->ctx, sw->fp8_sscale);
 }
 
 gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,

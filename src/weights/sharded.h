@@ -55,14 +55,17 @@ struct gln_sharded_weights {
     struct {
         void *base;
         size_t bytes;
-        void *request;
+        void *request[2]; /* the data gather, and the MXFP8 scales' gather */
     } prefetched[2];
 
-    /* FP8 all-gather (cfg.fp8_gather): this rank's quantized shard [shard_len] and the per-expert
-     * work arrays [4·N] FP32 (global amax, encode scale, and two sinks the delayed-mode quantize
-     * writes but nobody reads) */
+    /* FP8 all-gather (cfg.fp8_gather): this rank's quantized shard [shard_len]; per-tensor: the
+     * per-expert work arrays [4·N] FP32 (global amax, encode scale, and two sinks the
+     * delayed-mode quantize writes but nobody reads); MXFP8: the shard's E8M0 scale grid, the
+     * shard quantized as [shard_len/128, 128] (its first shard_len/32 bytes are the block scales
+     * in flat order) */
     uint8_t *fp8_shard;
     float *fp8_work;
+    uint8_t *fp8_sscale;
 
     /* finalize in flight (async_finalize) */
     int pending;
@@ -86,9 +89,14 @@ struct gln_sharded_weights {
 /* Bytes of one working-dtype materialization (all ranks' padded shards). */
 size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw);
 /* Bytes of one FP8 materialization: the FP8 bytes of every padded shard, then (16-byte aligned,
- * at gln_sharded_fp8_scales_offset) the N FP32 decode scales. */
+ * at gln_sharded_fp8_scales_offset) the decode scales: per-tensor, N FP32; MXFP8, N scale grids
+ * of gln_sharded_mx_grid_bytes each in the layout of gln_quant_layout, followed by the gathered
+ * compact block scales (ranks·shard_len/32 bytes) they are built from. */
 size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw);
 size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw);
+size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw);
+/* 1 when the FP8 all-gather is MXFP8 (else per-tensor, or none) */
+int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
 /* Complete every prefetched gather and free the group's buffers (destroy). */
 void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
 /* INVALID_STATE naming `fn` while a prefetched gather still reads the working shard. */

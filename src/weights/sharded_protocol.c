@@ -151,34 +151,83 @@ static size_t gather_bytes(const gln_sharded_weights_t *sw, int dir) {
     return gathers_fp8(sw, dir) ? gln_sharded_fp8_bytes(sw) : gln_sharded_full_bytes(sw);
 }
 
-/* The gather itself (after the agreement): synchronous when request is NULL (still
- * stream-ordered on a device), else started. */
-static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
-    size_t n = (size_t)sw->shard_len;
-    if (gathers_fp8(sw, dir)) {
-        float *scale_inv = (float *)(buf + gln_sharded_fp8_scales_offset(sw));
-        GLN_TRY(fp8_quantize_shard(sw, scale_inv));
-        gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
-        return request ? gln_comm_allgather_start_agreed(sw->comm, sw->fp8_shard, buf, n, f8, request)
-                       : gln_comm_allgather_agreed(sw->comm, sw->fp8_shard, buf, n, f8);
-    }
-    gln_dtype_t dt = sw->cfg.working_dtype;
-    return request ? gln_comm_allgather_start_agreed(sw->comm, sw->working, buf, n, dt, request)
-                   : gln_comm_allgather_agreed(sw->comm, sw->working, buf, n, dt);
+/* One all-gather of n elements: synchronous when request is NULL (still stream-ordered on a
+ * device), else started. */
+static gln_status_t gather(gln_sharded_weights_t *sw, const void *send, void *recv, size_t n,
+                           gln_dtype_t dt, void **request) {
+    return request ? gln_comm_allgather_start_agreed(sw->comm, send, recv, n, dt, request)
+                   : gln_comm_allgather_agreed(sw->comm, send, recv, n, dt);
 }
 
-/* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales. */
+/* The MXFP8 shard: quantized as [shard_len/128, 128] rowwise.  Blocks are 32 consecutive
+ * elements of one weight row (K_in % 128 == 0, shards of whole 128-element rows), so each block
+ * and its E8M0 code equal those of the full weight's quantization; the codes come out in flat
+ * block order (4 per row of the shard view, no column padding). */
+static gln_status_t mx_quantize_shard(gln_sharded_weights_t *sw) {
+    gln_quant_config_t cfg = sw->cfg.fp8_quant;
+    cfg.rowwise = 1;
+    cfg.columnwise = 0;
+    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, sw->shard_len / 128, 128, sw->working);
+    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, sw->shard_len / 128, 128, sw->fp8_shard);
+    out.scaling = GLN_SCALING_MXFP8_1D;
+    out.scale_inv = sw->fp8_sscale;
+    return gln_op_quantize(sw->ctx, &cfg, &in, &out);
+}
+
+/* The gathers of a materialization (after the agreement): the working shards, or the FP8
+ * shards (+ the MXFP8 block codes, a second gather into the tail of the buffer). */
+static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
+    size_t n = (size_t)sw->shard_len;
+    if (!gathers_fp8(sw, dir))
+        return gather(sw, sw->working, buf, n, sw->cfg.working_dtype, request);
+    gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
+    if (!gln_sharded_fp8_mx(sw)) {
+        GLN_TRY(fp8_quantize_shard(sw, (float *)(buf + gln_sharded_fp8_scales_offset(sw))));
+        return gather(sw, sw->fp8_shard, buf, n, f8, request);
+    }
+    GLN_TRY(mx_quantize_shard(sw));
+    char *codes = buf + gln_sharded_fp8_scales_offset(sw) +
+                  (size_t)sw->cfg.num_experts * gln_sharded_mx_grid_bytes(sw);
+    GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
+    gln_status_t st = gather(sw, sw->fp8_sscale, codes, n / 32, GLN_DTYPE_E8M0, request ? request + 1 : NULL);
+    if (st != GLN_STATUS_SUCCESS && request && request[0]) {
+        gln_comm_wait(sw->comm, request[0]); /* never leave a started gather behind */
+        request[0] = NULL;
+    }
+    return st;
+}
+
+/* After the gathers completed (in stream order): the MXFP8 scale grid of each expert, the
+ * layout gln_quantize writes — K_out rows of K_in/32 codes, then zero rows to pad128(K_out). */
+static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf) {
+    if (!gathers_fp8(sw, dir) || !gln_sharded_fp8_mx(sw)) return GLN_STATUS_SUCCESS;
+    gln_context_t *ctx = sw->ctx;
+    size_t grid = gln_sharded_mx_grid_bytes(sw);
+    size_t used = (size_t)sw->cfg.out_features * (size_t)(sw->cfg.in_features / 32);
+    char *grids = buf + gln_sharded_fp8_scales_offset(sw);
+    const char *codes = grids + (size_t)sw->cfg.num_experts * grid;
+    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
+        char *g = grids + (size_t)e * grid;
+        GLN_TRY(ctx->ops->memcpy(ctx, g, codes + (size_t)e * used, used, GLN_COPY_BACKEND_TO_BACKEND));
+        if (grid > used) GLN_TRY(gln_ctx_zero(ctx, g + used, grid - used));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+/* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales or
+ * MXFP8 scale grids. */
 static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_tensor_t *weights) {
-    int fp8 = gathers_fp8(sw, dir);
+    int fp8 = gathers_fp8(sw, dir), mx = fp8 && gln_sharded_fp8_mx(sw);
     gln_dtype_t dt = fp8 ? sw->cfg.fp8_quant.fp8_dtype : sw->cfg.working_dtype;
     size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
-    float *scale_inv = fp8 ? (float *)(buf + gln_sharded_fp8_scales_offset(sw)) : NULL;
+    char *scales = fp8 ? buf + gln_sharded_fp8_scales_offset(sw) : NULL;
     for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
         gln_tensor_t t = gln_tensor_make(dt, sw->cfg.out_features, sw->cfg.in_features,
                                          buf + (size_t)i * expert_bytes);
         if (fp8) {
-            t.scaling = GLN_SCALING_TENSOR;
-            t.scale_inv = &scale_inv[i];
+            t.scaling = mx ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
+            t.scale_inv = mx ? (void *)(scales + (size_t)i * gln_sharded_mx_grid_bytes(sw))
+                             : (void *)((float *)scales + i);
         }
         weights[i] = t;
     }
@@ -200,14 +249,19 @@ static gln_status_t materialize(const char *fn, gln_call_t call, int dir, void *
                          {"call", "shard_len", "working_dtype", "fp8_gather", "prefetched", ""}};
     GLN_CHECK(st, fail, gln_sharded_agree(sw, sw->call_fn ? sw->call_fn : fn, st, &shape));
     if (have) {
-        void *req = sw->prefetched[dir].request;
+        void *req0 = sw->prefetched[dir].request[0], *req1 = sw->prefetched[dir].request[1];
         full = sw->prefetched[dir].base; /* already on the live list */
         memset(&sw->prefetched[dir], 0, sizeof sw->prefetched[dir]);
-        GLN_TRY(gln_comm_wait(sw->comm, req)); /* stream order: the GEMMs come after it */
+        /* stream order: what follows (the grids, the GEMMs) comes after the gathers */
+        st = gln_comm_wait(sw->comm, req0);
+        gln_status_t st1 = gln_comm_wait(sw->comm, req1);
+        GLN_TRY(st != GLN_STATUS_SUCCESS ? st : st1);
+        GLN_TRY(finish_gather(sw, dir, full));
         describe(sw, dir, full, weights);
         return GLN_STATUS_SUCCESS;
     }
     GLN_CHECK(st, fail, gather_into(sw, dir, full, NULL));
+    GLN_CHECK(st, fail, finish_gather(sw, dir, full));
     GLN_CHECK(st, fail, track_live(sw, full, bytes));
     describe(sw, dir, full, weights);
     return GLN_STATUS_SUCCESS;
@@ -240,21 +294,23 @@ static gln_status_t hook_prefetch(void *impl, int direction) {
     REQUIRE_IMPL(fn, impl);
     gln_sharded_weights_t *sw = impl;
     int dir = direction == DIR_BACKWARD ? DIR_BACKWARD : DIR_FORWARD;
-    void *buf = NULL, *req = NULL;
+    void *buf = NULL, *req[2] = {NULL, NULL};
     size_t bytes = gather_bytes(sw, dir);
     gln_status_t st = prefetch_local(fn, sw, direction, &buf);
     gln_agree_t shape = {{GLN_CALL_PREFETCH, sw->shard_len, direction, sw->cfg.fp8_gather != 0, 0, 0},
                          {"call", "shard_len", "direction", "fp8_gather", "", ""}};
     GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
-    GLN_CHECK(st, fail, gather_into(sw, dir, buf, &req));
+    GLN_CHECK(st, fail, gather_into(sw, dir, buf, req));
     st = track_live(sw, buf, bytes);
     if (st != GLN_STATUS_SUCCESS) {
-        gln_comm_wait(sw->comm, req); /* never leave a started gather behind */
+        gln_comm_wait(sw->comm, req[0]); /* never leave a started gather behind */
+        gln_comm_wait(sw->comm, req[1]);
         goto fail;
     }
     sw->prefetched[dir].base = buf;
     sw->prefetched[dir].bytes = bytes;
-    sw->prefetched[dir].request = req;
+    sw->prefetched[dir].request[0] = req[0];
+    sw->prefetched[dir].request[1] = req[1];
     return GLN_STATUS_SUCCESS;
 fail:
     buf_recycle(sw, buf, bytes);
@@ -302,7 +358,8 @@ void gln_sharded_release_all(gln_sharded_weights_t *sw) {
 
 void gln_sharded_free_gathers(gln_sharded_weights_t *sw) {
     for (int d = 0; d < 2; d++) {
-        if (sw->prefetched[d].request) gln_comm_wait(sw->comm, sw->prefetched[d].request);
+        for (int k = 0; k < 2; k++)
+            if (sw->prefetched[d].request[k]) gln_comm_wait(sw->comm, sw->prefetched[d].request[k]);
         memset(&sw->prefetched[d], 0, sizeof sw->prefetched[d]);
     }
     gln_sharded_release_all(sw); /* prefetched buffers are on the live list */

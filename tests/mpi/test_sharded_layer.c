@@ -28,7 +28,10 @@
  * twice that; one more u·|ref| covers the final FP32 add of two such sums (second step). */
 #define SUM_ORDER_UNIT 0x1p-24
 
-enum { NE = 3, KO = 17, KI = 33 }; /* N·K_out·K_in = 1683: odd, so shards are padded on 2 and 4 ranks */
+enum { NE = 3, KO = 17 };
+/* K_in: 33 (N·K_out·K_in = 1683: odd, so shards are padded on 2 and 4 ranks), 128 for the MXFP8
+ * all-gather (which needs K_in % 128 == 0); set per variant */
+static int64_t KI = 33;
 
 typedef struct variant {
     const char *name;
@@ -39,22 +42,24 @@ typedef struct variant {
     int exact;        /* main_grad compared bitwise */
     int async;        /* the group finalizes asynchronously */
     int prefetch;     /* prefetch(forward) before forward, prefetch(backward) before backward */
-    int fp8g;         /* FP8 all-gather (fp8_current only) */
+    int fp8g;         /* FP8 all-gather (fp8_current, mxfp8) */
+    int ki;           /* K_in for this variant (0: 33) */
 } variant_t;
 
 static const variant_t variants[] = {
-    {"none/fp32", GLN_RECIPE_NONE, GLN_DTYPE_FP32, GLN_DTYPE_FP32, 0, 1, 0, 0, 0},
-    {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0},
-    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0},
-    {"fp8_current/pow2", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 0, 0},
-    {"fp8_current", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0},
-    {"mxfp8", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 0, 0},
-    {"fp8_block/pow2", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0},
-    {"none/bf16+prefetch", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 0},
-    {"mxfp8+prefetch", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 1, 0},
-    {"fp8_current/pow2+fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 0, 0, 1},
-    {"fp8_current/pow2+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 1, 1},
-    {"fp8_current+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 1, 1, 1},
+    {"none/fp32", GLN_RECIPE_NONE, GLN_DTYPE_FP32, GLN_DTYPE_FP32, 0, 1, 0, 0, 0, 0},
+    {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0, 0},
+    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0, 0},
+    {"fp8_current/pow2", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 0, 0, 0},
+    {"fp8_current", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 0, 0, 0, 0},
+    {"mxfp8", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 0, 0, 0},
+    {"fp8_block/pow2", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 0, 0, 0},
+    {"none/bf16+prefetch", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 0, 0},
+    {"mxfp8+prefetch", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 1, 0, 0},
+    {"fp8_current/pow2+fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 0, 0, 1, 0},
+    {"fp8_current/pow2+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 1, 1, 0},
+    {"fp8_current+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 1, 1, 1, 0},
+    {"mxfp8+fp8gather+prefetch", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 1, 128},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 #define TOTAL ((int64_t)NE * KO * KI)
@@ -71,7 +76,7 @@ static void rank_splits(int rank, int64_t *m, int64_t *rows) {
 /* The layer recipe's weight quantization (recipe.c): what the FP8 all-gather must use. */
 static gln_quant_config_t weight_quant(const variant_t *v) {
     gln_quant_config_t q = GLN_QUANT_CONFIG_INIT;
-    q.mode = GLN_SCALING_TENSOR;
+    q.mode = v->recipe == GLN_RECIPE_MXFP8 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
     q.fp8_dtype = GLN_DTYPE_FP8_E4M3;
     q.power_2_scale = v->pow2;
     return q;
@@ -209,8 +214,9 @@ static void step_both(world_t *w, const variant_t *v, gln_microbatch_t mb_sharde
     size_t live = 1, peak = 0;
     CHECK_OK(gln_sharded_weights_materialized_bytes(w->sw, &live, &peak));
     CHECK_MSG(live == 0, "%s: %zu materialized bytes alive after forward + backward", v->name, live);
-    size_t one_group = (size_t)((TOTAL + gln_mpi_size() - 1) / gln_mpi_size()) * (size_t)gln_mpi_size() *
-                       gln_dtype_size(v->wdt);
+    int64_t shard_len = 0;
+    CHECK_OK(gln_sharded_weights_shard(w->sw, NULL, NULL, &shard_len, NULL));
+    size_t one_group = (size_t)shard_len * (size_t)gln_mpi_size() * gln_dtype_size(v->wdt);
     CHECK_MSG(peak == one_group, "%s: peak materialized %zu bytes, expected one group %zu", v->name,
               peak, one_group);
     run_layer(w->plain, v, GLN_MICROBATCH_FIRST, seed, yp, dxp, NULL);
@@ -270,6 +276,7 @@ static void check_main_grad(world_t *w, const variant_t *v, const float *ref, co
  * (-0.5: still exact).  Step 2: sharded NEXT (finalize accumulates into main_grad), plain FIRST
  * after weights_updated (fresh quantization, overwrite), so the reference is Σ step1 + Σ step2. */
 static void run_variant(const variant_t *v, gln_path_t path) {
+    KI = v->ki ? v->ki : 33;
     world_t w;
     if (!world_create(&w, v, path, 1)) {
         gln_test_fail_at(__FILE__, __LINE__, "%s path %d: setup failed", v->name, (int)path);
@@ -299,6 +306,7 @@ static void run_variant(const variant_t *v, gln_path_t path) {
     free(ref2);
     free(abs_sum);
     world_destroy(&w);
+    KI = 33;
 }
 
 static void test_split_path(void) {
@@ -360,7 +368,7 @@ static void test_fp32_forward_anchor(void) {
  * decode scale), on random weights whose amaxes sit in different ranks' shards. */
 static void test_fp8_gather_bytes(void) {
     for (int pow2 = 0; pow2 <= 1; pow2++) {
-        variant_t v = {"fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, pow2, 0, 0, 0, 1};
+        variant_t v = {"fp8gather", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, pow2, 0, 0, 0, 1, 0};
         world_t w;
         if (!world_create(&w, &v, GLN_PATH_GROUPED, 1)) return;
         gln_rng_t r = gln_rng_seed(99); /* same on every rank */
@@ -403,13 +411,72 @@ static void test_fp8_gather_bytes(void) {
     }
 }
 
+/* The MXFP8 all-gather (K_in a multiple of 128: shards of whole 128-element rows) returns
+ * exactly gln_quantize of each full bf16 expert weight: the FP8 data and the whole E8M0 scale
+ * grid (padding rows included); a prefetched gather gives the same bytes. */
+static void test_mxfp8_gather_bytes(void) {
+    enum { MN = 3, MO = 17, MI = 256 };
+    const int64_t total = (int64_t)MN * MO * MI;
+    gln_context_t *ctx = NULL;
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    CHECK_OK(gln_comm_create_mpi(ctx, NULL, &comm));
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = MN, sc.out_features = MO, sc.in_features = MI;
+    sc.fp8_gather = 1;
+    sc.fp8_quant.mode = GLN_SCALING_MXFP8_1D;
+    gln_sharded_weights_t *sw = NULL;
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &sc, &sw));
+    if (!sw) return;
+    int64_t len = 0;
+    CHECK_OK(gln_sharded_weights_shard(sw, NULL, NULL, &len, NULL));
+    CHECK_MSG(len % 128 == 0, "MXFP8 shard length %lld is not a multiple of 128", (long long)len);
+    float *full = gln_test_alloc((size_t)total * sizeof(float));
+    gln_rng_t r = gln_rng_seed(123);
+    for (int64_t i = 0; i < total; i++) full[i] = (float)(gln_rng_normal(&r) * ldexp(1.0, (int)(i / 32 % 9) - 4));
+    CHECK_OK(gln_sharded_weights_load_full(sw, full));
+    const gln_dist_weights_t *p = gln_sharded_weights_protocol(sw);
+    gln_quant_layout_t lay;
+    CHECK_OK(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, MO, MI, &lay));
+    void *bf = gln_test_alloc((size_t)MO * MI * 2);
+    uint8_t *ref = gln_test_alloc((size_t)MO * MI), *rs = gln_test_alloc(lay.scale_bytes);
+    for (int pass = 0; pass < 2; pass++) {
+        gln_tensor_t g[MN];
+        if (pass) CHECK_OK(p->prefetch(p->impl, 0));
+        CHECK_OK(p->materialize_forward(p->impl, g));
+        for (int e = 0; e < MN; e++) {
+            for (int64_t i = 0; i < (int64_t)MO * MI; i++)
+                gln_store(bf, GLN_DTYPE_BF16, (size_t)i, full[(int64_t)e * MO * MI + i]);
+            gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, MO, MI, bf);
+            gln_tensor_t out = gln_tensor_make(GLN_DTYPE_FP8_E4M3, MO, MI, ref);
+            out.scaling = GLN_SCALING_MXFP8_1D;
+            out.scale_inv = rs;
+            CHECK_OK(gln_quantize(ctx, &sc.fp8_quant, &in, &out));
+            CHECK(g[e].scaling == GLN_SCALING_MXFP8_1D && g[e].dtype == GLN_DTYPE_FP8_E4M3);
+            char what[96];
+            snprintf(what, sizeof what, "MXFP8 gather pass %d expert %d: data", pass, e);
+            CHECK(gln_check_bitwise(what, g[e].data, ref, (size_t)MO * MI));
+            snprintf(what, sizeof what, "MXFP8 gather pass %d expert %d: scale grid", pass, e);
+            CHECK(gln_check_bitwise(what, g[e].scale_inv, rs, lay.scale_bytes));
+        }
+        CHECK_OK(p->release(p->impl, g));
+    }
+    gln_test_free(bf);
+    gln_test_free(ref);
+    gln_test_free(rs);
+    gln_test_free(full);
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    CHECK_OK(gln_comm_destroy(comm));
+    CHECK_OK(gln_context_destroy(ctx));
+}
+
 /* An asynchronous finalize is completed through the layer: two steps without any wait by the
  * caller (the second backward completes the first finalize), then destroying the layer
  * completes the second one; main_grad equals the synchronous group's bit for bit. */
 static void test_async_through_layer(void) {
     float *mg[2];
     for (int async = 0; async <= 1; async++) {
-        variant_t v = {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, async, 0, 0};
+        variant_t v = {"none/bf16", GLN_RECIPE_NONE, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, async, 0, 0, 0};
         world_t w;
         if (!world_create(&w, &v, GLN_PATH_GROUPED, 1)) return;
         int64_t m[NE], rows;
@@ -431,6 +498,6 @@ static void test_async_through_layer(void) {
     gln_test_free(mg[1]);
 }
 
-GLN_MPI_TEST_MAIN(GLN_CASE(test_fp8_gather_bytes), GLN_CASE(test_async_through_layer),
+GLN_MPI_TEST_MAIN(GLN_CASE(test_fp8_gather_bytes), GLN_CASE(test_mxfp8_gather_bytes), GLN_CASE(test_async_through_layer),
                   GLN_CASE(test_fp32_forward_anchor), GLN_CASE(test_requires_grad_from_group),
                   GLN_CASE(test_split_path), GLN_CASE(test_grouped_path))
