@@ -1,30 +1,31 @@
 """grouplin.torch.GroupedLinear: TransformerEngine's GroupedLinear on grouplin's C layer.
 
-Example: a complete training loop with gradient accumulation over microbatches, Megatron-style
-fused wgrad accumulation into FP32 main_grad buffers, and an FP8 recipe::
+Example: a complete training loop with gradient accumulation over two microbatches per step,
+Megatron-style fused wgrad accumulation into FP32 main_grad buffers, and an FP8 recipe::
 
     import torch
     from grouplin.torch import GroupedLinear, MXFP8BlockScaling
 
-    N, K_in, K_out = 4, 256, 512
-    layer = GroupedLinear(N, K_in, K_out, bias=True, recipe=MXFP8BlockScaling(),
-                          params_dtype=torch.bfloat16, device="cpu",      # or "cuda"
-                          fuse_wgrad_accumulation=True)
-    for w in layer.weights():                         # Megatron-style FP32 gradient buffers
+    N, K_in, K_out, lr = 4, 256, 128, 5.0       # plain SGD on a mean-squared error
+    torch.manual_seed(0)
+    teacher = torch.randn(N, K_out, K_in) / K_in ** 0.5       # the maps to learn
+    layer = GroupedLinear(N, K_in, K_out, recipe=MXFP8BlockScaling(), params_dtype=torch.bfloat16,
+                          device="cpu", fuse_wgrad_accumulation=True)   # or device="cuda"
+    for w in layer.weights():                     # FP32 gradient buffers, as Megatron sets them
         w.main_grad = torch.zeros(w.shape, dtype=torch.float32)
-        w.grad_added_to_main_grad = False
-    opt = torch.optim.SGD(layer.parameters(), lr=1e-2)   # biases: ordinary .grad
-    for step in range(10):
-        for mb in range(2):                           # two microbatches per step
-            x = torch.randn(96, K_in, dtype=torch.bfloat16)
-            splits = [40, 0, 30, 26]                  # rows per expert (a list: split path)
+    for step in range(100):
+        for mb in range(2):
+            splits = torch.randint(0, 64, (N,)).tolist()      # rows routed to each expert
+            x = torch.randn(sum(splits), K_in, dtype=torch.bfloat16)
+            target = torch.cat([xi.float() @ teacher[i].T for i, xi in enumerate(x.split(splits))])
             y = layer(x, splits, is_first_microbatch=(mb == 0))   # FIRST overwrites main_grad
-            loss = y.float().pow(2).mean()
-            loss.backward()
-        with torch.no_grad():                         # apply main_grad by hand (Megatron's optimizer
-            for w in layer.weights():                 # reads it; here plain SGD)
-                w -= 1e-2 * w.main_grad.to(w.dtype)
-        opt.step(); opt.zero_grad()
+            torch.nn.functional.mse_loss(y.float(), target).backward()
+        with torch.no_grad():                     # the optimizer step reads main_grad
+            for w in layer.weights():
+                w.sub_(lr * w.main_grad)
+            for b in layer.biases():              # biases: ordinary .grad
+                b.sub_(lr * b.grad)
+                b.grad = None
 
 An int64 tensor of splits on the input's device selects the grouped path (one grouped call per
 stage, no host read of the splits: capturable in a CUDA graph).  CUDA tensors run on
