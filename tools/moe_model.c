@@ -45,7 +45,7 @@ struct moe_model {
     int64_t *splits, *row_of;
     void *xp, *h1, *a, *yp;         /* activation dtype */
     /* backward */
-    float *tmp32;                   /* FP32 staging [P, max(F1, H)] */
+    float *tmp32;                   /* FP32 staging [P, max(F1, H)] for --exact-data's grids */
     float *dgates, *dlogits, *dx;
     void *dyp, *da, *dh1, *dxp;
 };
@@ -170,7 +170,7 @@ static gln_status_t create_buffers(moe_model_t *m) {
         {(void **)&m->logits, T * E * 4}, {(void **)&m->gates, P * 4},   {(void **)&m->experts, P * 4},
         {(void **)&m->splits, E * 8},     {(void **)&m->row_of, P * 8},  {&m->xp, P * H * es},
         {&m->h1, P * F1 * es},            {&m->a, P * F * es},           {&m->yp, P * H * es},
-        {(void **)&m->tmp32, P * wide * 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
+        {(void **)&m->tmp32, m->cfg.exact ? P * wide * 4 : 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
         {(void **)&m->dx, T * H * 4},     {&m->dyp, P * H * es},         {&m->da, P * F * es},
         {&m->dh1, P * F1 * es},           {&m->dxp, P * H * es},
     };
@@ -300,15 +300,19 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     const int64_t T = m->T, P = m->P, H = m->H, F = m->F, F1 = m->F1;
     /* unpermute: dyp = gates·dy rows, dgates = <dy, yp> */
     gln_tensor_t tdy = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)dy);
+    /* Without --exact-data the ops round straight into the operand dtype: one rounding of the same
+     * FP32 value either way, so the FP32 staging (which the exact grids need) changes no bit. */
     gln_tensor_t typ = act_tensor(m, P, H, m->yp), t32 = gln_tensor_make(GLN_DTYPE_FP32, P, H, m->tmp32);
-    TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, &t32, m->dgates));
-    TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));
+    gln_tensor_t tdyp = act_tensor(m, P, H, m->dyp);
+    TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, m->cfg.exact ? &t32 : &tdyp,
+                                   m->dgates));
+    if (m->cfg.exact) TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));
 
     TRY(layer_backward(m, 1, m->dyp, H, m->da, F));
     gln_tensor_t th1 = act_tensor(m, P, F1, m->h1), tda = act_tensor(m, P, F, m->da);
-    gln_tensor_t tdh = gln_tensor_make(GLN_DTYPE_FP32, P, F1, m->tmp32);
-    TRY(gln_activation_backward(m->ctx, m->cfg.shape.act, &th1, &tda, &tdh));
-    TRY(to_operand(m, m->tmp32, P, F1, EXACT_GRAD_FRAC, m->dh1));
+    gln_tensor_t tdh = gln_tensor_make(GLN_DTYPE_FP32, P, F1, m->tmp32), tdh1 = act_tensor(m, P, F1, m->dh1);
+    TRY(gln_activation_backward(m->ctx, m->cfg.shape.act, &th1, &tda, m->cfg.exact ? &tdh : &tdh1));
+    if (m->cfg.exact) TRY(to_operand(m, m->tmp32, P, F1, EXACT_GRAD_FRAC, m->dh1));
     /* FC1's dgrad and the permutation's backward give the experts' share of dL/dx. */
     TRY(layer_backward(m, 0, m->dh1, F1, m->dxp, H));
     gln_tensor_t tdxp = act_tensor(m, P, H, m->dxp), tdx = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);

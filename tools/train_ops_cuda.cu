@@ -154,33 +154,38 @@ extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx,
 
 /* ---- the head: softmax cross-entropy, dlogits, the bias gradient ------------------------------ */
 
-/* One thread per token, the CPU's loop (the device expf / log differ by a few ulp). */
+/* One warp per token, lane l holding columns l, l + 32, ...: the CPU's operations per element;
+ * the max is exact in any order, the double sum of the exponentials is a fixed-order tree
+ * (deterministic; the CPU sums in column order), expf / log are the device's. */
 __global__ void softmax_ce_kernel(float *rows, const float *bias, const uint8_t *next, int64_t T, double *loss) {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
+    const int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (t >= T) return; /* whole warps: blockDim is a multiple of 32 */
     float *row = rows + t * 256;
+    float x[8];
     float mx = 0.0f;
-    for (int v = 0; v < 256; v++) {
-        const float x = __fadd_rn(row[v], bias[v]);
-        row[v] = x;
-        mx = v == 0 || x > mx ? x : mx;
+    for (int i = 0; i < 8; i++) {
+        x[i] = __fadd_rn(row[lane + 32 * i], bias[lane + 32 * i]);
+        mx = i == 0 || x[i] > mx ? x[i] : mx;
     }
-    const double shifted = (double)row[next[t]] - mx;
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
+    const int nt = next[t];
+    const float xn = __shfl_sync(0xFFFFFFFFu, x[nt / 32], nt % 32);
     double sum = 0;
-    for (int v = 0; v < 256; v++) {
-        const float e = expf(__fsub_rn(row[v], mx));
-        row[v] = e;
-        sum += e;
+    for (int i = 0; i < 8; i++) {
+        x[i] = expf(__fsub_rn(x[i], mx));
+        sum += x[i];
     }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
     const float inv = (float)(1.0 / sum);
-    for (int v = 0; v < 256; v++) row[v] = __fmul_rn(row[v], inv);
-    loss[t] = log(sum) - shifted;
+    for (int i = 0; i < 8; i++) row[lane + 32 * i] = __fmul_rn(x[i], inv);
+    if (lane == 0) loss[t] = log(sum) - ((double)xn - mx);
 }
 
 extern "C" gln_status_t topc_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, const uint8_t *next,
                                         int64_t T, double *loss) {
     if (T <= 0) return GLN_STATUS_SUCCESS;
-    softmax_ce_kernel<<<blocks_for(T, 128), 128, 0, stream_of(ctx)>>>(rows, bias, next, T, loss);
+    softmax_ce_kernel<<<blocks_for(T * 32, 256), 256, 0, stream_of(ctx)>>>(rows, bias, next, T, loss);
     return check(cudaSuccess, "softmax_ce_kernel");
 }
 
