@@ -176,12 +176,13 @@ static void move_case(int64_t T, int32_t E, int32_t k, int64_t H, gln_dtype_t xd
     gln_twin_t x = twin_hp(xdt, (size_t)(T * H), &r, 1.0);
     gln_twin_t yp = twin_hp(pdt, (size_t)(P * H), &r, 1.0);
     gln_twin_t dy = twin_hp(xdt, (size_t)(T * H), &r, 1.0);
-    gln_twin_t xp = gln_twin_new(g_cu, (size_t)(P * H) * gln_dtype_size(pdt), 0xFFu, 2);
-    gln_twin_t dx = gln_twin_new(g_cu, (size_t)(T * H) * gln_dtype_size(xdt), 0xFFu, 2);
-    gln_twin_t y = gln_twin_new(g_cu, (size_t)(T * H) * gln_dtype_size(xdt), 0xFFu, 2);
-    gln_twin_t dyp = gln_twin_new(g_cu, (size_t)(P * H) * gln_dtype_size(pdt), 0xFFu, 2);
+    gln_twin_t xp = gln_twin_new(g_cu, (size_t)(P * H) * gln_dtype_size(pdt), 0xFFu, gln_dtype_size(pdt));
+    gln_twin_t dx = gln_twin_new(g_cu, (size_t)(T * H) * gln_dtype_size(xdt), 0xFFu, gln_dtype_size(xdt));
+    gln_twin_t y = gln_twin_new(g_cu, (size_t)(T * H) * gln_dtype_size(xdt), 0xFFu, gln_dtype_size(xdt));
+    gln_twin_t dyp = gln_twin_new(g_cu, (size_t)(P * H) * gln_dtype_size(pdt), 0xFFu, gln_dtype_size(pdt));
     gln_twin_t dgates = gln_twin_new(g_cu, (size_t)P * 4, 0xFFu, 0);
-    const size_t pes = gln_dtype_size(pdt), xes = gln_dtype_size(xdt);
+    /* gln_twin_check compares 1- or 4-byte elements: 2-byte dtypes bytewise (still every bit) */
+    const size_t pes = gln_dtype_size(pdt) == 4 ? 4 : 1, xes = gln_dtype_size(xdt) == 4 ? 4 : 1;
 
     gln_tensor_t hx = hview(&x, xdt, T, H), dxv = dview(&x, xdt, T, H);
     gln_tensor_t hxp = hview(&xp, pdt, P, H), dxpv = dview(&xp, pdt, P, H);
@@ -237,8 +238,8 @@ static void act_case(gln_activation_t act, int64_t R, int64_t H, gln_dtype_t idt
     const int64_t W = act == GLN_ACT_SWIGLU ? 2 * H : H;
     gln_twin_t in = twin_hp(idt, (size_t)(R * W), &r, 2.0);
     gln_twin_t dout = twin_hp(odt, (size_t)(R * H), &r, 1.0);
-    gln_twin_t out = gln_twin_new(g_cu, (size_t)(R * H) * gln_dtype_size(odt), 0xFFu, 2);
-    gln_twin_t din = gln_twin_new(g_cu, (size_t)(R * W) * gln_dtype_size(odt), 0xFFu, 2);
+    gln_twin_t out = gln_twin_new(g_cu, (size_t)(R * H) * gln_dtype_size(odt), 0xFFu, gln_dtype_size(odt));
+    gln_twin_t din = gln_twin_new(g_cu, (size_t)(R * W) * gln_dtype_size(odt), 0xFFu, gln_dtype_size(odt));
     gln_tensor_t hin = hview(&in, idt, R, W), din_v = dview(&in, idt, R, W);
     gln_tensor_t hout = hview(&out, odt, R, H), dout_v = dview(&out, odt, R, H);
     CHECK_OK(gln_activation_forward(g_cpu, act, &hin, &hout));
