@@ -7,7 +7,7 @@
  *     combination is supported but the operand pairs no backend multiplies.
  *   - CUDA, without a device (the CUDA side against real calls: test_supports_cuda.c): the
  *     refusals read off src/backend/cuda (cuda_gemm.c gemm_plan: mixed high-precision dtypes,
- *     E5M2 x E5M2 per-tensor; no MXFP8 swizzle slot) are answered unsupported, and
+ *     E5M2 x E5M2 per-tensor) are answered unsupported, and
  *     what the backend runs is answered supported; in a build without CUDA every CUDA answer is
  *     0.
  *   - argument checks: NULLs, versions, enums out of range. */
@@ -118,8 +118,8 @@ static void test_cuda_rules(void) {
     q = query(GLN_OP_GEMM, BF, N, E4, T, BF); /* a pair no backend multiplies */
     CHECK(cuda_answer(&q) == 0);
     q = query(GLN_OP_MXFP8_SWIZZLE, BF, N, BF, N, BF);
-    CHECK(cuda_answer(&q) == 0);
-    if (built) CHECK(gln_backend_cuda_ops()->mxfp8_swizzle == NULL);
+    CHECK(cuda_answer(&q) == built);
+    if (built) CHECK(gln_backend_cuda_ops()->mxfp8_swizzle != NULL);
     const gln_op_t moe[] = {GLN_OP_MOE_ROUTER_FORWARD,  GLN_OP_MOE_ROUTER_BACKWARD,     GLN_OP_MOE_PERMUTE_PLAN,
                             GLN_OP_MOE_PERMUTE,         GLN_OP_MOE_PERMUTE_BACKWARD,    GLN_OP_MOE_UNPERMUTE,
                             GLN_OP_MOE_UNPERMUTE_BACKWARD, GLN_OP_ACTIVATION_FORWARD, GLN_OP_ACTIVATION_BACKWARD};

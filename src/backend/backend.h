@@ -72,6 +72,12 @@ typedef struct gln_backend_ops {
     gln_status_t (*grouped_gemm)(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
     gln_status_t (*grouped_dbias)(gln_context_t *ctx, const gln_grouped_tensor_t *dy,
                                   gln_tensor_t *dbias, int accumulate);
+    /* grouped_quantize of dy and its bias gradients from the same read, summed in the tiled
+     * order of quant/dbias_tiled.h (not grouped_dbias's row order); cfg NULL (out unused): the
+     * tiled sums alone.  NULL slot: gln_op_grouped_quantize_dbias refuses (NOT_SUPPORTED). */
+    gln_status_t (*grouped_quantize_dbias)(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                           const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                           gln_tensor_t *dbias, int accumulate);
     gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
     gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
     /* The distributed-weights group (src/weights), both in stream order on backend arrays:

@@ -52,6 +52,14 @@ gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t
     return ctx->ops->grouped_dbias(ctx, dy, dbias, accumulate != 0);
 }
 
+gln_status_t gln_op_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                           const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                           gln_tensor_t *dbias, int accumulate) {
+    if (!ctx->ops->grouped_quantize_dbias)
+        return gln_backend_missing(ctx, "grouped quantize + dbias", "grouped_quantize_dbias");
+    return ctx->ops->grouped_quantize_dbias(ctx, cfg, in, out, dbias, accumulate != 0);
+}
+
 gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
     if (!ctx->ops->cast) return gln_backend_missing(ctx, "gln_cast", "cast");
     return ctx->ops->cast(ctx, in, out);

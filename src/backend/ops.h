@@ -20,6 +20,11 @@ gln_status_t gln_op_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols
 gln_status_t gln_op_gemm(gln_context_t *ctx, gln_gemm_layout_t layout, const gln_tensor_t *A,
                          const gln_tensor_t *B, gln_tensor_t *D, const gln_tensor_t *bias, int accumulate);
 gln_status_t gln_op_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *args);
+/* Grouped quantize + dbias in the tiled order (backend.h, grouped_quantize_dbias); cfg NULL: the
+ * sums alone. */
+gln_status_t gln_op_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                           const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                           gln_tensor_t *dbias, int accumulate);
 gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
                                   int accumulate);
 gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);

@@ -4,11 +4,17 @@
  * gln_grouped_quantize.  Both produce the same bytes per member (per-member statistics), which
  * is what makes the two paths bitwise identical on the CPU.  Under delayed scaling the role's
  * slots (input 3i of the forward state, grad_output 2i of the backward state) are staged into
- * the buffer's per-member scale array before and their amaxes recorded after. */
+ * the buffer's per-member scale array before and their amaxes recorded after.
+ *
+ * With dbias (dy of a layer with bias): the bias gradients come from the same read of dy on the
+ * grouped path (gln_op_grouped_quantize_dbias); the split path quantizes per member and then sums
+ * through the same op without a config, so both paths sum in the one tiled order
+ * (quant/dbias_tiled.h) and give the same bytes. */
 #include "layer/layer.h"
 
-gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
-                              int rowwise, int columnwise, gln_group_buffer_t *out) {
+static gln_status_t act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
+                                 int rowwise, int columnwise, gln_group_buffer_t *out, gln_tensor_t *dbias,
+                                 int accumulate) {
     gln_status_t st;
     gln_context_t *ctx = L->ctx;
     const gln_grouped_tensor_t *g = &src->g;
@@ -26,6 +32,9 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
             gln_tensor_t in = gln_group_buffer_member(src, i), q = gln_group_buffer_member(out, i);
             GLN_CHECK(st, fail, gln_op_quantize(ctx, &cfg, &in, &q));
         }
+        if (dbias) GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, NULL, g, NULL, dbias, accumulate));
+    } else if (dbias) {
+        GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, &cfg, g, &out->g, dbias, accumulate));
     } else {
         GLN_CHECK(st, fail, gln_op_grouped_quantize(ctx, &cfg, g, &out->g));
     }
@@ -34,4 +43,14 @@ gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gl
 fail:
     gln_group_buffer_free(ctx, out);
     return st;
+}
+
+gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
+                              int rowwise, int columnwise, gln_group_buffer_t *out) {
+    return act_quantize(L, role, src, rowwise, columnwise, out, NULL, 0);
+}
+
+gln_status_t gln_act_quantize_dbias(gln_grouped_linear_t *L, const gln_group_buffer_t *dy, int rowwise,
+                                    int columnwise, gln_group_buffer_t *out, gln_tensor_t *dbias, int accumulate) {
+    return act_quantize(L, GLN_ROLE_GRAD, dy, rowwise, columnwise, out, dbias, accumulate);
 }

@@ -5,10 +5,11 @@
  * before the next backward touches the group) → look up every wgrad output (grad_buffer()) →
  * only then mark the context done and write anything.  Every check that can fail runs before
  * the first write, so a rejected call writes neither dx nor dbias nor any gradient and leaves
- * the saved context usable for another attempt.  Then: quantize dy (rowwise iff dgrad, columnwise iff wgrad) → dbias from the
- * high-precision dy, accumulated into the layer's bias gradients (always here, also when the
- * wgrad is delayed) → dgrad (plain weights: the set kept by forward; distributed: materialize
- * again, re-quantize columnwise when the copies are high precision, release right after) →
+ * the saved context usable for another attempt.  Then: quantize dy (rowwise iff dgrad,
+ * columnwise iff wgrad) with dbias from the same read of the high-precision dy (quantized
+ * recipes; bf16: a row-order sum), accumulated into the layer's bias gradients (always here,
+ * also when the wgrad is delayed) → dgrad (plain weights: the set kept by forward; distributed:
+ * materialize again, re-quantize columnwise when the copies are high precision, release right after) →
  * wgrad now, or queued with its operands for backward_dw → delayed-scaling update of the
  * backward slots.
  *
@@ -26,11 +27,21 @@
 
 static const char *FN = "gln_grouped_linear_backward";
 
-static gln_status_t bias_grads(gln_grouped_linear_t *L, const gln_group_buffer_t *dy) {
+/* dy quantized (when dgrad or wgrad wants it) and the bias gradients accumulated.  A quantized
+ * recipe sums dy in the tiled order of quant/dbias_tiled.h, from the quantize's own read of dy
+ * (gln_act_quantize_dbias; without a quantize, the same op sums alone); bf16 in row order
+ * (grouped_dbias). */
+static gln_status_t dy_quantize_and_bias(gln_grouped_linear_t *L, const gln_group_buffer_t *dy, int quantize,
+                                         int rowwise, int columnwise, gln_group_buffer_t *dyq) {
+    if (!L->cfg.bias) return quantize ? gln_act_quantize(L, GLN_ROLE_GRAD, dy, rowwise, columnwise, dyq)
+                                      : GLN_STATUS_SUCCESS;
     gln_tensor_t *db = calloc((size_t)L->n, sizeof *db);
     GLN_REQUIRE(db != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
     for (int32_t i = 0; i < L->n; i++) db[i] = gln_tensor_make(L->cfg.param_dtype, 1, L->kout, L->bgrads[i]);
-    gln_status_t st = gln_op_grouped_dbias(L->ctx, &dy->g, db, 1);
+    gln_status_t st;
+    if (quantize) st = gln_act_quantize_dbias(L, dy, rowwise, columnwise, dyq, db, 1);
+    else if (L->recipe.quantized) st = gln_op_grouped_quantize_dbias(L->ctx, NULL, &dy->g, NULL, db, 1);
+    else st = gln_op_grouped_dbias(L->ctx, &dy->g, db, 1);
     free(db);
     return st;
 }
@@ -189,10 +200,8 @@ static gln_status_t backward_impl(gln_grouped_linear_saved_t *saved, const gln_t
 
     GLN_STEP(st, fail, FN, "grouping dy",
              gln_group_buffer_wrap(dy, L->n, splits, s->splits_on_backend, &dyw));
-    if (quant && (do_dgrad || do_wgrad))
-        GLN_STEP(st, fail, FN, "quantizing dy",
-                 gln_act_quantize(L, GLN_ROLE_GRAD, &dyw, do_dgrad, do_wgrad, &dyq));
-    if (L->cfg.bias) GLN_STEP(st, fail, FN, "bias gradients from dy", bias_grads(L, &dyw));
+    GLN_STEP(st, fail, FN, "quantizing dy and the bias gradients",
+             dy_quantize_and_bias(L, &dyw, quant && (do_dgrad || do_wgrad), do_dgrad, do_wgrad, &dyq));
     if (do_dgrad) {
         gln_tensor_t dxd = *dx;
         if (!dxd.data) {

@@ -231,6 +231,10 @@ typedef enum gln_role { GLN_ROLE_INPUT = 0, GLN_ROLE_GRAD = 1 } gln_role_t;
  * new buffer with the requested copies; delayed scaling stages / records the role's slots. */
 gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
                               int rowwise, int columnwise, gln_group_buffer_t *out);
+/* The same for dy with the bias gradients dbias[i] (+)= the column sums of member i from the same
+ * read, in the tiled order of quant/dbias_tiled.h on both paths. */
+gln_status_t gln_act_quantize_dbias(gln_grouped_linear_t *L, const gln_group_buffer_t *dy, int rowwise,
+                                    int columnwise, gln_group_buffer_t *out, gln_tensor_t *dbias, int accumulate);
 
 /* ---------------------------------------------------------------- gemm_stage.c */
 

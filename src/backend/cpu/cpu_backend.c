@@ -17,6 +17,7 @@
 #include "common/error.h"
 
 #include "backend/cpu/cpu_threads.h"
+#include "quant/dbias_tiled.h"
 
 #define GLN_CPU_ALIGNMENT 64
 
@@ -108,6 +109,13 @@ static gln_status_t cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tens
                                       gln_tensor_t *dbias, int accumulate) {
     GLN_CPU_WITH_THREADS(ctx, gln_cpu_grouped_dbias(ctx, dy, dbias, accumulate));
 }
+/* The reference of the fused slot: the grouped quantize, then the sums in the tiled order. */
+static gln_status_t cpu_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                               const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                               gln_tensor_t *dbias, int accumulate) {
+    if (cfg) GLN_TRY(cpu_grouped_quantize(ctx, cfg, in, out));
+    return gln_grouped_dbias_tiled_ref(in, dbias, accumulate);
+}
 static gln_status_t cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax) {
     GLN_CPU_WITH_THREADS(ctx, gln_cpu_amax(ctx, x, nan_propagate, amax));
 }
@@ -135,6 +143,7 @@ static const gln_backend_ops_t cpu_ops = {
     .gemm = cpu_gemm,
     .grouped_gemm = cpu_grouped_gemm,
     .grouped_dbias = cpu_grouped_dbias,
+    .grouped_quantize_dbias = cpu_grouped_quantize_dbias,
     .amax = cpu_amax,
     .cast = cpu_cast,
     .add_f32 = gln_cpu_add_f32,

@@ -187,6 +187,17 @@ gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_confi
                                        const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
 
 /* cuda_quant.cu */
+gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                             const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                             gln_tensor_t *dbias, int accumulate);
+/* MXFP8_1D grouped quantize (cfg->mode MXFP8_1D, arguments as gln_grouped_quantize accepts them)
+ * writing both scale grids straight in the swizzled GEMM layout: member i's grid at its compact
+ * offset, equal to gln_mxfp8_swizzle_scales of its compact grid (padding 0). */
+gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+/* cuda_quant_group.cu: the mxfp8_swizzle slot (arguments already valid) */
+gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                    const uint8_t *compact, uint8_t *swizzled);
 gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                gln_tensor_t *out);
 gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
@@ -224,6 +235,16 @@ gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_confi
                                        const char *call);
 /* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
  * host wait); the first member where out_splits[i] != in_splits[i] sets
+/* The same with the scale grids in the swizzled GEMM layout (MXFP8_1D; other modes as above). */
+gln_status_t gln_cuda_quantize_members_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                const gln_cuda_plan_t *plan, const char *call);
+/* The same with the members' bias gradients summed from the same read of `in`, in the order of
+ * quant/dbias_tiled.h (plan required); cfg NULL (out NULL): the sums alone. */
+gln_status_t gln_cuda_quantize_members_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                             const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                             const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
+                                             const char *call);
  * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */
 gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
                                        const int64_t *out_splits, const char *call);

@@ -32,3 +32,47 @@ gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_confi
     gln_cuda_plan_free(ctx, &plan);
     return st;
 }
+
+/* Grouped quantize of dy with its bias gradients (backend slot grouped_quantize_dbias): the sums
+ * in the tiled order of quant/dbias_tiled.h, from the quantize kernel's own read of dy for TENSOR
+ * (current scaling: the amax pass; delayed: the cast pass) and MXFP8; block modes quantize, then
+ * read dy once more for the sums.  cfg NULL: the sums alone (in the same order). */
+gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                             const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                             gln_tensor_t *dbias, int accumulate) {
+    static const char *fn = "grouped quantize + dbias (cuda)";
+    if (cfg && in->splits_on_backend && out->splits != in->splits)
+        GLN_TRY(gln_cuda_check_out_splits(ctx, in->num, in->splits, out->splits, fn));
+    gln_grouped_tensor_t g = *in;
+    if (cfg && out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
+    gln_cuda_plan_t plan;
+    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg ? cfg->mode : GLN_SCALING_NONE, &plan, fn));
+    gln_status_t st;
+    if (!cfg || cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D) {
+        st = gln_cuda_quantize_members_dbias(ctx, cfg, &g.packed, cfg ? &out->packed : NULL, in->num, &plan, dbias,
+                                             accumulate, fn);
+    } else {
+        st = gln_cuda_grouped_quantize_block(ctx, cfg, in, out, &plan, fn);
+        if (st == GLN_STATUS_SUCCESS)
+            st = gln_cuda_quantize_members_dbias(ctx, NULL, &g.packed, NULL, in->num, &plan, dbias, accumulate, fn);
+    }
+    gln_cuda_plan_free(ctx, &plan);
+    return st;
+}
+
+gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                      const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    static const char *fn = "grouped MXFP8 quantize, swizzled scales (cuda)";
+    if (cfg->mode != GLN_SCALING_MXFP8_1D)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: cfg->mode %s must be MXFP8_1D", fn,
+                        gln_scaling_name(cfg->mode));
+    if (in->splits_on_backend && out->splits != in->splits)
+        GLN_TRY(gln_cuda_check_out_splits(ctx, in->num, in->splits, out->splits, fn));
+    gln_grouped_tensor_t g = *in;
+    if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
+    gln_cuda_plan_t plan;
+    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    gln_status_t st = gln_cuda_quantize_members_swizzled(ctx, cfg, &in->packed, &out->packed, in->num, &plan, fn);
+    gln_cuda_plan_free(ctx, &plan);
+    return st;
+}

@@ -6,21 +6,35 @@
  * Work is cut into tiles of GQ_TR rows x GQ_TC columns of one member (a member's last row tile
  * may be partial; an empty member has none).  A setup kernel turns the plan's row offsets into
  * each member's first row tile (tile_start) and zeroes the amax partials (the same kernel alone
- * compares device-resident out->splits with in->splits: gln_cuda_check_out_splits).  The tile kernels are persistent: the grid is sized from the
- * host-known packed shape and the occupancy, and block b takes a contiguous range of the
- * device-known tiles, so it walks the members once and flushes each member's amax partial with
- * one atomic per warp.  Each thread owns a 16-column chunk of two tile rows (rr and rr + 64),
- * both loaded before either is used: 16-byte loads, 16-byte stores of FP8 codes.
+ * compares device-resident out->splits with in->splits: gln_cuda_check_out_splits).  The tile
+ * kernels are persistent: the grid is sized from the host-known packed shape and the occupancy,
+ * and block b takes a contiguous range of the device-known tiles, so it walks the members once
+ * and flushes each member's amax partial with one atomic per block (a block reduction first).
+ * Each thread owns a 16-column chunk of two tile rows (rr and rr + 64): 16-byte loads, 16-byte
+ * stores of FP8 codes.  Software pipeline (PIPE, the default; GLN_CUDA_QUANT_PIPE=0 for the
+ * load-then-use loop): the next tile's loads are issued before the current tile is converted and
+ * stored, so a block keeps 2 tiles of bytes in flight, and launch bounds hold the register count
+ * to the load-then-use kernels' occupancy.
  *
  *   TENSOR current  amax kernel (reads x once) -> scale kernel (one thread per member) -> cast
  *                   kernel (reads x once, writes the rowwise copy and, through a shared-memory
  *                   tile, the member's transposed copy [cols, m_i]): two passes over x, as the
- *                   scale depends on the member's amax.
+ *                   scale depends on the member's amax.  Both passes run on one grid and the cast
+ *                   pass walks each block's tiles in reverse (GLN_CUDA_QUANT_REVERSE=0: forward),
+ *                   so it starts on the tiles the amax pass read last, still in the 50 MB L2.
  *   TENSOR delayed  cast kernel with the given scales, accumulating the amax in the same pass ->
  *                   finalize kernel (amax max-accumulated, scale_inv).
  *   MXFP8           one kernel: a chunk's amax with its neighbour lane's gives the rowwise 1x32
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
- *                   both copies and both E8M0 grids (their padding zeroed) from one read.
+ *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
+ *                   grids compact, or (gln_cuda_quantize_members_swizzled) straight in the
+ *                   cuBLAS 128x4-tile order of gln_mxfp8_swizzle_ref.
+ *   dbias (gln_cuda_quantize_members_dbias, grouped dy): the pass that reads x for the amax
+ *                   (current: the amax pass; delayed: the cast pass; MXFP8: its one pass) also
+ *                   writes each tile's column sums in the order of quant/dbias_tiled.h (a tree
+ *                   over the tile's rows through warp shuffles, then the 8 warps in order) to
+ *                   scratch; a finalize kernel sums a member's tiles in order (+ the old value)
+ *                   and rounds once.  cfg NULL: the amax kernel runs for the sums alone.
  *
  * Bit-exact with the CPU reference (src/quant/quant_tensor.c, quant_mxfp8.c):
  *   - amax: max |x| compared on the source bits (magnitude bits order like the values; widening
@@ -73,7 +87,7 @@ static_assert((GQ_TR / 32) * GQ_TC == GQ_THREADS, "MXFP8 columnwise: one (32-row
 static_assert((GQ_TR / GQ_CHUNK) * GQ_TC == GQ_RPT * GQ_THREADS, "transposed phase: GQ_RPT chunks per thread");
 
 enum { GQ_F32 = 0, GQ_BF16 = 1, GQ_F16 = 2 };
-enum { GQ_AMAX = 0, GQ_CAST = 1, GQ_CAST_AMAX = 2 };
+enum { GQ_AMAX = 0, GQ_CAST = 1, GQ_CAST_AMAX = 2, GQ_MODE_MASK = 3, GQ_DBIAS = 4 /* | AMAX or CAST_AMAX */ };
 
 /* One member's amax partial: atomics only raise both fields, so zero means "nothing yet". */
 typedef struct gq_amax {
@@ -94,7 +108,9 @@ typedef struct gq_args {
     int32_t num;
     int e5m2, nanp, floor_rule, emax;
     int reverse;                                /* walk each block's tiles last to first */
+    int swz;                                    /* MXFP8: grids in the swizzled GEMM layout */
     float fp8_max;
+    float *dpart; /* dbias: per (row tile, column) partial sums [row tiles][cols] (NULL: none) */
 } gq_args_t;
 
 typedef void (*gq_kernel_t)(gq_args_t);
@@ -323,6 +339,7 @@ __device__ __forceinline__ void gq_locate(const gq_args_t &a, int64_t rt, gq_cur
  * pipeline), so a block keeps the next tile's bytes in flight while it converts and stores the
  * current one: twice the bytes in flight per SM of a load-then-use loop. */
 template <int DT> struct gq_tile {
+    int64_t rt;     /* row tile over all members (the dbias partial's row) */
     int64_t r0, c0; /* member-local first row, first column */
     int n[GQ_RPT];  /* valid elements of each chunk (0: row past the member) */
     size_t i0[GQ_RPT];
@@ -333,6 +350,7 @@ template <int DT, bool VEC>
 __device__ __forceinline__ void gq_tile_load(const gq_args_t &a, const gq_cursor_t &cur, int64_t id, gq_tile<DT> &T) {
     const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
     const int64_t rt = id / a.n_ct, ct = id % a.n_ct;
+    T.rt = rt;
     T.r0 = (rt - cur.t0) * GQ_TR, T.c0 = ct * GQ_TC;
     const int64_t c = T.c0 + k * GQ_CHUNK;
     const int nc = c < a.cols ? (int)min((int64_t)GQ_CHUNK, a.cols - c) : 0;
@@ -409,14 +427,94 @@ __global__ void __launch_bounds__(GQ_THREADS)
     if (t == 0) tstart[num] = total;
 }
 
+/* ---- dbias: column sums of a tile in the order of quant/dbias_tiled.h ------------------------ */
+
+/* One 32-bit float sum tree step: a + b, the lower tile row's operand first (gln_dev_add picks the
+ * first NaN operand, so the order is part of the result when NaN comes in). */
+template <bool SAFE> __device__ __forceinline__ float gq_dsum_add(float lower, float upper) {
+    return SAFE ? gln_dev_add(lower, upper) : __fadd_rn(lower, upper);
+}
+
+/* s[e] = v(rr) + v(rr + 64), then the pairwise tree over the 8 rr of the warp (lane bits 2..4
+ * are rr bits 0..2: thread t owns rows t / GQ_PER_ROW and that + GQ_PASS). */
+template <int DT, bool SAFE>
+__device__ __forceinline__ void gq_dsum_warp(const uint32_t (&w)[GQ_RPT][gq_traits<DT>::W], float (&s)[GQ_CHUNK]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) {
+        const uint32_t b0 = gq_elem<DT>(w[0], e), b1 = gq_elem<DT>(w[1], e);
+        s[e] = SAFE ? gln_dev_add(gq_value_ref<DT>(b0), gq_value_ref<DT>(b1)) : __fadd_rn(gq_value<DT>(b0), gq_value<DT>(b1));
+    }
+#pragma unroll
+    for (int bit = GQ_PER_ROW; bit < 32; bit <<= 1) {
+        const bool upper = (lane & bit) != 0;
+#pragma unroll
+        for (int e = 0; e < GQ_CHUNK; e++) {
+            const float o = __shfl_xor_sync(GQ_FULL, s[e], bit);
+            s[e] = upper ? gq_dsum_add<SAFE>(o, s[e]) : gq_dsum_add<SAFE>(s[e], o);
+        }
+    }
+}
+
+/* The tile's partial column sums p_t into a.dpart[rt][column] (every thread calls this: it
+ * synchronizes).  Without NaN in the tile the adds run as plain FP32 adds, which equal
+ * gln_dev_add's whenever no operand is NaN (a NaN made from Inf - Inf is the canonical one in
+ * both); a tile holding a NaN takes gln_dev_add throughout. */
+static_assert(GQ_RPT == 2 && GQ_PER_ROW == 4 && GQ_THREADS == 256 && GQ_TR == 128,
+              "the tiled dbias order of quant/dbias_tiled.h is this thread layout");
+template <int DT>
+__device__ __forceinline__ void gq_dbias_tile(const gq_args_t &a, const gq_tile<DT> &T, float (*dsum)[GQ_TC]) {
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5, k = t % GQ_PER_ROW;
+    uint32_t big = 0;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) big = max(big, gq_absmax<DT>(T.w[h]));
+    float s[GQ_CHUNK];
+    if (__syncthreads_or(big > (uint32_t)gq_traits<DT>::NAN_ABOVE)) gq_dsum_warp<DT, true>(T.w, s);
+    else gq_dsum_warp<DT, false>(T.w, s);
+    if ((lane & (32 - GQ_PER_ROW)) == 0) { /* rr % 8 == 0: the warp's d_w for this chunk */
+#pragma unroll
+        for (int e = 0; e < GQ_CHUNK; e++) dsum[wid][k * GQ_CHUNK + e] = s[e];
+    }
+    __syncthreads();
+    if (t < GQ_TC && T.c0 + t < a.cols) {
+        float p = dsum[0][t];
+#pragma unroll
+        for (int v = 1; v < GQ_THREADS / 32; v++) p = gln_dev_add(p, dsum[v][t]);
+        a.dpart[(size_t)T.rt * (size_t)a.cols + (size_t)(T.c0 + t)] = p;
+    }
+    /* dsum is rewritten only after the next tile's __syncthreads_or, past these reads */
+}
+
+#define GQ_DBIAS_CHUNK 128 /* members per finalize launch (their output pointers by value) */
+
+typedef struct gq_dbias_out {
+    void *data[GQ_DBIAS_CHUNK];
+    int dtype[GQ_DBIAS_CHUNK];
+} gq_dbias_out_t;
+
+/* Member first + blockIdx.y, column j: s = Σ p_t over its row tiles in order (+ old), rounded once. */
+__global__ void gq_dbias_finalize_kernel(const float *part, const int64_t *tstart, int64_t cols, int32_t first,
+                                         gq_dbias_out_t out, int accumulate) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t i = (int32_t)blockIdx.y;
+    if (j >= cols) return;
+    const int64_t t0 = tstart[first + i], t1 = tstart[first + i + 1];
+    if (t0 == t1 && accumulate) return; /* empty member: nothing to add */
+    float acc = 0.0f;
+    for (int64_t t = t0; t < t1; t++) acc = gln_dev_add(acc, part[(size_t)t * (size_t)cols + (size_t)j]);
+    if (accumulate) acc = gln_dev_add(acc, gln_dev_load(out.data[i], out.dtype[i], (size_t)j));
+    gln_dev_store(out.data[i], out.dtype[i], (size_t)j, acc);
+}
+
 /* ---- TENSOR ------------------------------------------------------------------------------- */
 
 /* Blocks per SM the compiler must allow (registers): a pipelined kernel holds two tiles, so it
  * is held to the occupancy of the load-then-use one, which keeps as many tiles in flight per SM
- * and twice as many per block (FP32 chunks need twice the registers: one block fewer).  Load-
- * then-use (PIPE false, GLN_CUDA_QUANT_PIPE=0) keeps the compiler's choice. */
-__host__ __device__ constexpr int gq_min_blocks(int dt, int mode, bool pipe) {
-    return !pipe ? 1 : (mode == GQ_AMAX ? 4 : 3) - (dt == GQ_F32 ? 1 : 0);
+ * and twice as many per block (FP32 chunks need twice the registers: two blocks).  Load-
+ * then-use (PIPE false, GLN_CUDA_QUANT_PIPE=0) keeps the compiler's choice.  The dbias variants
+ * hold 16 more sums per thread: one block fewer too. */
+__host__ __device__ constexpr int gq_min_blocks(int dt, int modes, bool pipe) {
+    return !pipe ? 1 : dt == GQ_F32 ? 2 : ((modes & GQ_MODE_MASK) == GQ_AMAX ? 4 : 3) - ((modes & GQ_DBIAS) ? 1 : 0);
 }
 
 /* Fold a chunk into this thread's amax partial (largest non-NaN |x| as FP32 bits, lowest NaN). */
@@ -511,9 +609,12 @@ __device__ __forceinline__ void gq_tensor_codes(const gq_args_t &a, uint8_t (*ti
  * rowwise copy and/or, through the tile, the transposed copy).  GQ_CAST_AMAX: both in one pass.
  * a.reverse: the block walks its tiles last to first — the cast pass of current scaling, launched
  * with the amax pass's grid, so it starts on the tiles the amax pass read last, still in L2. */
-template <int DT, bool VEC, int MODE, bool PIPE>
-__global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODE, PIPE)) gq_tensor_kernel(const gq_args_t a) {
+template <int DT, bool VEC, int MODES, bool PIPE>
+__global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODES, PIPE)) gq_tensor_kernel(const gq_args_t a) {
+    constexpr int MODE = MODES & GQ_MODE_MASK;        /* GQ_AMAX, GQ_CAST or GQ_CAST_AMAX */
+    constexpr bool DBIAS = (MODES & GQ_DBIAS) != 0; /* with the dbias partials (a.dpart) */
     __shared__ __align__(16) uint8_t tile[GQ_TR][GQ_TC];
+    __shared__ float dsum[DBIAS ? GQ_THREADS / 32 : 1][GQ_TC]; /* dbias: the warps' sums */
     int64_t lo, hi;
     gq_range(a, &lo, &hi);
     if (lo >= hi) return;
@@ -544,6 +645,7 @@ __global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODE, PIPE)) gq_
         if (MODE != GQ_CAST) {
 #pragma unroll
             for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(T.w[h], T.i0[h], best, nan_not);
+            if (DBIAS) gq_dbias_tile<DT>(a, T, dsum);
         }
         if (MODE != GQ_AMAX) gq_tensor_codes<DT>(a, tile, cur, s, T.r0, T.c0, T.w, T.n, T.i0);
         if (PIPE && more) {
@@ -588,12 +690,34 @@ __global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int
 template <int DT> struct gq_abs_elem { typedef uint16_t type; };
 template <> struct gq_abs_elem<GQ_F32> { typedef uint32_t type; };
 
-/* Zero rows [r_lo, r_hi) x columns [c_lo, c_hi) of a grid gc wide (the block's threads). */
-__device__ __forceinline__ void gq_zero(uint8_t *g, int64_t gc, int64_t r_lo, int64_t r_hi, int64_t c_lo,
-                                        int64_t c_hi) {
+/* Byte of E8M0 entry (i, j) of a grid in the cuBLAS 128x4-tile order, T = (padded j) / 4: the
+ * formula of gln_mxfp8_swizzle_ref (src/quant/quant_mxfp8.c). */
+__host__ __device__ __forceinline__ int64_t gq_swz(int64_t i, int64_t j, int64_t T) {
+    return ((i >> 7) * T + (j >> 2)) * 512 + (i & 31) * 16 + ((i & 127) >> 5) * 4 + (j & 3);
+}
+
+/* A member's rowwise grid entry (row r, 32-column block jb): compact [round_up(m, 128)][gc_r],
+ * or swizzled with i = r, j = jb. */
+__device__ __forceinline__ int64_t gq_sidx_row(const gq_args_t &a, int64_t r, int64_t jb) {
+    return a.swz ? gq_swz(r, jb, a.gc_r / 4) : r * a.gc_r + jb;
+}
+
+/* A member's columnwise grid entry (32-row block rb, column cc) for a member of m rows: compact
+ * [round_up(ceil(m / 32), 4)][gc_c], or swizzled as the transposed grid: i = cc, j = rb. */
+__device__ __forceinline__ int64_t gq_sidx_col(const gq_args_t &a, int64_t rb, int64_t cc, int64_t m) {
+    return a.swz ? gq_swz(cc, rb, gln_round_up(gln_ceil_div(m, 32), 4) / 4) : rb * a.gc_c + cc;
+}
+
+/* Zero entries [r_lo, r_hi) x [c_lo, c_hi) (compact coordinates) of a member's rowwise grid
+ * (col 0) or columnwise grid (col 1; m: the member's rows), with the block's threads. */
+__device__ __forceinline__ void gq_zero(const gq_args_t &a, uint8_t *g, int col, int64_t m, int64_t r_lo,
+                                        int64_t r_hi, int64_t c_lo, int64_t c_hi) {
     if (r_hi <= r_lo || c_hi <= c_lo) return;
     const int64_t w = c_hi - c_lo, n = (r_hi - r_lo) * w;
-    for (int64_t i = threadIdx.x; i < n; i += GQ_THREADS) g[(r_lo + i / w) * gc + c_lo + i % w] = 0;
+    for (int64_t i = threadIdx.x; i < n; i += GQ_THREADS) {
+        const int64_t r = r_lo + i / w, c = c_lo + i % w;
+        g[col ? gq_sidx_col(a, r, c, m) : gq_sidx_row(a, r, c)] = 0;
+    }
 }
 
 /* The E8M0 code of a block from its largest non-NaN |x| bits and whether it holds a NaN. */
@@ -610,22 +734,23 @@ __device__ __forceinline__ void gq_mx_padding(const gq_args_t &a, const gq_curso
     const int64_t c0 = ct * GQ_TC;
     if (a.q) {
         uint8_t *g = a.s + cur.srow;
-        if (last_ct) gq_zero(g, a.gc_r, r0, min(r0 + GQ_TR, cur.m), a.nb, a.gc_r);
-        if (last_rt) gq_zero(g, a.gc_r, cur.m, gln_round_up(cur.m, 128), ct * 2, last_ct ? a.gc_r : ct * 2 + 2);
+        if (last_ct) gq_zero(a, g, 0, cur.m, r0, min(r0 + GQ_TR, cur.m), a.nb, a.gc_r);
+        if (last_rt) gq_zero(a, g, 0, cur.m, cur.m, gln_round_up(cur.m, 128), ct * 2, last_ct ? a.gc_r : ct * 2 + 2);
     }
     if (a.qc) {
         uint8_t *g = a.cs + cur.scol;
         const int64_t nbr = gln_ceil_div(cur.m, 32);
-        if (last_ct) gq_zero(g, a.gc_c, r0 / 32, min(r0 / 32 + GQ_TR / 32, nbr), a.cols, a.gc_c);
-        if (last_rt) gq_zero(g, a.gc_c, nbr, gln_round_up(nbr, 4), c0, last_ct ? a.gc_c : c0 + GQ_TC);
+        if (last_ct) gq_zero(a, g, 1, cur.m, r0 / 32, min(r0 / 32 + GQ_TR / 32, nbr), a.cols, a.gc_c);
+        if (last_rt) gq_zero(a, g, 1, cur.m, nbr, gln_round_up(nbr, 4), c0, last_ct ? a.gc_c : c0 + GQ_TC);
     }
 }
 
-template <int DT, bool VEC, bool PIPE>
+template <int DT, bool VEC, bool PIPE, bool DBIAS>
 __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
     typedef typename gq_abs_elem<DT>::type abs_t;
     __shared__ __align__(16) abs_t absbuf[GQ_TR][GQ_TC]; /* |x| bits of the tile (NaN kept) */
     __shared__ __align__(16) float colmult[GQ_TR / 32][GQ_TC];
+    __shared__ float dsum[DBIAS ? GQ_THREADS / 32 : 1][GQ_TC]; /* dbias: the warps' sums */
     const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
     const int64_t C = a.cols;
     int64_t lo, hi;
@@ -655,6 +780,7 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
         const int(&n)[GQ_RPT] = T.n;
         const size_t(&i0)[GQ_RPT] = T.i0;
         uint32_t(&w)[GQ_RPT][gq_traits<DT>::W] = T.w;
+        if (DBIAS) gq_dbias_tile<DT>(a, T, dsum);
         float mult[GQ_CHUNK];
         uint32_t b[4];
         if (a.q) { /* rowwise: this chunk and its neighbour lane's form one 32-column block */
@@ -672,7 +798,7 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
                 gq_encode<DT>(w[h], mult, a.e5m2, b);
                 if (n[h]) {
                     gq_store16(a.q + i0[h], b, n[h]);
-                    if (k % 2 == 0) a.s[cur.srow + (r0 + rr + h * GQ_PASS) * a.gc_r + c / 32] = code;
+                    if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_PASS, c / 32)] = code;
                 }
             }
         }
@@ -700,7 +826,7 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
                 const uint8_t code = gq_mx_code<DT>(a, fm, nn);
                 colmult[bb][cc] = gln_e8m0_inverse_bits(code);
                 const int64_t rb = r0 / 32 + bb; /* the member's 32-row block */
-                if (rb * 32 < cur.m && c0 + cc < C) a.cs[cur.scol + rb * a.gc_c + c0 + cc] = code;
+                if (rb * 32 < cur.m && c0 + cc < C) a.cs[cur.scol + gq_sidx_col(a, rb, c0 + cc, cur.m)] = code;
             }
             __syncthreads();
 #pragma unroll
@@ -744,16 +870,20 @@ template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
     return gq_tensor_pick2<GQ_F16, MODE>(vec, pipe);
 }
 
-template <int DT> static gq_kernel_t gq_mx_pick2(int vec, int pipe) {
-    if (pipe) return vec ? gq_mx_kernel<DT, true, true> : gq_mx_kernel<DT, false, true>;
-    return vec ? gq_mx_kernel<DT, true, false> : gq_mx_kernel<DT, false, false>;
+template <int DT, bool DBIAS> static gq_kernel_t gq_mx_pick3(int vec, int pipe) {
+    if (pipe) return vec ? gq_mx_kernel<DT, true, true, DBIAS> : gq_mx_kernel<DT, false, true, DBIAS>;
+    return vec ? gq_mx_kernel<DT, true, false, DBIAS> : gq_mx_kernel<DT, false, false, DBIAS>;
 }
 
-static gq_kernel_t gq_mx_pick(int dt, int vec) {
+template <int DT> static gq_kernel_t gq_mx_pick2(int vec, int pipe, int dbias) {
+    return dbias ? gq_mx_pick3<DT, true>(vec, pipe) : gq_mx_pick3<DT, false>(vec, pipe);
+}
+
+static gq_kernel_t gq_mx_pick(int dt, int vec, int dbias) {
     const int pipe = gq_pipe_enabled();
-    if (dt == GQ_F32) return gq_mx_pick2<GQ_F32>(vec, pipe);
-    if (dt == GQ_BF16) return gq_mx_pick2<GQ_BF16>(vec, pipe);
-    return gq_mx_pick2<GQ_F16>(vec, pipe);
+    if (dt == GQ_F32) return gq_mx_pick2<GQ_F32>(vec, pipe, dbias);
+    if (dt == GQ_BF16) return gq_mx_pick2<GQ_BF16>(vec, pipe, dbias);
+    return gq_mx_pick2<GQ_F16>(vec, pipe, dbias);
 }
 
 /* Blocks of a persistent tile kernel over at most `tiles` tiles: as many as fit on the device at
@@ -865,12 +995,15 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
      * still in L2 (50 MB on an H200) when the cast pass starts on them */
     int64_t blocks = 0, cast_blocks = 0;
     if (!cfg->delayed) {
-        GLN_TRY(gq_grid(gq_tensor_pick<GQ_AMAX>(dt, vec), tiles, &blocks, call));
+        const gq_kernel_t amax = a->dpart ? gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec) : gq_tensor_pick<GQ_AMAX>(dt, vec);
+        GLN_TRY(gq_grid(amax, tiles, &blocks, call));
         GLN_TRY(gq_grid(gq_tensor_pick<GQ_CAST>(dt, vec), tiles, &cast_blocks, call));
         if (cast_blocks < blocks) blocks = cast_blocks;
-        GLN_TRY(gq_launch_on(gq_tensor_pick<GQ_AMAX>(dt, vec), a, tiles, blocks, st, call, "gq_tensor_kernel<amax>"));
+        GLN_TRY(gq_launch_on(amax, a, tiles, blocks, st, call, "gq_tensor_kernel<amax>"));
     } else {
-        GLN_TRY(gq_launch(gq_tensor_pick<GQ_CAST_AMAX>(dt, vec), a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
+        const gq_kernel_t k = a->dpart ? gq_tensor_pick<GQ_CAST_AMAX | GQ_DBIAS>(dt, vec)
+                                       : gq_tensor_pick<GQ_CAST_AMAX>(dt, vec);
+        GLN_TRY(gq_launch(k, a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
     }
     gq_tensor_scale_kernel<<<(unsigned int)gln_ceil_div(a->num, GQ_THREADS), GQ_THREADS, 0, st>>>(
         a->work, in->data, (int)in->dtype, a->num, cfg->amax_nan_propagate, !cfg->delayed, a->fp8_max,
@@ -890,29 +1023,113 @@ extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t nu
     return gln_cuda_check_launch(call, "gq_setup_kernel");
 }
 
-extern "C" gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg,
-                                                  const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
-                                                  const gln_cuda_plan_t *plan, const char *call) {
+/* The dbias finalize launches: members in chunks of GQ_DBIAS_CHUNK (their outputs by value). */
+static gln_status_t gq_dbias_finalize(gln_context_t *ctx, const float *part, const int64_t *tstart, int64_t cols,
+                                      int32_t num, gln_tensor_t *dbias, int accumulate, const char *call) {
+    cudaStream_t st = gln_cuda_state(ctx)->stream;
+    const unsigned int col_blocks = (unsigned int)gln_ceil_div(cols, GQ_THREADS);
+    for (int32_t first = 0; first < num; first += GQ_DBIAS_CHUNK) {
+        const int32_t n = num - first < GQ_DBIAS_CHUNK ? num - first : GQ_DBIAS_CHUNK;
+        gq_dbias_out_t out;
+        memset(&out, 0, sizeof out);
+        for (int32_t i = 0; i < n; i++) out.data[i] = dbias[first + i].data, out.dtype[i] = (int)dbias[first + i].dtype;
+        gq_dbias_finalize_kernel<<<dim3(col_blocks, (unsigned int)n), GQ_THREADS, 0, st>>>(part, tstart, cols, first,
+                                                                                           out, accumulate);
+        GLN_TRY(gln_cuda_check_launch(call, "gq_dbias_finalize_kernel"));
+    }
+    return GLN_STATUS_SUCCESS;
+}
+
+/* cfg NULL: the dbias alone (the amax kernel reading x once, its amaxes discarded). */
+static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
+                               gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
+                               int accumulate, int swizzled, const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
-    const int tensor = cfg->mode == GLN_SCALING_TENSOR;
+    gln_quant_config_t only_dbias = GLN_QUANT_CONFIG_INIT;
+    if (!cfg) {
+        only_dbias.rowwise = 0, only_dbias.columnwise = 0;
+        cfg = &only_dbias, out = (gln_tensor_t *)in; /* no output is written */
+    }
+    const int tensor = cfg->mode == GLN_SCALING_TENSOR, quantize = cfg->rowwise || cfg->columnwise;
     if (!tensor && cfg->mode != GLN_SCALING_MXFP8_1D)
         return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: gln_cuda_quantize_members takes TENSOR or MXFP8_1D, not %s",
                         call, gln_scaling_name(cfg->mode));
+    if (dbias && !plan) return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: a fused dbias needs the group plan", call);
+    if (in->cols == 0) dbias = NULL; /* every dbias is empty */
     gq_scratch_t sc;
     GLN_TRY(gq_scratch_get(ctx, cfg, out, num, plan != NULL, &sc, call));
-    const gq_args_t a = gq_args_make(cfg, in, out, num, plan, &sc);
+    gq_args_t a = gq_args_make(cfg, in, out, num, plan, &sc);
+    a.swz = swizzled && cfg->mode == GLN_SCALING_MXFP8_1D;
     /* tiles: a bound from what the host knows (each member adds at most one partial row tile) */
     const int64_t row_tiles = gln_ceil_div(in->rows, GQ_TR) + (plan ? num : 0), tiles = row_tiles * a.n_ct;
+    void *part = NULL;
     gln_status_t st = GLN_STATUS_SUCCESS;
-    if (plan || tensor) {
+    if (dbias && row_tiles > 0)
+        st = gln_cuda_scratch_alloc(ctx, (size_t)row_tiles * (size_t)in->cols * sizeof(float), &part, call);
+    a.dpart = (float *)part;
+    if (st == GLN_STATUS_SUCCESS && (plan || tensor)) {
         gq_setup_kernel<<<1, GQ_THREADS, 0, s->stream>>>(a.rows, num, sc.tstart, sc.work, tensor ? num : 0, NULL,
                                                          NULL, s->async_dev);
         st = gln_cuda_check_launch(call, "gq_setup_kernel");
     }
     if (st == GLN_STATUS_SUCCESS) {
-        if (tensor) st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, call);
-        else st = gq_launch(gq_mx_pick(gq_dt(in->dtype), gq_vec_ok(&a)), &a, tiles, s->stream, call, "gq_mx_kernel");
+        const int dt = gq_dt(in->dtype), vec = gq_vec_ok(&a);
+        if (!quantize) { /* the dbias alone */
+            if (a.dpart)
+                st = gq_launch(gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec), &a, tiles, s->stream, call,
+                               "gq_tensor_kernel<dbias>");
+        } else if (tensor) {
+            st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, call);
+        } else {
+            st = gq_launch(gq_mx_pick(dt, vec, a.dpart != NULL), &a, tiles, s->stream, call, "gq_mx_kernel");
+        }
     }
+    if (st == GLN_STATUS_SUCCESS && dbias)
+        st = gq_dbias_finalize(ctx, a.dpart, sc.tstart, in->cols, num, dbias, accumulate, call);
+    if (part) gln_cuda_scratch_free(ctx, part);
     if (sc.block) gln_cuda_scratch_free(ctx, sc.block);
     return st;
+}
+
+extern "C" gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                  const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                  const gln_cuda_plan_t *plan, const char *call) {
+    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 0, call);
+}
+
+extern "C" gln_status_t gln_cuda_quantize_members_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                           const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                           const gln_cuda_plan_t *plan, const char *call) {
+    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 1, call);
+}
+
+extern "C" gln_status_t gln_cuda_quantize_members_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                        const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                        const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
+                                                        int accumulate, const char *call) {
+    return gq_members(ctx, cfg, in, out, num, plan, dbias, accumulate, 0, call);
+}
+
+/* ---- the standalone MXFP8 scale swizzle (backend slot mxfp8_swizzle) ----------------------- */
+
+/* One thread per swizzled byte (i, j) of the padded grid [Ip, Jp]: the compact entry or 0. */
+__global__ void gq_swizzle_kernel(int64_t I, int64_t J, int64_t Ip, int64_t Jp, int columnwise,
+                                  const uint8_t *compact, uint8_t *swizzled) {
+    const int64_t n = Ip * Jp, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const int64_t i = e / Jp, j = e % Jp;
+        uint8_t v = 0;
+        if (i < I && j < J) v = columnwise ? compact[j * Ip + i] : compact[i * Jp + j];
+        swizzled[gq_swz(i, j, Jp / 4)] = v;
+    }
+}
+
+extern "C" gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
+                                               const uint8_t *compact, uint8_t *swizzled) {
+    const int64_t I = columnwise ? cols : rows, J = gln_ceil_div(columnwise ? rows : cols, 32);
+    const int64_t Ip = gln_round_up(I, 128), Jp = gln_round_up(J, 4);
+    if (Ip * Jp == 0) return GLN_STATUS_SUCCESS;
+    gq_swizzle_kernel<<<gln_dev_blocks((size_t)(Ip * Jp), GQ_THREADS), GQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(
+        I, J, Ip, Jp, columnwise, compact, swizzled);
+    return gln_cuda_check_launch("gln_mxfp8_swizzle_scales (cuda)", "gq_swizzle_kernel");
 }
