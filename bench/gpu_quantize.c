@@ -16,8 +16,16 @@
  * calls after `warmup`; inputs below 128 MB rotate over enough copies that a call never finds its
  * input in the 50 MB L2.
  *
+ * --torch "CMD": after our runs, run `CMD ROWS COLS ...` (bench/peer_torch_quant.py: torch eager
+ * and torch.compile per-tensor current scaling, R and R+T, and a torch device copy) on the same
+ * GPU for 16384 x 8192 and the packed x of each MoE shape, and print ours against it: our
+ * tensor-current R / R+T GB/s over torch's (eager, torch.compile), the ratio the issue targets
+ * (>= 2.5x torch.compile for R+T).  E.g. --torch "/work/main/.venv/bin/python bench/peer_torch_quant.py".
+ * GLN_CUDA_QUANT_PIPE=0 / GLN_CUDA_QUANT_REVERSE=0 in the environment select the load-then-use
+ * kernels / the forward-order cast pass, to measure what each change gains.
+ *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
- *        (exit 77 without a GPU) */
+ *                     [--torch CMD]   (exit 77 without a GPU) */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cuda_runtime.h>
@@ -25,7 +33,7 @@
 #define ROTATE_BYTES ((size_t)128 << 20)
 
 static int g_repeat = 30, g_warmup = 5;
-static const char *g_only = NULL;
+static const char *g_only = NULL, *g_torch = NULL;
 
 static void cuda_try(cudaError_t e, const char *what) {
     if (e != cudaSuccess) {
@@ -189,6 +197,61 @@ static void quantize_call(void *arg, int k) {
     TRY(gln_grouped_quantize(p->ctx, &p->cfg, &gi, &go));
 }
 
+/* Our tensor-current R and R+T GB/s per shape, for the torch comparison. */
+#define MAX_PEER 8
+typedef struct peer_shape {
+    int64_t rows, cols;
+    double ours[2]; /* R, R+T */
+} peer_shape_t;
+static peer_shape_t g_peer[MAX_PEER];
+static int g_npeer = 0;
+
+static void peer_note(int64_t rows, int64_t cols, kind_t k, double gbps) {
+    if (k != K_CUR_R && k != K_CUR_RT) return;
+    int i = 0;
+    while (i < g_npeer && !(g_peer[i].rows == rows && g_peer[i].cols == cols)) i++;
+    if (i == g_npeer) {
+        if (g_npeer == MAX_PEER) return;
+        g_peer[g_npeer++] = (peer_shape_t){rows, cols, {0.0, 0.0}};
+    }
+    g_peer[i].ours[k == K_CUR_RT] = gbps;
+}
+
+/* Run the torch peer on every noted shape and print ours against it. */
+static void torch_compare(void) {
+    char cmd[2048];
+    size_t used = (size_t)snprintf(cmd, sizeof cmd, "%s", g_torch);
+    for (int i = 0; i < g_npeer && used < sizeof cmd; i++)
+        used += (size_t)snprintf(cmd + used, sizeof cmd - used, " %lld %lld", (long long)g_peer[i].rows,
+                                 (long long)g_peer[i].cols);
+    printf("torch peer: %s\n", cmd);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        printf("  could not start the torch peer\n");
+        return;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        char what[16], mode[16];
+        long long rows = 0, cols = 0;
+        double us = 0.0, gbps = 0.0;
+        if (sscanf(line, "peer %15s %15s %lld %lld %lf %lf", what, mode, &rows, &cols, &us, &gbps) != 6) {
+            printf("  %s", line); /* the peer's own lines */
+            continue;
+        }
+        const int rt = !strcmp(what, "R+T");
+        if (!strcmp(what, "copy") || gbps <= 0.0) continue;
+        for (int i = 0; i < g_npeer; i++)
+            if (g_peer[i].rows == rows && g_peer[i].cols == cols && g_peer[i].ours[rt] > 0.0)
+                printf("  [%lld, %lld] %-4s ours %6.0f GB/s / torch %-7s %6.0f GB/s = %5.2fx%s\n", rows, cols, what,
+                       g_peer[i].ours[rt], mode, gbps, g_peer[i].ours[rt] / gbps,
+                       rt && !strcmp(mode, "compile") ? "  (target >= 2.5x)" : "");
+    }
+    const int rc = pclose(p);
+    if (rc != 0) printf("  the torch peer exited with status %d\n", rc);
+}
+
 /* Time one problem and print its line; returns the median ms. */
 static double run(gln_context_t *ctx, const char *label, kind_t k, gln_dtype_t dt, int32_t num, int64_t rows,
                   int64_t cols, int device_splits, double copy) {
@@ -204,6 +267,8 @@ static double run(gln_context_t *ctx, const char *label, kind_t k, gln_dtype_t d
                       device_splits ? " dev" : " host");
     else snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)rows, (long long)cols);
     printf("%s %-26s %9.1f us %8.0f GB/s %6.1f%% of copy\n", name, shape, ms * 1e3, gbps, 100.0 * gbps / copy);
+    if (!device_splits && num == 0 && rows == 16384) peer_note(rows, cols, k, gbps);
+    if (device_splits && strstr(label, " x")) peer_note(rows, cols, k, gbps); /* the packed x of a MoE shape */
     fflush(stdout);
     problem_free(&p);
     return ms;
@@ -224,12 +289,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) g_repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) g_warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else if (!strcmp(argv[i], "--torch") && i + 1 < argc) g_torch = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *d = argv[++i];
             dt = !strcmp(d, "fp32") ? GLN_DTYPE_FP32 : !strcmp(d, "fp16") ? GLN_DTYPE_FP16 : GLN_DTYPE_BF16;
         } else {
             fprintf(stderr,
-                    "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]\n");
+                    "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]"
+                    " [--torch CMD]\n");
             return 2;
         }
     }
@@ -263,5 +330,6 @@ int main(int argc, char **argv) {
                    host / one);
     }
     gln_context_destroy(ctx);
+    if (g_torch && dt == GLN_DTYPE_BF16) torch_compare(); /* after ours: the GPU is torch's alone */
     return 0;
 }

@@ -14,8 +14,10 @@
  * sign | 0x7F after the fact), fp16 -> FP32 by cvt.f32.f16 (exact; a NaN keeps its sign, its
  * payload does not matter).  gln_cuda_block_selfcheck proves both over every input.
  *
- * Work decomposition: one thread block per 128x128 tile of a member (tiles start at the member's
- * first row: BLOCK_1D columnwise blocks and BLOCK_2D tiles are aligned to the member), 256
+ * Work decomposition: 128x128 tiles of a member (tiles start at the member's first row: BLOCK_1D
+ * columnwise blocks and BLOCK_2D tiles are aligned to the member), walked by a persistent grid
+ * (as many blocks as are resident; each starts its tile by asking L2 for its next one, so its
+ * loads find L2 rather than DRAM; GLN_CUDA_QUANT_PREFETCH=0: one block per tile, no prefetch), 256
  * threads, each owning 8 rows x 8 columns held in registers after ONE read of the input (16-byte
  * loads).  From those registers: row amaxes (half-warp shuffles), column amaxes (shuffles + shared
  * memory) or the tile amax; the rowwise copy (8-byte stores); the transposed copy through a
@@ -29,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "backend/cuda/cuda_backend.h"
@@ -65,6 +68,7 @@ typedef struct bq_args {
     float fp8_max, epsilon, value_for_inf;
     int pow2;
     int vec_in, vec_q;    /* 16-byte input loads / 8-byte rowwise stores are aligned */
+    int prefetch;         /* persistent grid: each tile prefetches the block's next into L2 */
 } bq_args_t;
 
 /* One 128x128 tile of one member. */
@@ -213,6 +217,21 @@ __device__ __forceinline__ int bq_find(const bq_args_t &a, int64_t t, bq_tile_t 
     tl->so_r = a.rows ? a.srow[i] : 0;
     tl->so_c = a.rows ? a.scol[i] : 0;
     return 1;
+}
+
+/* Ask L2 for the input lines of tile tl (the block's next): one 128-byte line per thread per
+ * step, rows of the tile by lines of its valid columns.  Only a hint (prefetch.global.L2): the
+ * tile is read into registers as usual when its turn comes, from L2 by then, so a block's loads
+ * wait on L2 latency rather than on DRAM's while it converts and stores the current tile. */
+template <int IN>
+__device__ __forceinline__ void bq_prefetch(const bq_args_t &a, const bq_tile_t &tl) {
+    const int es = IN == BQ_IN_FP32 ? 4 : 2, row_bytes = tl.nc * es, lines = (row_bytes + 127) / 128;
+    for (int k = (int)threadIdx.x; k < tl.nr * lines; k += BQ_THREADS) {
+        const int r = k / lines, l = k % lines;
+        const char *p = (const char *)a.x + ((size_t)(tl.mrow0 + tl.rs + r) * (size_t)a.cols + (size_t)tl.c0) * es +
+                        (size_t)l * 128;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
 }
 
 /* v[p][j] = x at tile row rg*8 + p, tile column bq_col(cg, j); 0 outside the tile (a 0 leaves
@@ -507,6 +526,10 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant_kernel(const bq
     for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
         bq_tile_t tl;
         if (!bq_find(a, t, &tl)) return;
+        if (a.prefetch && t + gridDim.x < a.tiles) { /* block-uniform */
+            bq_tile_t nx;
+            if (bq_find(a, t + gridDim.x, &nx)) bq_prefetch<IN>(a, nx);
+        }
         __syncthreads(); /* the previous tile's shared memory has been read */
         float v[8][8], ra[8], ca[8];
         bq_load<IN>(a, tl, rg, cg, v);
@@ -578,9 +601,23 @@ static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg,
     if (!a->q && !a->qt) return GLN_STATUS_SUCCESS;
     a->tiles = row_tiles * a->ctiles;
     if (a->tiles == 0) return GLN_STATUS_SUCCESS;
-    const unsigned int grid = (unsigned int)(a->tiles < INT_MAX ? a->tiles : INT_MAX);
     const bq_kernel_t k = bq_pick(dtype, cfg->mode == GLN_SCALING_BLOCK_2D, cfg->amax_nan_propagate,
                                   cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2);
+    int64_t blocks = a->tiles;
+    /* GLN_CUDA_QUANT_PREFETCH=0: one block per tile, no prefetch (to measure what it gains) */
+    const char *env = getenv("GLN_CUDA_QUANT_PREFETCH");
+    a->prefetch = !(env && env[0] == '0');
+    if (a->prefetch) { /* persistent: as many blocks as are resident at once */
+        int dev = 0, sms = 0, per_sm = 0;
+        GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+        GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
+                               "cudaDeviceGetAttribute(multiprocessors)"));
+        GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BQ_THREADS, 0), call,
+                               "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+        const int64_t resident = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+        if (resident < blocks) blocks = resident;
+    }
+    const unsigned int grid = (unsigned int)(blocks < INT_MAX ? blocks : INT_MAX);
     k<<<grid, BQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(*a);
     return gln_cuda_check_launch(call, "gln_block_quant_kernel");
 }
