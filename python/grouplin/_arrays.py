@@ -2,7 +2,6 @@
 the CPU) and torch tensors (CPU or CUDA, through data_ptr).  Results come back in the kind of the
 first input: numpy for numpy, torch on the same device for torch.
 """
-import ctypes as C
 
 import numpy as np
 

@@ -192,7 +192,8 @@ def dequantize(q, columnwise=False, dtype="fp32"):
         raise TypeError("q: expected a grouplin.Quantized (from grouplin.quantize), got %s" % type(q).__name__)
     src = q.col_data if columnwise else q.data
     if src is None:
-        raise ValueError("columnwise: the %s copy was not produced by quantize" % ("columnwise" if columnwise else "rowwise"))
+        raise ValueError("columnwise: the %s copy was not produced by quantize"
+                         % ("columnwise" if columnwise else "rowwise"))
     b = _arrays.view(src, "q.data")
     code = _hp_code(dtype)
     out = _arrays.empty(b, q.shape, code)

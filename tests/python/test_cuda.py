@@ -3,11 +3,13 @@ forward + backward on the grouped path, torch's current stream and caching alloc
 torch.compile on CUDA tensors.  The per-recipe comparison with the float64 torch reference runs
 on CUDA through test_module.py (its tests are parametrized over the available devices)."""
 import pytest
-import torch
 
-from grouplin.torch import (DelayedScaling, Float8BlockScaling, Float8CurrentScaling, GroupedLinear,
-                            MXFP8BlockScaling)
-from conftest import needs_cuda
+torch = pytest.importorskip("torch")  # the numpy part (test_ops.py) runs without it
+
+from grouplin.torch import (  # noqa: E402
+    DelayedScaling, Float8BlockScaling, Float8CurrentScaling, GroupedLinear,
+    MXFP8BlockScaling)
+from conftest import needs_cuda  # noqa: E402
 
 pytestmark = needs_cuda
 N, K_IN, K_OUT = 4, 256, 384

@@ -27,7 +27,7 @@ def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tens
     act = _layer.gln_dtype(inp.dtype, "inp")
     grouped = m_splits is not None
     h = st.handle(dev, act, _lib.PATH_GROUPED if grouped else _lib.PATH_SPLIT)
-    ctxp = h.ctx.on_current_stream()
+    h.ctx.on_current_stream()          # follow torch.cuda.current_stream()
     rows, k_out = inp.shape[0], st.fields["out_features"]
     y = (torch.zeros if grouped else torch.empty)((rows, k_out), dtype=inp.dtype, device=inp.device)
     x = _lib.Tensor(act, rows, inp.shape[1], inp.data_ptr() or None, 0, None, None, None, None, None)
@@ -66,7 +66,7 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
     h = s.handle
     L = _lib.lib()
     try:
-        ctxp = h.ctx.on_current_stream()
+        h.ctx.on_current_stream()
         _lib.check(L.gln_grouped_linear_zero_grad(h.ptr), "gln_grouped_linear_zero_grad")
         dy = dy.contiguous()
         act = _layer.gln_dtype(dy.dtype, "grad_output")
@@ -96,7 +96,8 @@ def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
     weights, biases, _, _ = st.params_fn()
     dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
     flat = lambda ps: dy.new_empty((sum(p.numel() for p in ps),), dtype=ps[0].dtype)  # noqa: E731
-    return dx, (flat(weights) if want_wgrad else dy.new_empty((0,))), (flat(biases) if want_bgrad else dy.new_empty((0,)))
+    none = dy.new_empty((0,))
+    return dx, (flat(weights) if want_wgrad else none), (flat(biases) if want_bgrad else none.clone())
 
 
 def _setup_context(ctx, inputs, output):

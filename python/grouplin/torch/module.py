@@ -84,13 +84,15 @@ class GroupedLinear(torch.nn.Module):
         device = torch.device(device) if device is not None else torch.empty(0).device
         self.num_gemms, self.in_features, self.out_features = num_gemms, in_features, out_features
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
-        self.fuse_wgrad_accumulation, self.delay_wgrad_compute = bool(fuse_wgrad_accumulation), bool(delay_wgrad_compute)
+        self.fuse_wgrad_accumulation = bool(fuse_wgrad_accumulation)
+        self.delay_wgrad_compute = bool(delay_wgrad_compute)
         self.single_grouped_weight, self.single_grouped_bias = bool(single_grouped_weight), bool(single_grouped_bias)
         self.recipe = recipe
         self.distributed_weight = distributed_weight
         self._wgrad_hooks = []
         fields = dict(num_experts=num_gemms, in_features=in_features, out_features=out_features,
-                      bias=int(self.use_bias and not self.return_bias), fuse_wgrad_accumulation=int(self.fuse_wgrad_accumulation),
+                      bias=int(self.use_bias and not self.return_bias),
+                      fuse_wgrad_accumulation=int(self.fuse_wgrad_accumulation),
                       delay_wgrad_compute=int(self.delay_wgrad_compute),
                       single_grouped_weight=int(self.single_grouped_weight and distributed_weight is None),
                       single_grouped_bias=int(self.single_grouped_bias and self.use_bias and not self.return_bias),
