@@ -100,11 +100,11 @@ extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const u
     return check(cudaSuccess, "embed_kernel");
 }
 
-#define EMB_COLS 8 /* columns per thread per pass: 2048 columns per block pass */
-
-/* One block per embedding row (c, v): the tokens whose byte at c is v, found THREADS at a time in
- * token order (a ballot compaction into shared memory), their dx rows added in that order --
- * the CPU's sum order, so the result is bitwise the CPU's. */
+/* Block (row, chunk): embedding row (c, v) = blockIdx.x, columns chunk·THREADS + thread.  The
+ * tokens whose byte at c is v are found THREADS at a time in token order (a ballot compaction
+ * into shared memory) and their dx columns added in that order -- the CPU's sum order, so the
+ * result is bitwise the CPU's.  Column chunks in blocks of their own spread a frequent byte's
+ * long list over several SMs. */
 __global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t T, int64_t C, int64_t H,
                                  float *gemb) {
     __shared__ int64_t list[THREADS];
@@ -112,43 +112,34 @@ __global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t 
     const int64_t row = blockIdx.x, c = row / 256;
     const int v = (int)(row % 256);
     const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
-    for (int64_t h0 = 0; h0 < H; h0 += (int64_t)THREADS * EMB_COLS) {
-        float acc[EMB_COLS];
-        for (int j = 0; j < EMB_COLS; j++) acc[j] = 0.0f;
-        for (int64_t t0 = 0; t0 < T; t0 += THREADS) {
-            const int64_t t = t0 + threadIdx.x;
-            const int hit = t < T && bytes[t * C + c] == v;
-            const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-            if (lane == 0) warp_base[wid + 1] = __popc(ballot);
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                warp_base[0] = 0;
-                for (int w = 1; w <= THREADS / 32; w++) warp_base[w] += warp_base[w - 1];
-            }
-            __syncthreads();
-            if (hit) list[warp_base[wid] + __popc(ballot & ((1u << lane) - 1u))] = t;
-            __syncthreads();
-            const int count = warp_base[THREADS / 32];
-            for (int i = 0; i < count; i++) {
-                const float *d = dx + list[i] * H;
-                for (int j = 0; j < EMB_COLS; j++) {
-                    const int64_t h = h0 + threadIdx.x + (int64_t)j * THREADS;
-                    if (h < H) acc[j] = __fadd_rn(acc[j], d[h]);
-                }
-            }
-            __syncthreads();
+    const int64_t h = (int64_t)blockIdx.y * THREADS + threadIdx.x;
+    float acc = 0.0f;
+    for (int64_t t0 = 0; t0 < T; t0 += THREADS) {
+        const int64_t t = t0 + threadIdx.x;
+        const int hit = t < T && bytes[t * C + c] == v;
+        const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
+        if (lane == 0) warp_base[wid + 1] = __popc(ballot);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            warp_base[0] = 0;
+            for (int w = 1; w <= THREADS / 32; w++) warp_base[w] += warp_base[w - 1];
         }
-        for (int j = 0; j < EMB_COLS; j++) {
-            const int64_t h = h0 + threadIdx.x + (int64_t)j * THREADS;
-            if (h < H) gemb[row * H + h] = acc[j];
-        }
+        __syncthreads();
+        if (hit) list[warp_base[wid] + __popc(ballot & ((1u << lane) - 1u))] = t;
+        __syncthreads();
+        const int count = warp_base[THREADS / 32];
+        if (h < H)
+            for (int i = 0; i < count; i++) acc = __fadd_rn(acc, dx[list[i] * H + h]);
+        __syncthreads();
     }
+    if (h < H) gemb[row * H + h] = acc;
 }
 
 extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
                                             int64_t C, int64_t H, float *gemb) {
     if (C * H <= 0) return GLN_STATUS_SUCCESS;
-    embed_bwd_kernel<<<(unsigned)(C * 256), THREADS, 0, stream_of(ctx)>>>(dx, bytes, T, C, H, gemb);
+    const dim3 grid((unsigned)(C * 256), (unsigned)((H + THREADS - 1) / THREADS));
+    embed_bwd_kernel<<<grid, THREADS, 0, stream_of(ctx)>>>(dx, bytes, T, C, H, gemb);
     return check(cudaSuccess, "embed_bwd_kernel");
 }
 

@@ -211,7 +211,7 @@ int main(void) {
     test_clock_adam();
     test_embed(1, 1, 1);
     test_embed(777, 8, 96);
-    test_embed(300, 3, 2100); /* more columns than one pass of the block */
+    test_embed(300, 3, 2100); /* several column blocks, the last one partial */
     test_head(1);
     test_head(1000);
     test_windows();
