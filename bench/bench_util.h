@@ -55,6 +55,85 @@ static inline void *device_random(gln_context_t *ctx, gln_dtype_t dt, size_t cou
     return dev;
 }
 
+/* As device_random, but only the first min(count, 4M) elements are drawn on the host; the rest
+ * repeat them through device-to-device copies (doubling), so the gigabyte operands of the large
+ * shapes cost milliseconds instead of seconds to set up (a GEMM's time does not depend on the
+ * values). */
+static inline void *device_random_fast(gln_context_t *ctx, gln_dtype_t dt, size_t count, uint64_t seed) {
+    const size_t chunk = (size_t)1 << 22;
+    if (count <= chunk) return device_random(ctx, dt, count, seed);
+    const size_t es = dt == GLN_DTYPE_FP32 ? 4 : dt == GLN_DTYPE_BF16 ? 2 : 1;
+    void *head = device_random(ctx, dt, chunk, seed), *dev = NULL;
+    TRY(gln_malloc(ctx, count * es, &dev));
+    TRY(gln_memcpy(ctx, dev, head, chunk * es, GLN_COPY_BACKEND_TO_BACKEND));
+    TRY(gln_free(ctx, head));
+    for (size_t have = chunk; have < count;) {
+        const size_t n = have < count - have ? have : count - have;
+        TRY(gln_memcpy(ctx, (char *)dev + have * es, dev, n * es, GLN_COPY_BACKEND_TO_BACKEND));
+        have += n;
+    }
+    return dev;
+}
+
+/* Split sets of the benchmarks (rows per expert; every count a multiple of 16, so the FP8
+ * transposed copies keep 16-byte strides and the FP8 wgrad stays on the tensor cores):
+ *   uniform  `tokens` each;
+ *   zipf     expert i gets a share ∝ 1/(i+1), the last quarter of the experts nothing;
+ *   empty    every fourth expert (3, 7, ...) nothing, the others an equal share (the remainder
+ *            spread 16 rows at a time).
+ * What is left goes to expert 0, so the total is always experts · tokens. */
+typedef enum bench_splits { SPLITS_UNIFORM, SPLITS_ZIPF, SPLITS_EMPTY, SPLITS_COUNT_ } bench_splits_t;
+static const char *const bench_splits_names[] = {"uniform", "zipf", "empty"};
+
+static inline void bench_make_splits(bench_splits_t kind, int64_t *splits, int32_t E, int64_t tokens) {
+    const int64_t rows = (int64_t)E * tokens;
+    int64_t used = 0;
+    if (kind == SPLITS_ZIPF) {
+        const int32_t live = E > 4 ? E - E / 4 : E;
+        double h = 0;
+        for (int32_t i = 0; i < live; i++) h += 1.0 / (i + 1);
+        for (int32_t i = 0; i < E; i++) splits[i] = i < live ? (int64_t)((double)rows / h / (i + 1)) / 16 * 16 : 0;
+    } else if (kind == SPLITS_EMPTY) {
+        const int32_t live = E >= 4 ? E - E / 4 : E;
+        for (int32_t i = 0; i < E; i++) splits[i] = (E >= 4 && i % 4 == 3) ? 0 : rows / live / 16 * 16;
+        for (int64_t left = rows - live * (rows / live / 16 * 16), i = 0; left >= 16; i = (i + 1) % E)
+            if (splits[i]) splits[i] += 16, left -= 16; /* the remainder 16 rows at a time */
+    } else {
+        for (int32_t i = 0; i < E; i++) splits[i] = tokens;
+    }
+    for (int32_t i = 0; i < E; i++) used += splits[i];
+    splits[0] += rows - used;
+}
+
+static inline int bench_splits_parse(const char *s, int on[SPLITS_COUNT_]) {
+    int any = 0;
+    for (int k = 0; k < SPLITS_COUNT_; k++) on[k] = !strcmp(s, "all") || !strcmp(s, bench_splits_names[k]), any |= on[k];
+    return any;
+}
+
+/* Peer timings written by peer_torch.py --out FILE: lines "shape splits recipe stage seconds"
+ * (recipe bf16 or fp8; stage fprop, dgrad, wgrad, wgrad8, all3, layer).  0 when absent. */
+static inline double bench_peer_seconds(const char *file, const char *shape, const char *splits, const char *recipe,
+                                        const char *stage) {
+    if (!file) return 0;
+    FILE *f = fopen(file, "r");
+    if (!f) return 0;
+    char a[64], b[64], c[64], d[64];
+    double t, found = 0;
+    while (fscanf(f, "%63s %63s %63s %63s %lf", a, b, c, d, &t) == 5)
+        if (!strcmp(a, shape) && !strcmp(b, splits) && !strcmp(c, recipe) && !strcmp(d, stage)) found = t;
+    fclose(f);
+    return found;
+}
+
+/* Roofline of one stage: the larger of the FLOP time at `peak` and the byte time at the
+ * measured copy bandwidth (PERFORMANCE.md: 4.25 TB/s read + written on the H200). */
+#define BENCH_BW 4.25e12
+static inline double bench_floor_s(double flops, double peak, double bytes) {
+    const double a = flops / peak, b = bytes / BENCH_BW;
+    return a > b ? a : b;
+}
+
 /* A context on the CUDA backend, or exit 77 (skipped) without a device. */
 static inline gln_context_t *bench_cuda_context(void) {
     if (!gln_backend_available(GLN_BACKEND_CUDA)) {

@@ -68,6 +68,18 @@ static void buf_recycle(gln_sharded_weights_t *sw, void *base, size_t bytes) {
         gln_ctx_free(sw->ctx, base);
 }
 
+/* Off the live list and back to the free list (a consumed prefetch whose completion failed). */
+static void untrack(gln_sharded_weights_t *sw, void *base) {
+    for (int i = 0; i < sw->live_count; i++) {
+        if (sw->live[i].base != base) continue;
+        gln_sharded_live_t done = sw->live[i];
+        sw->live_bytes -= done.bytes;
+        sw->live[i] = sw->live[--sw->live_count];
+        buf_recycle(sw, done.base, done.bytes);
+        return;
+    }
+}
+
 static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t bytes) {
     GLN_TRY(list_push(&sw->live, &sw->live_count, &sw->live_cap, base, bytes));
     sw->live_bytes += bytes;
@@ -255,8 +267,12 @@ static gln_status_t materialize(const char *fn, gln_call_t call, int dir, void *
         /* stream order: what follows (the grids, the GEMMs) comes after the gathers */
         st = gln_comm_wait(sw->comm, req0);
         gln_status_t st1 = gln_comm_wait(sw->comm, req1);
-        GLN_TRY(st != GLN_STATUS_SUCCESS ? st : st1);
-        GLN_TRY(finish_gather(sw, dir, full));
+        if (st == GLN_STATUS_SUCCESS) st = st1;
+        if (st == GLN_STATUS_SUCCESS) st = finish_gather(sw, dir, full);
+        if (st != GLN_STATUS_SUCCESS) {
+            untrack(sw, full); /* the caller gets no weights to release */
+            return st;
+        }
         describe(sw, dir, full, weights);
         return GLN_STATUS_SUCCESS;
     }
