@@ -30,12 +30,6 @@ struct moe_model {
     gln_sharded_weights_t *sw[2];   /* FC1, FC2 */
     gln_grouped_linear_t *fc[2];
     adam_state_t adam[2];           /* per shard */
-    /* Without a sharded group for the context (a CUDA context before the group has a device
-     * transport): the one rank's FP32 masters, FP32 main_grads and working copies, the layer's
-     * caller-owned packed parameters -- what the group holds on a world of size 1. */
-    float *own_master[2], *own_grad[2];
-    void *own_working[2];
-    int64_t own_len[2];
     gln_grouped_linear_saved_t *saved[2];
 
     /* forward activations (kept for backward) */
@@ -75,39 +69,14 @@ static gln_status_t alloc_upload(moe_model_t *m, const float *src, size_t n, flo
     return n ? gln_memcpy(m->ctx, *p, src, n * sizeof(float), GLN_COPY_HOST_TO_BACKEND) : GLN_STATUS_SUCCESS;
 }
 
-/* The shard Adam updates: the group's, or the model's own on a world of size 1. */
+/* This rank's FP32 master and main_grad shard of layer idx. */
 static gln_status_t layer_shard(moe_model_t *m, int idx, float **master, float **grad, int64_t *len) {
-    if (m->own_master[idx]) {
-        *master = m->own_master[idx];
-        *grad = m->own_grad[idx];
-        *len = m->own_len[idx];
-        return GLN_STATUS_SUCCESS;
-    }
     int64_t off;
     return gln_sharded_weights_shard(m->sw[idx], master, grad, len, &off);
 }
 
-/* After the masters changed: the working copy the GEMMs read. */
-static gln_status_t sync_working(moe_model_t *m, int idx) {
-    if (!m->own_master[idx]) return gln_sharded_weights_sync_working(m->sw[idx]);
-    gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, m->own_len[idx], m->own_master[idx]);
-    gln_tensor_t out = gln_tensor_make(m->adt, 1, m->own_len[idx], m->own_working[idx]);
-    return gln_cast(m->ctx, &in, &out);
-}
-
-/* The expert weights of layer idx on a world of size 1 without a group: FP32 masters loaded
- * from `full`, a zeroed main_grad, the working copy. */
-static gln_status_t create_own_weights(moe_model_t *m, int idx, const float *full, int64_t n) {
-    m->own_len[idx] = n;
-    TRY(alloc_upload(m, full, (size_t)n, &m->own_master[idx]));
-    TRY(alloc_zero(m, (size_t)n * sizeof(float), (void **)&m->own_grad[idx]));
-    TRY(gln_malloc(m->ctx, (size_t)n * gln_dtype_size(m->adt), &m->own_working[idx]));
-    return sync_working(m, idx);
-}
-
 /* One expert layer [in → out]: its sharded weight group (loaded from seeded FP32 weights), the
- * grouped linear layer on top of it, and its Adam moments.  A context the group does not take
- * yet (NOT_SUPPORTED on one rank) gets the size-1 equivalent: packed parameters of its own. */
+ * grouped linear layer on top of it, and its Adam moments. */
 static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t out) {
     const int32_t E = m->E;
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
@@ -116,15 +85,13 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     sc.in_features = in;
     sc.working_dtype = m->adt;
     sc.requires_grad = m->cfg.trainable;
-    gln_status_t st = gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]);
-    const int own = st == GLN_STATUS_NOT_SUPPORTED && gln_comm_size(m->comm) == 1 && top_on_device(m->ctx);
-    if (!own) TRY(st);
+    TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
 
     const int64_t n = E * out * in;
     float *full = tool_alloc((size_t)n, sizeof *full, "the initial expert weights");
     if (!full) return GLN_STATUS_OUT_OF_MEMORY;
     task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
-    st = own ? create_own_weights(m, idx, full, n) : gln_sharded_weights_load_full(m->sw[idx], full);
+    gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
     free(full);
     TRY(st);
 
@@ -139,13 +106,7 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     lc.path = m->cfg.path;
     lc.fuse_wgrad_accumulation = 1;
     lc.weights_require_grad = m->cfg.trainable;
-    if (own) {
-        lc.single_grouped_weight = 1;
-        lc.params.weight_packed = m->own_working[idx];
-        lc.params.main_grad_packed = m->own_grad[idx];
-    } else {
-        lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
-    }
+    lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
     TRY(gln_grouped_linear_create(m->ctx, &lc, &m->fc[idx]));
 
     if (m->cfg.trainable) {
@@ -222,9 +183,8 @@ void moe_model_destroy(moe_model_t *m) {
         if (m->saved[i]) gln_grouped_linear_saved_release(m->saved[i]);
         gln_grouped_linear_destroy(m->fc[i]);
         gln_sharded_weights_destroy(m->sw[i]);
-        void *own[] = {m->adam[i].m, m->adam[i].v, m->own_master[i], m->own_grad[i], m->own_working[i]};
-        for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
-            if (own[j]) gln_free(m->ctx, own[j]);
+        if (m->adam[i].m) gln_free(m->ctx, m->adam[i].m);
+        if (m->adam[i].v) gln_free(m->ctx, m->adam[i].v);
     }
     void *dev[] = {m->logits, m->gates, m->experts, m->splits, m->row_of, m->xp,      m->h1,
                    m->a,      m->yp,    m->tmp32,   m->dgates, m->dlogits, m->dx,     m->dyp,
@@ -286,8 +246,7 @@ static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy
     float *master, *grad;
     int64_t len;
     TRY(layer_shard(m, idx, &master, &grad, &len));
-    /* the step's gradient starts from zero (own packed main_grads: FIRST overwrites them) */
-    if (!m->own_master[idx]) TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad));
+    TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad)); /* the step's gradient starts from zero */
     gln_tensor_t tdy = act_tensor(m, m->P, dy_cols, dy), tdx = act_tensor(m, m->P, dx_cols, dx);
     gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
     gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
@@ -348,7 +307,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
         TRY(layer_shard(m, i, &master, &grad, &len));
         TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock));
         if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
-        TRY(sync_working(m, i));
+        TRY(gln_sharded_weights_sync_working(m->sw[i]));
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;

@@ -16,10 +16,8 @@
  *
  * Every buffer is in the memory of the context's backend, so on CUDA the whole step runs on the
  * device: the MoE ops' kernels, the grouped path with the device-computed splits
- * (splits_on_backend), Adam as a kernel (train_ops.h).  Where the sharded group does not take the
- * context (NOT_SUPPORTED: a CUDA group needs a device transport) and the world has one rank, the
- * model keeps the same FP32 masters, main_grads and working copies itself and hands them to the
- * layer as packed parameters -- the group's arithmetic on a world of size 1. */
+ * (splits_on_backend), Adam as a kernel (train_ops.h); the sharded group's communicator is then
+ * bound to the device context (a self communicator for one GPU). */
 #ifndef GLN_TOOLS_MOE_MODEL_H
 #define GLN_TOOLS_MOE_MODEL_H
 
