@@ -306,3 +306,22 @@ def test_bad_inputs_raise_naming_the_argument():
     fused = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", fuse_wgrad_accumulation=True)
     with pytest.raises(ValueError, match="weight0.main_grad"):
         fused(x, SPLITS)
+
+
+def test_torch_compile_with_fused_main_grad():
+    layers = []
+    for _ in range(2):
+        torch.manual_seed(6)
+        m = GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.float32, device="cpu", fuse_wgrad_accumulation=True)
+        for w in m.weights():
+            w.main_grad = torch.full(w.shape, 5.0)
+            w.grad_added_to_main_grad = False
+        layers.append(m)
+    compiled = torch.compile(layers[0], fullgraph=True, backend="aot_eager")
+    x = torch.randn(sum(SPLITS), K_IN, requires_grad=True)
+    for mb in range(2):
+        compiled(x, SPLITS, is_first_microbatch=(mb == 0)).sum().backward()
+        layers[1](x, SPLITS, is_first_microbatch=(mb == 0)).sum().backward()
+        for a, b in zip(layers[0].weights(), layers[1].weights()):
+            assert torch.equal(a.main_grad, b.main_grad)
+    assert all(w.grad_added_to_main_grad for w in layers[0].weights())

@@ -19,9 +19,12 @@ from . import _layer
 
 
 @torch.library.custom_op("grouplin::grouped_linear_forward", mutates_args=())
-def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tensor], m_splits: Optional[Tensor],
-                           splits: List[int], layer_id: int, microbatch: int, need_saved: bool,
-                           input_requires_grad: bool) -> Tuple[Tensor, Tensor]:
+def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tensor], main_grads: List[Tensor],
+                           m_splits: Optional[Tensor], splits: List[int], layer_id: int, microbatch: int,
+                           need_saved: bool, input_requires_grad: bool) -> Tuple[Tensor, Tensor]:
+    """y [rows, out_features] and the token of the saved context (0: none).  main_grads is given
+    only under torch.compile, so that the backward graph gets them as inputs (the C layer writes
+    them through the pointers it took at create)."""
     st = _layer.layer(layer_id)
     dev = _layer.device_key(inp.device)
     act = _layer.gln_dtype(inp.dtype, "inp")
@@ -49,7 +52,7 @@ def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tens
 
 
 @grouped_linear_forward.register_fake
-def _(inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad):
+def _(inp, weights, biases, main_grads, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad):
     st = _layer.layer(layer_id)
     y = inp.new_empty((inp.shape[0], st.fields["out_features"]))
     return y, torch.empty(1, dtype=torch.int64)
@@ -83,6 +86,12 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
         if st.flags["delay"]:
             st.dw_queue.append(h)
             h.queued += 1
+        # torch.compile functionalizes the declared mutation: it hands us copies of main_grad and
+        # copies them back after the op, while the C layer wrote the real buffers (the pointers
+        # it took at create).  Give the copies the real contents so the copy-back keeps them.
+        for mg, real in zip(main_grads, h.keep[2]):
+            if mg.data_ptr() != real.data_ptr():
+                mg.copy_(real)
     finally:
         s.release()
     wgrads = st.read_grads(h, weights=True) if want_wgrad else dy.new_empty((0,))
@@ -101,17 +110,18 @@ def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
 
 
 def _setup_context(ctx, inputs, output):
-    inp, weights, biases, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad = inputs
+    inp, weights, biases, main_grads, m_splits, splits, layer_id, microbatch, need_saved, input_requires_grad = inputs
     _, token = output
     ctx.layer_id = layer_id
     ctx.n_splits = len(splits)
+    ctx.n_main_grads = len(main_grads)
     if _layer.layer(layer_id).flags["repeat"]:
         # allow_repeated_backward: keep what a second backward needs to run the forward again
         ctx.repeat = (list(weights), list(biases), list(splits), microbatch, input_requires_grad)
-        ctx.save_for_backward(token, inp, m_splits)
+        ctx.save_for_backward(token, *main_grads, inp, m_splits)
     else:
         ctx.repeat = None
-        ctx.save_for_backward(token)
+        ctx.save_for_backward(token, *main_grads)
     if need_saved and not torch.compiler.is_compiling() and not is_fake(token):
         # eager: a forward whose backward never runs releases its saved context with the graph
         ctx.guard = _layer.SavedGuard(int(token[0]))
@@ -137,13 +147,15 @@ def _backward(ctx, dy, dtoken):
         # a second backward over a retained graph (gradcheck, autograd.functional.jacobian): the
         # C saved context went with the first one, so run the forward again for a fresh one
         ws, bs, splits, mb, irg = ctx.repeat
-        _, token = grouped_linear_forward(ctx.saved_tensors[1], ws, bs, ctx.saved_tensors[2], splits, ctx.layer_id,
-                                          mb, True, irg)
+        _, token = grouped_linear_forward(ctx.saved_tensors[-2], ws, bs, [], ctx.saved_tensors[-1], splits,
+                                          ctx.layer_id, mb, True, irg)
     weights, biases, main_grads, dist = st.params_fn()
     f = st.flags
     w_rg = (dist.requires_grad if dist is not None else weights[0].requires_grad)
     want_w = bool(w_rg and not f["fused"] and not f["delay"] and dist is None)
     want_b = bool(f["bias"] and biases[0].requires_grad)
+    if ctx.n_main_grads:                      # torch.compile: the graph's own inputs
+        main_grads = list(ctx.saved_tensors[1:1 + ctx.n_main_grads])
     dx, wg, bg = grouped_linear_backward(dy, token, main_grads if (f["fused"] and dist is None) else [],
                                          ctx.layer_id, bool(ctx.needs_input_grad[0]), want_w, want_b)
     if want_w:
@@ -160,8 +172,8 @@ def _backward(ctx, dy, dtoken):
         w_out = [None] * len(weights)
     b_out = _unflatten(bg, biases) if want_b else [None] * len(biases)
     # (torch matches the structure of the inputs: an empty list of splits must come back as [])
-    return ((dx if ctx.needs_input_grad[0] else None), w_out, b_out, None, [] if ctx.n_splits == 0 else None,
-            None, None, None, None)
+    return ((dx if ctx.needs_input_grad[0] else None), w_out, b_out, [None] * ctx.n_main_grads, None,
+            [] if ctx.n_splits == 0 else None, None, None, None, None)
 
 
 grouped_linear_forward.register_autograd(_backward, setup_context=_setup_context)

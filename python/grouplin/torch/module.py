@@ -201,7 +201,8 @@ class GroupedLinear(torch.nn.Module):
         x = inp.reshape(-1, self.in_features)
         w_rg = dist.requires_grad if dist is not None else ws[0].requires_grad
         need = torch.is_grad_enabled() and bool(inp.requires_grad or w_rg or any(b.requires_grad for b in bs))
-        y, _ = torch.ops.grouplin.grouped_linear_forward(x, ws, bs, m_t, splits, self._layer_id, mb, need,
+        mg_in = mgs if (need and torch.compiler.is_compiling()) else []
+        y, _ = torch.ops.grouplin.grouped_linear_forward(x, ws, bs, mg_in, m_t, splits, self._layer_id, mb, need,
                                                          bool(inp.requires_grad))
         y = y.reshape(-1, *inp.shape[1:-1], self.out_features)
         if self.return_bias:
