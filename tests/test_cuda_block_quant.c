@@ -18,6 +18,7 @@
  * the device; a mismatch names the buffer, member, row, column, got and want.
  *
  * Skips (exit 77) without a CUDA device. */
+#define _DEFAULT_SOURCE /* setenv */
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,12 +443,20 @@ static void test_graph(void) {
     }
 }
 
+/* GLN_CUDA_QUANT_PREFETCH=0 (one block per tile, no L2 prefetch; read at every call): the same
+ * bytes as the default persistent grid. */
+static void test_prefetch_off(void) {
+    CHECK(setenv("GLN_CUDA_QUANT_PREFETCH", "0", 1) == 0);
+    test_grouped_dtypes();
+    CHECK(unsetenv("GLN_CUDA_QUANT_PREFETCH") == 0);
+}
+
 int main(int argc, char **argv) {
     int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
     if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_selfcheck),      GLN_CASE(test_single), GLN_CASE(test_grouped),
-        GLN_CASE(test_grouped_dtypes), GLN_CASE(test_graph),
+        GLN_CASE(test_grouped_dtypes), GLN_CASE(test_graph),  GLN_CASE(test_prefetch_off),
     };
     int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     gln_context_destroy(g_cu);

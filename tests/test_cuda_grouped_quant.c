@@ -17,11 +17,14 @@
  *   - a CUDA graph capturing grouped quantizes (TENSOR current, TENSOR delayed, MXFP8) with device
  *     splits on a caller's stream, replayed with other splits written between replays;
  *   - bad device splits (negative, past the rows, out's differing from in's): clamped on the
- *     device, reported by gln_context_async_error, results equal to the CPU on the clamped splits.
+ *     device, reported by gln_context_async_error, results equal to the CPU on the clamped splits;
+ *   - the kernels' measurement variants (GLN_CUDA_QUANT_PIPE=0, GLN_CUDA_QUANT_REVERSE=0) on the
+ *     grouped cases: the same bytes.
  * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) on both backends and followed by
  * guard bytes on the device; a mismatch names the buffer, member, row, column, got and want.
  *
  * Skips (exit 77) without a CUDA device. */
+#define _DEFAULT_SOURCE /* setenv */
 #include <stdlib.h>
 #include <string.h>
 
@@ -621,13 +624,26 @@ static void test_bad_splits(void) {
     }
 }
 
+/* The measurement variants of the kernels (GLN_CUDA_QUANT_PIPE=0: load-then-use loop;
+ * GLN_CUDA_QUANT_REVERSE=0: current scaling's cast pass in forward order), read at every call:
+ * the same bytes as the defaults. */
+static void test_kernel_variants(void) {
+    static const char *vars[] = {"GLN_CUDA_QUANT_PIPE", "GLN_CUDA_QUANT_REVERSE"};
+    for (size_t k = 0; k < COUNT(vars); k++) {
+        CHECK(setenv(vars[k], "0", 1) == 0);
+        test_grouped_dtypes();
+        test_many_members();
+        CHECK(unsetenv(vars[k]) == 0);
+    }
+}
+
 int main(int argc, char **argv) {
     int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
     if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_encode_sweep),   GLN_CASE(test_single),       GLN_CASE(test_grouped),
         GLN_CASE(test_grouped_dtypes), GLN_CASE(test_many_members), GLN_CASE(test_graph),
-        GLN_CASE(test_bad_splits),
+        GLN_CASE(test_bad_splits),     GLN_CASE(test_kernel_variants),
     };
     int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     gln_context_destroy(g_cu);
