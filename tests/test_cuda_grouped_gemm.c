@@ -13,8 +13,11 @@
  * CUDA backend dequantizes to bf16 on the device and runs on the bf16 kernels (quantized by the
  * CPU backend from small integers times powers of two, so exact too); with and without
  * accumulation; host and device splits; splits with empty
- * experts, one expert holding every row, 1 / 5 / 17 / 129-row experts, and 24 experts with
- * K and N not multiples of the tile.  Outputs are NaN-poisoned (or hold old values when
+ * experts, one expert holding every row, 1 / 5 / 17 / 129-row experts, 24 experts with
+ * K and N not multiples of the tile, and 32 mostly 128-row experts (the small-expert regime);
+ * every CUTLASS call also runs with each tile regime forced (small / medium / large); the other
+ * output dtypes (fp16 from E4M3 fprop / dgrad with an fp16 bias, bf16 wgrads from bf16 and E4M3
+ * operands).  Outputs are NaN-poisoned (or hold old values when
  * accumulating, or past the split rows) and followed by guard bytes; an empty expert's wgrad
  * must be exactly 0 (or untouched when accumulating).  A CUDA-graph case captures a grouped
  * GEMM with device splits on a caller's stream and replays it with other splits, in bf16 and on
@@ -180,6 +183,8 @@ typedef struct gcase {
     int expect_cutlass;     /* 1: a CUTLASS kernel must take this call (when CUTLASS is built) */
     int bias;               /* TN: a bf16 bias per expert */
     int no_pow2_hint;       /* block: leave args.block_scales_pow2 = 0 (the CUDA loop) */
+    int out_alt;            /* another output dtype: 1 fp16 for TN / NN (and the bias), bf16 for NT;
+                             * 2 fp32 for TN / NN (and the bias) */
 } gcase_t;
 
 static void set_loop(int on) {
@@ -202,9 +207,10 @@ static void run_every_way(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_f
     snprintf(w, sizeof w, "%s [default dispatch]", what);
     check(state, w);
 #if defined(GLN_TEST_HAVE_CUDA)
-    /* both tile regimes of the CUTLASS kernels (the test shapes pick the small one by default) */
-    static const char *tiles[] = {"small", "large"};
-    for (int t = 0; t < 2; t++) {
+    /* every tile regime of the CUTLASS kernels (small: the pingpong instantiations of many small
+     * experts; the 4-expert shapes pick medium by default, the 24- and 32-expert ones small) */
+    static const char *tiles[] = {"small", "medium", "large"};
+    for (int t = 0; t < 3; t++) {
         int handled = -1;
         setenv("GLN_CUTLASS_TILES", tiles[t], 1);
         reset(state);
@@ -260,10 +266,14 @@ static void nt_check(void *s, const char *what) {
 }
 
 static void describe(const gcase_t *c, char *buf, size_t n) {
-    int len = snprintf(buf, n, "%s %s E%d kin %lld kout %lld%s acc=%d bias=%d%s splits {", kind_name(c->kind),
+    int len = snprintf(buf, n, "%s %s E%d kin %lld kout %lld%s acc=%d bias=%d%s%s splits {", kind_name(c->kind),
                        c->layout == GLN_LAYOUT_TN ? "TN" : c->layout == GLN_LAYOUT_NN ? "NN" : "NT", c->num,
                        (long long)c->kin, (long long)c->kout, c->dev_splits ? " device splits" : "", c->accumulate,
-                       c->bias, c->no_pow2_hint ? " no pow2 hint" : "");
+                       c->bias, c->no_pow2_hint ? " no pow2 hint" : "",
+                       !c->out_alt                 ? ""
+                       : c->layout == GLN_LAYOUT_NT ? " out bf16"
+                       : c->out_alt == 2            ? " out fp32"
+                                                    : " out fp16");
     for (int i = 0; i < c->num && len > 0 && (size_t)len < n; i++)
         len += snprintf(buf + len, n - (size_t)len, "%s%lld", i ? "," : "", (long long)c->splits[i]);
     if (len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, "}");
@@ -442,28 +452,29 @@ static void operands_quant(gln_rng_t *rng, const gcase_t *c, const int64_t *sp_d
     o->cb = (gln_grouped_tensor_t){c->num, sp_d, c->dev_splits, b->d};
 }
 
-/* wgrad: dW_i [kout, kin] = dy_i [m_i, kout]ᵀ · x_i [m_i, kin] into fp32 outputs. */
+/* wgrad: dW_i [kout, kin] = dy_i [m_i, kout]ᵀ · x_i [m_i, kin] into fp32 (or, out_alt, bf16) outputs. */
 static void run_nt(gln_rng_t *rng, const gcase_t *c, operands_t *o, gln_grouped_gemm_args_t *ha,
                    gln_grouped_gemm_args_t *da, const char *what) {
     nt_state_t st;
     st.num = c->num;
     gln_tensor_t hd[MAXE], cd[MAXE];
-    const size_t dn = (size_t)c->kout * (size_t)c->kin;
+    const gln_dtype_t dt = c->out_alt ? GLN_DTYPE_BF16 : GLN_DTYPE_FP32;
+    const size_t dn = (size_t)c->kout * (size_t)c->kin, es = gln_dtype_size(dt);
     for (int i = 0; i < c->num; i++) {
-        operand_t old = operand_new(rng, GLN_DTYPE_FP32, c->kout, c->kin, c->accumulate, NAN);
+        operand_t old = operand_new(rng, dt, c->kout, c->kin, c->accumulate, NAN);
         st.init[i] = old.h;
-        st.want[i] = malloc(dn * 4);
-        memcpy(st.want[i], old.h, dn * 4);
+        st.want[i] = malloc(dn * es);
+        memcpy(st.want[i], old.h, dn * es);
         st.dd[i] = old.d;
-        hd[i] = gln_tensor_make(GLN_DTYPE_FP32, c->kout, c->kin, st.want[i]);
-        cd[i] = gln_tensor_make(GLN_DTYPE_FP32, c->kout, c->kin, st.dd[i].d);
+        hd[i] = gln_tensor_make(dt, c->kout, c->kin, st.want[i]);
+        cd[i] = gln_tensor_make(dt, c->kout, c->kin, st.dd[i].d);
     }
     ha->a_grouped = &o->ha, ha->b = &o->hb, ha->d_list = hd;
     da->a_grouped = &o->ca, da->b = &o->cb, da->d_list = cd;
     CHECK_OK(gln_grouped_gemm(g_cpu, ha));
     for (int i = 0; i < c->num; i++) /* an empty expert: 0, or the old values */
         if (c->splits[i] == 0 && !c->accumulate)
-            for (size_t e = 0; e < dn; e++) CHECK(((float *)st.want[i])[e] == 0.0f);
+            for (size_t e = 0; e < dn; e++) CHECK(gln_load(st.want[i], dt, e) == 0.0f);
     run_every_way(c, da, nt_reset, nt_check, &st, what);
     for (int i = 0; i < c->num; i++) {
         free(st.init[i]), free(st.want[i]);
@@ -475,28 +486,30 @@ static void run_nt(gln_rng_t *rng, const gcase_t *c, operands_t *o, gln_grouped_
 static void run_tn_nn(gln_rng_t *rng, const gcase_t *c, operands_t *o, int64_t total, int64_t rows,
                       gln_grouped_gemm_args_t *ha, gln_grouped_gemm_args_t *da, const char *what) {
     const int64_t extra = rows - total, dcols = c->layout == GLN_LAYOUT_TN ? c->kout : c->kin;
+    const gln_dtype_t dt = c->out_alt == 2 ? GLN_DTYPE_FP32 : c->out_alt ? GLN_DTYPE_FP16 : GLN_DTYPE_BF16;
+    const size_t es = gln_dtype_size(dt); /* D and the bias */
     operand_t bias[MAXE];
     gln_tensor_t hbias[MAXE], cbias[MAXE];
     for (int i = 0; i < c->num; i++) {
-        bias[i] = operand_new(rng, GLN_DTYPE_BF16, 1, c->kout, 1, 0);
+        bias[i] = operand_new(rng, dt, 1, c->kout, 1, 0);
         hbias[i] = view(&bias[i], 0, NULL, NULL);
         cbias[i] = view(&bias[i], 1, NULL, NULL);
     }
     /* D: old values (small integers) everywhere; the experts' rows poisoned unless accumulating */
-    operand_t d = operand_new(rng, GLN_DTYPE_BF16, rows, dcols, 1, 0);
+    operand_t d = operand_new(rng, dt, rows, dcols, 1, 0);
     tnnn_state_t st = {d.d, malloc(d.d.bytes), malloc(d.d.bytes)};
     memcpy(st.init, d.h, d.d.bytes);
-    if (!c->accumulate) gln_poison(st.init, GLN_DTYPE_BF16, (size_t)(total * dcols));
+    if (!c->accumulate) gln_poison(st.init, dt, (size_t)(total * dcols));
     memcpy(st.want, st.init, d.d.bytes);
-    gln_grouped_tensor_t hd = {c->num, c->splits, 0, gln_tensor_make(GLN_DTYPE_BF16, rows, dcols, st.want)};
-    gln_grouped_tensor_t cd = {c->num, o->cb.splits, c->dev_splits, gln_tensor_make(GLN_DTYPE_BF16, rows, dcols, d.d.d)};
+    gln_grouped_tensor_t hd = {c->num, c->splits, 0, gln_tensor_make(dt, rows, dcols, st.want)};
+    gln_grouped_tensor_t cd = {c->num, o->cb.splits, c->dev_splits, gln_tensor_make(dt, rows, dcols, d.d.d)};
     ha->a_list = o->hw, ha->b = &o->hb, ha->d_grouped = &hd;
     da->a_list = o->cw, da->b = &o->cb, da->d_grouped = &cd;
     if (c->bias) ha->bias_list = hbias, da->bias_list = cbias;
     CHECK_OK(gln_grouped_gemm(g_cpu, ha));
     /* the rows past the experts' keep their old values on the CPU too */
-    gln_check_bitwise("CPU trailing rows", (char *)st.want + (size_t)(total * dcols) * 2,
-                      (char *)d.h + (size_t)(total * dcols) * 2, (size_t)(extra * dcols) * 2);
+    gln_check_bitwise("CPU trailing rows", (char *)st.want + (size_t)(total * dcols) * es,
+                      (char *)d.h + (size_t)(total * dcols) * es, (size_t)(extra * dcols) * es);
     run_every_way(c, da, tnnn_reset, tnnn_check, &st, what);
     free(st.init), free(st.want);
     operand_free(&d);
@@ -534,6 +547,10 @@ static const int64_t s_none[] = {0, 0, 0, 0};
 static const int64_t s_odd[] = {1, 129, 5, 17};
 static const int64_t s_aligned[] = {16, 0, 32, 144}; /* FP8 wgrad: every expert through CUTLASS */
 static const int64_t s_part[] = {16, 5, 0, 48};      /* ... and one on the unaligned kernel */
+/* Many small experts (the small-expert regime by default): Qwen3-like 128-row experts with
+ * empty ones, one 256-row expert (two M tiles, two wgrad K blocks), and 1 / 17 / 129 rows. */
+static const int64_t s_small32[] = {128, 128, 0, 128, 1, 128, 256, 128, 17, 128, 128, 0, 129, 128, 128, 128,
+                                    128, 0, 128, 128, 128, 64, 128, 128, 128, 128, 0, 128, 32, 128, 128, 128};
 
 static void test_matrix(void) {
     gln_rng_t rng = gln_rng_seed(1601);
@@ -544,7 +561,7 @@ static void test_matrix(void) {
         const int64_t *splits;
         int64_t kin, kout;
     } shapes[] = {{4, s_mixed, 64, 48}, {4, s_one, 64, 48}, {4, s_none, 64, 48}, {4, s_odd, 128, 96},
-                  {24, s24, 272, 208}, {4, s_aligned, 64, 48}, {4, s_part, 128, 96}};
+                  {24, s24, 272, 208}, {4, s_aligned, 64, 48}, {4, s_part, 128, 96}, {32, s_small32, 256, 192}};
     const kind_t kinds[] = {KIND_BF16, KIND_E4M3, KIND_HYBRID, KIND_MXFP8, KIND_BLOCK};
     const gln_gemm_layout_t layouts[] = {GLN_LAYOUT_TN, GLN_LAYOUT_NN, GLN_LAYOUT_NT};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -553,7 +570,7 @@ static void test_matrix(void) {
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int v = 0; v < (layouts[l] == GLN_LAYOUT_TN ? 8 : 4); v++) {
                     gcase_t c = {kinds[k], layouts[l], shapes[s].num, shapes[s].splits, shapes[s].kin,
-                                 shapes[s].kout, v & 1, (v >> 1) & 1, 1, (v >> 2) & 1, 0};
+                                 shapes[s].kout, v & 1, (v >> 1) & 1, 1, (v >> 2) & 1, 0, 0};
                     run_case(&rng, &c);
                 }
         }
@@ -566,17 +583,45 @@ static void test_matrix(void) {
 static void test_fallbacks(void) {
     gln_rng_t rng = gln_rng_seed(1602);
     const gcase_t cases[] = {
-        {KIND_BF16, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0, 1, 0},
-        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 44, 0, 1, 0, 0, 0},
-        {KIND_HYBRID, GLN_LAYOUT_TN, 4, s_odd, 64, 48, 1, 0, 1, 1, 0}, /* x stays E4M3 in HYBRID fprop */
+        {KIND_BF16, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0, 1, 0, 0},
+        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 44, 0, 1, 0, 0, 0, 0},
+        {KIND_HYBRID, GLN_LAYOUT_TN, 4, s_odd, 64, 48, 1, 0, 1, 1, 0, 0}, /* x stays E4M3 in HYBRID fprop */
         /* block scales without the caller's power-of-two promise: the per-128-block loop */
-        {KIND_BLOCK, GLN_LAYOUT_TN, 4, s_odd, 272, 48, 0, 0, 0, 1, 1},
-        {KIND_BLOCK, GLN_LAYOUT_NN, 4, s_mixed, 128, 208, 1, 0, 0, 0, 1},
-        {KIND_BLOCK, GLN_LAYOUT_NT, 4, s_odd, 64, 48, 0, 1, 0, 0, 1},
+        {KIND_BLOCK, GLN_LAYOUT_TN, 4, s_odd, 272, 48, 0, 0, 0, 1, 1, 0},
+        {KIND_BLOCK, GLN_LAYOUT_NN, 4, s_mixed, 128, 208, 1, 0, 0, 0, 1, 0},
+        {KIND_BLOCK, GLN_LAYOUT_NT, 4, s_odd, 64, 48, 0, 1, 0, 0, 1, 0},
         /* MXFP8 with K not a multiple of 8 (bf16 rows not 16-byte strided): the loop */
-        {KIND_MXFP8, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0, 1, 0},
+        {KIND_MXFP8, GLN_LAYOUT_TN, 4, s_mixed, 60, 48, 1, 0, 0, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&rng, &cases[i]);
+}
+
+/* The other output dtypes, each on a CUTLASS kernel: fp16 and fp32 y / dx from E4M3 × E4M3
+ * (fp16 / fp32 activations; the fprop's bias of that dtype too), bf16 wgrads (no fused
+ * main_grad) from bf16 and E4M3 operands, the E4M3 ones with an expert whose row count is not a
+ * multiple of 16 (the unaligned kernel's bf16 store) and with the small-expert shape. */
+static void test_out_dtypes(void) {
+    gln_rng_t rng = gln_rng_seed(1605);
+    const struct {
+        kind_t kind;
+        gln_gemm_layout_t layout;
+        int num;
+        const int64_t *splits;
+        int64_t kin, kout;
+    } cases[] = {
+        {KIND_E4M3, GLN_LAYOUT_TN, 4, s_mixed, 64, 48},    {KIND_E4M3, GLN_LAYOUT_NN, 4, s_odd, 128, 96},
+        {KIND_E4M3, GLN_LAYOUT_TN, 32, s_small32, 256, 192}, {KIND_E4M3, GLN_LAYOUT_NN, 32, s_small32, 256, 192},
+        {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 48},    {KIND_BF16, GLN_LAYOUT_NT, 32, s_small32, 256, 192},
+        {KIND_E4M3, GLN_LAYOUT_NT, 4, s_aligned, 64, 48},  {KIND_E4M3, GLN_LAYOUT_NT, 4, s_part, 128, 96},
+        {KIND_E4M3, GLN_LAYOUT_NT, 32, s_small32, 256, 192},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int alt = 1; alt <= (cases[i].layout == GLN_LAYOUT_NT ? 1 : 2); alt++)
+            for (int v = 0; v < (cases[i].layout == GLN_LAYOUT_TN ? 8 : 4); v++) {
+                gcase_t c = {cases[i].kind, cases[i].layout, cases[i].num, cases[i].splits, cases[i].kin,
+                             cases[i].kout, v & 1, (v >> 1) & 1, 1, (v >> 2) & 1, 0, alt};
+                run_case(&rng, &c);
+            }
 }
 
 #ifdef GLN_TEST_HAVE_CUDA
@@ -752,6 +797,7 @@ int main(int argc, char **argv) {
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_matrix),
         GLN_CASE(test_fallbacks),
+        GLN_CASE(test_out_dtypes),
 #ifdef GLN_TEST_HAVE_CUDA
         GLN_CASE(test_graph_capture),
         GLN_CASE(test_graph_capture_emulated),

@@ -149,6 +149,8 @@ typedef struct gln_cutlass_grouped {
     const void *const *bias_list;    /* TN: host [num] of device pointers to bf16 [1, n] biases, or NULL */
     int accumulate;                  /* D += (beta = 1); else D = */
     int large_tiles;                 /* the large-expert instantiation, where one exists */
+    int small_tiles;                 /* the small-expert one (pingpong; cutlass/grouped_variants.h) */
+    gln_dtype_t d_dtype;             /* D's dtype: bf16 / fp16 / fp32 where an instantiation has it */
     int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */
     int32_t k_align;                 /* split_is_k: experts whose row count is not a multiple of
                                       * this get no tiles here (their K stride cannot be read by

@@ -4,10 +4,15 @@
  * row stride is m_i bytes: TMA needs it to be a multiple of 16, so the CUTLASS kernel leaves such
  * experts out (gln_cutlass_grouped_t.k_align) and this kernel computes them.  With device splits
  * the host cannot know which experts those are, so the kernel runs on a fixed grid and every
- * block walks the experts on the device, skipping the aligned ones (a few loads each when all
- * are aligned, the case a caller padding to gln_recipe_alignment gets).
+ * block walks the experts on the device, skipping the aligned ones.  When every expert is
+ * aligned (a caller padding to gln_recipe_alignment) it must cost next to nothing — small experts
+ * are launch-bound: one launch for up to WG_CHUNK experts, whose blocks first test all the
+ * chunk's row counts in parallel (one load per thread) and return together when none is
+ * unaligned; with host splits the dispatcher does not launch it at all then
+ * (cuda_grouped_gemm.c, k_align).
  *
- * dW_i [M, N] = alpha_i · Σ_r A_i[m, r] · B_i[n, r] (+ dW_i when accumulating), A_i the gradient's
+ * dW_i [M, N] = alpha_i · Σ_r A_i[m, r] · B_i[n, r] (+ dW_i when accumulating, in FP32, rounded once
+ * when dW_i is bf16), A_i the gradient's
  * copy [M, m_i], B_i the input's [N, m_i], alpha_i the product of the two decode scales — the
  * rule of the CUTLASS epilogue and of the CPU backend — with FP32 accumulation of the exact
  * products (plain FMAs: a different summation order than the tensor cores, within the GEMM
@@ -28,11 +33,13 @@ extern "C" {
 
 #define WG_TILE 64
 #define WG_K 32
-#define WG_CHUNK 64 /* experts per launch: their output pointers travel in the parameters */
+/* experts per launch: their output pointers travel in the parameters (4 KB at 256, within the
+ * 32 KB CUDA 12.1+ allows), so one launch covers every usual expert count */
+#define WG_CHUNK 256
 
 typedef struct wgrad_chunk {
     int32_t first, count;
-    float *d[WG_CHUNK];
+    void *d[WG_CHUNK]; /* g.d_dtype: fp32 (main_grad) or bf16 */
     const float *b_scale[WG_CHUNK];
 } wgrad_chunk_t;
 
@@ -54,6 +61,13 @@ __global__ void __launch_bounds__(256) gln_fp8_wgrad_unaligned_kernel(gln_cutlas
     const int64_t M = g.m, N = g.n;
     const int64_t tiles_m = (M + WG_TILE - 1) / WG_TILE, tiles_n = (N + WG_TILE - 1) / WG_TILE;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    /* the common case first: no expert of the chunk is unaligned, every block returns at once */
+    int mine = 0;
+    for (int32_t j = threadIdx.x; j < c.count; j += blockDim.x) {
+        const int64_t rows = g.offsets[c.first + j + 1] - g.offsets[c.first + j];
+        mine |= rows != 0 && rows % g.k_align != 0;
+    }
+    if (!__syncthreads_or(mine)) return;
     for (int32_t j = 0; j < c.count; j++) {
         const int32_t i = c.first + j;
         const int64_t r0 = g.offsets[i], K = g.offsets[i + 1] - r0;
@@ -82,9 +96,10 @@ __global__ void __launch_bounds__(256) gln_fp8_wgrad_unaligned_kernel(gln_cutlas
                 for (int v = 0; v < 4; v++) {
                     const int64_t n = n0 + tx * 4 + v;
                     if (n >= N) continue;
-                    float *d = &c.d[j][m * N + n];
+                    const size_t e = (size_t)(m * N + n);
                     const float r = alpha * acc[u][v];
-                    *d = g.accumulate ? *d + r : r;
+                    /* one rounding of the FP32 sum into a bf16 output, as CUTLASS's epilogue */
+                    gln_dev_store(c.d[j], g.d_dtype, e, g.accumulate ? gln_dev_load(c.d[j], g.d_dtype, e) + r : r);
                 }
             }
         }
@@ -105,7 +120,7 @@ extern "C" gln_status_t gln_cuda_fp8_wgrad_unaligned(gln_context_t *ctx, const g
         c.first = first;
         c.count = g->num - first < WG_CHUNK ? g->num - first : WG_CHUNK;
         for (int32_t j = 0; j < c.count; j++) {
-            c.d[j] = (float *)g->d_list[first + j];
+            c.d[j] = g->d_list[first + j];
             c.b_scale[j] = b_scales[first + j];
         }
         gln_fp8_wgrad_unaligned_kernel<<<blocks, 256, 0, stream>>>(*g, c, a_fp8, b_fp8);

@@ -6,9 +6,13 @@
  *   TN (fprop)  bf16 x, bf16 W_i            -> bf16 y        (+ bf16 bias_i, in the epilogue)
  *   NN (dgrad)  bf16 dy, bf16 W_i           -> bf16 dx
  *   NT (wgrad)  bf16 dy, bf16 x             -> fp32 dW_i     (main_grad; accumulate or not)
+ *                                           -> bf16 dW_i     (no fused main_grad)
  *   TN / NN     per-tensor FP8 x or dy (rowwise) with per-tensor E4M3 W_i (rowwise for TN, the
- *               transposed copy for NN)  -> bf16, E4M3 × E4M3 or E5M2 × E4M3 (HYBRID dgrad)
- *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i;
+ *               transposed copy for NN)  -> bf16, E4M3 × E4M3 or E5M2 × E4M3 (HYBRID dgrad);
+ *               E4M3 × E4M3 also -> fp16 / fp32 (fp16 / fp32 activations; the bias then of
+ *               that dtype too), 128×128 cooperative in every regime
+ *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i
+ *               (E4M3 × E4M3 also -> bf16 dW_i);
  *               experts whose row count is not a multiple of 16 (a TMA stride) run on
  *               gln_cuda_fp8_wgrad_unaligned, chosen on the device
  *   all three   MXFP8 operands, and BLOCK_1D / BLOCK_2D operands whose scales the caller knows to
@@ -30,10 +34,25 @@
  * promoted kernel with 256×128 tiles was measured at half the speed of the 128×128 one, so
  * promoted FP8 has only the small-tile instantiation.
  *
- * Tile regime, from shapes the host knows (never the device splits): experts averaging at least
- * GLN_CUTLASS_LARGE_ROWS rows (packed rows / experts) take the large-tile instantiations
- * (256×128 tiles, 1×2 clusters) where one exists, others the 128×128 ones, whose smaller tiles
- * waste less on short experts and fill the GPU with more of them.
+ * Tile regime, from shapes the host knows (never the device splits), with avg = packed rows /
+ * experts (the split dimension: M in fprop / dgrad, K in wgrad):
+ *   large   avg >= GLN_CUTLASS_LARGE_ROWS (1024): 256×128 tiles, 1×2 clusters, cooperative,
+ *           where an instantiation exists (bf16 TN / NN, FP8 fast-accumulating TN);
+ *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256) and at least GLN_CUTLASS_SMALL_EXPERTS (8)
+ *           experts (Qwen3-like: 128 × 128 rows): the pingpong instantiations of
+ *           cutlass/grouped_variants.h (128×128 tiles; 64×128 for promoted FP8, whose doubled
+ *           accumulator would spill at 128 rows), no cluster.  An expert of ≤ 256 rows has one or
+ *           two M tiles (wgrad: one or two K blocks), so a CTA switches experts — new TMA
+ *           descriptors — almost every tile, and the fprop / dgrad are bound by streaming the
+ *           weights, the wgrad by main_grad's FP32 read and write: pingpong hides one tile's
+ *           epilogue and expert switch under the other warpgroup's main loop, which cooperative
+ *           tiles serialize.  Few experts (< 8) this small are a handful of tiles either way;
+ *           they stay medium.  K and N do not enter: on the lab's shapes (bench/lab) the regime
+ *           is decided by the rows per expert;
+ *   medium  everything else, and any layout / recipe without a small or large instantiation
+ *           (HYBRID E5M2 kernels): 128×128 cooperative, no cluster.
+ * bench/lab/grouped_tiles runs the regimes side by side on one shape, each checked against the
+ * CPU first.
  *
  * Few, large experts with host splits keep the per-expert cuBLASLt loop (no host synchronization
  * is needed there, and on the H200 cuBLASLt beat these CUTLASS kernels on the Mixtral and
@@ -43,13 +62,14 @@
  * With device splits the CUTLASS kernels always run: the loop would have to read the splits back.
  *
  * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
- * the loop; GLN_CUTLASS_TILES=small or =large forces a regime. */
+ * the loop; GLN_CUTLASS_TILES=small, =medium or =large forces a regime. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_grouped_blockwise.h"
+#include "backend/cuda/cutlass/grouped_variants.h"
 #include "common/checked.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
@@ -60,14 +80,22 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 #define GLN_CUTLASS_LARGE_ROWS 1024
+#define GLN_CUTLASS_SMALL_ROWS 256
+#define GLN_CUTLASS_SMALL_EXPERTS 8
 #define GLN_CUTLASS_LOOP_ROWS 2048
 
-/* 1: large tiles, 0: small, from the environment override or the heuristic. */
-static int large_regime(int64_t packed_rows, int32_t num) {
+/* g->large_tiles / g->small_tiles from the environment override or the heuristic (top of the
+ * file); packed_rows: the split dimension's packed extent, known on the host. */
+static void tile_regime(gln_cutlass_grouped_t *g, int64_t packed_rows, int32_t num) {
     const char *e = getenv("GLN_CUTLASS_TILES");
-    if (e && !strcmp(e, "small")) return 0;
-    if (e && !strcmp(e, "large")) return 1;
-    return packed_rows / num >= GLN_CUTLASS_LARGE_ROWS;
+    const int64_t avg = num > 0 ? packed_rows / num : 0;
+    int large = avg >= GLN_CUTLASS_LARGE_ROWS;
+    int small = avg <= GLN_CUTLASS_SMALL_ROWS && num >= GLN_CUTLASS_SMALL_EXPERTS;
+    if (e && !strcmp(e, "small")) large = 0, small = 1;
+    if (e && !strcmp(e, "medium")) large = 0, small = 0;
+    if (e && !strcmp(e, "large")) large = 1, small = 0;
+    g->large_tiles = large;
+    g->small_tiles = small;
 }
 
 static int forced_loop(void) {
@@ -99,15 +127,22 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     int fp8 = 0;
     if (args->bias_list && args->layout != GLN_LAYOUT_TN) return 0;
     const gln_cutlass_kernel_t kernel = pick_tn_nn(args->layout, x, w0, &fp8);
-    if (kernel == GLN_CUTLASS_KERNEL_COUNT_ || dp->dtype != GLN_DTYPE_BF16) return 0;
+    /* D: bf16, or fp16 / fp32 from E4M3 × E4M3 (layers with fp16 / fp32 activations) */
+    if (kernel == GLN_CUTLASS_KERNEL_COUNT_) return 0;
+    const int d_other = dp->dtype == GLN_DTYPE_FP16 || dp->dtype == GLN_DTYPE_FP32;
+    if (dp->dtype != GLN_DTYPE_BF16 && !(d_other && kernel == GLN_CUTLASS_E4M3_TN)) return 0;
+    const int64_t ed = (int64_t)gln_dtype_size(dp->dtype);
     const int tn = args->layout == GLN_LAYOUT_TN;
+    /* only the bf16 and fast-accumulating E4M3 fprop kernels have the bias epilogue (a TN call on
+     * E5M2 activations would otherwise lose its bias) */
+    if (args->bias_list && kernel == GLN_CUTLASS_E5M2_E4M3_TN) return 0;
     /* D [rows, n] = B [rows, k] · op(A): TN A_i [n, k]; NN A_i [k, n] (FP8: its copy [n, k]) */
     const int64_t k = x->cols, n = tn ? w0->rows : w0->cols;
     const size_t ex = gln_dtype_size(x->dtype), ew = gln_dtype_size(w0->dtype);
     if (!fits_int(x->rows) || !fits_int(k) || !fits_int(n) || k == 0 || n == 0) return 0;
     /* the weights' leading dimension: k (K-major: TN, or FP8 NN's transposed copy) or n */
     const int64_t w_ld = (tn || fp8) ? k : n;
-    if ((k * (int64_t)ex) % 16 || (w_ld * (int64_t)ew) % 16 || (n * 2) % 16) return 0;
+    if ((k * (int64_t)ex) % 16 || (w_ld * (int64_t)ew) % 16 || (n * ed) % 16) return 0;
     const void *xd = x->data;
     if (!xd || !aligned16(xd) || !aligned16(dp->data)) return 0;
     if (fp8 && !x->scale_inv) return 0;
@@ -119,9 +154,9 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
         if (!p || !aligned16(p) || (fp8 && !s)) return 0;
         b_ptrs[i] = p;
         b_scales[i] = s;
-        if (args->bias_list) { /* a bf16 row [1, n] per expert */
+        if (args->bias_list) { /* a row [1, n] per expert, of D's dtype */
             const gln_tensor_t *bias = &args->bias_list[i];
-            if (bias->dtype != GLN_DTYPE_BF16 || bias->rows != 1 || bias->cols != n || !bias->data ||
+            if (bias->dtype != dp->dtype || bias->rows != 1 || bias->cols != n || !bias->data ||
                 !aligned16(bias->data))
                 return 0;
             biases[i] = bias->data;
@@ -134,12 +169,13 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     g->n = n, g->k = k;
     g->a = xd, g->a_row_bytes = k * (int64_t)ex;
     g->b_list = b_ptrs;
-    g->d = dp->data, g->d_row_bytes = n * 2;
+    g->d = dp->data, g->d_row_bytes = n * ed;
+    g->d_dtype = dp->dtype;
     g->a_scale = fp8 ? (const float *)x->scale_inv : NULL;
     g->b_scale_list = fp8 ? b_scales : NULL;
     g->bias_list = args->bias_list ? biases : NULL;
     g->accumulate = args->accumulate;
-    g->large_tiles = large_regime(x->rows, gb->num);
+    tile_regime(g, x->rows, gb->num);
     /* TE's FP8 GEMM accumulation: fast in the forward GEMM, promoted to FP32 in dgrad */
     g->fast_accumulate = fp8 && tn;
     return 1;
@@ -163,13 +199,17 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
     if (!fits_int(dy->rows) || !fits_int(x->rows) || !fits_int(m) || !fits_int(n) || m == 0 || n == 0) return 0;
     if ((m * 2) % 16 || (n * 2) % 16) return 0;
     if (!dy->data || !x->data || !aligned16(dy->data) || !aligned16(x->data)) return 0;
+    /* dW: the FP32 main_grad, or bf16 gradients (no fused accumulation, bf16 parameters) */
+    const gln_dtype_t dt = args->d_list[0].dtype;
+    if (dt != GLN_DTYPE_FP32 && dt != GLN_DTYPE_BF16) return 0;
     for (int32_t i = 0; i < gdy->num; i++) {
         const gln_tensor_t *d = &args->d_list[i];
-        if (d->dtype != GLN_DTYPE_FP32 || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
+        if (d->dtype != dt || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
         d_ptrs[i] = d->data;
     }
     memset(g, 0, sizeof *g);
     g->kernel = GLN_CUTLASS_BF16_NT_F32;
+    g->d_dtype = dt;
     g->num = gdy->num;
     g->split_is_k = 1;
     g->m = m, g->n = n;
@@ -177,6 +217,7 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
     g->b = x->data, g->b_row_bytes = n * 2;
     g->d_list = d_ptrs;
     g->accumulate = args->accumulate;
+    tile_regime(g, dy->rows, gdy->num);
     return 1;
 }
 
@@ -195,14 +236,18 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     if (m % 16 || n % 16) return 0; /* every expert's copies start 16-byte aligned */
     if (!dy->col_data || !x->col_data || !aligned16(dy->col_data) || !aligned16(x->col_data)) return 0;
     if (!dy->col_scale_inv || !x->col_scale_inv) return 0;
+    /* dW: FP32 main_grad, or bf16 gradients from E4M3 × E4M3 */
+    const gln_dtype_t dt = args->d_list[0].dtype;
+    if (dt != GLN_DTYPE_FP32 && !(dt == GLN_DTYPE_BF16 && dy->dtype == GLN_DTYPE_FP8_E4M3)) return 0;
     for (int32_t i = 0; i < gdy->num; i++) {
         const gln_tensor_t *d = &args->d_list[i];
-        if (d->dtype != GLN_DTYPE_FP32 || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
+        if (d->dtype != dt || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
         d_ptrs[i] = d->data;
         x_scales[i] = (const float *)x->col_scale_inv + i;
     }
     memset(g, 0, sizeof *g);
     g->kernel = dy->dtype == GLN_DTYPE_FP8_E4M3 ? GLN_CUTLASS_E4M3_WGRAD : GLN_CUTLASS_E5M2_E4M3_WGRAD;
+    g->d_dtype = dt;
     g->num = gdy->num;
     g->split_is_k = 1;
     g->m = m, g->n = n;
@@ -213,25 +258,59 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     g->b_scale_list = x_scales;
     g->accumulate = args->accumulate;
     g->k_align = 16;
+    /* host splits all multiples of 16: nothing for the unaligned kernel, which is then not
+     * launched at all (with device splits it runs and its blocks return at once) */
+    if (!gdy->splits_on_backend) {
+        int unaligned = 0;
+        for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
+        if (!unaligned) g->k_align = 1;
+    }
+    tile_regime(g, dy->rows, gdy->num);
     return 1;
 }
 
+/* The kernel lab (bench/lab/grouped_tiles.c) points this at its own instantiations to time
+ * tile configurations that are not in the library on the calls the dispatcher plans; it returns
+ * GLN_STATUS_NOT_SUPPORTED for the calls it leaves to the library's kernels.  NULL otherwise. */
+gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) = NULL;
+
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    if (gln_cutlass_lab_kernel) {
+        const gln_status_t st = gln_cutlass_lab_kernel(ctx, g, fn);
+        if (st != GLN_STATUS_NOT_SUPPORTED) return st;
+    }
     switch (g->kernel) {
     case GLN_CUTLASS_BF16_TN:
+        if (g->small_tiles) return gln_cutlass_run_bf16_tn_small(ctx, g, fn);
         return g->large_tiles ? gln_cutlass_run_bf16_tn_large(ctx, g, fn) : gln_cutlass_run_bf16_tn(ctx, g, fn);
     case GLN_CUTLASS_BF16_NN:
+        if (g->small_tiles) return gln_cutlass_run_bf16_nn_small(ctx, g, fn);
         return g->large_tiles ? gln_cutlass_run_bf16_nn_large(ctx, g, fn) : gln_cutlass_run_bf16_nn(ctx, g, fn);
-    case GLN_CUTLASS_BF16_NT_F32: return gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
+    case GLN_CUTLASS_BF16_NT_F32:
+        if (g->d_dtype == GLN_DTYPE_BF16) return gln_cutlass_run_bf16_nt_bf16(ctx, g, fn);
+        return g->small_tiles ? gln_cutlass_run_bf16_nt_f32_small(ctx, g, fn) : gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
     case GLN_CUTLASS_E4M3_TN:
-        if (!g->fast_accumulate) return gln_cutlass_run_e4m3_tn(ctx, g, fn);
+        if (g->d_dtype == GLN_DTYPE_FP16)
+            return g->fast_accumulate ? gln_cutlass_run_e4m3_tn_fast_f16(ctx, g, fn)
+                                      : gln_cutlass_run_e4m3_tn_f16(ctx, g, fn);
+        if (g->d_dtype == GLN_DTYPE_FP32)
+            return g->fast_accumulate ? gln_cutlass_run_e4m3_tn_fast_f32(ctx, g, fn)
+                                      : gln_cutlass_run_e4m3_tn_f32(ctx, g, fn);
+        if (!g->fast_accumulate)
+            return g->small_tiles ? gln_cutlass_run_e4m3_tn_small(ctx, g, fn) : gln_cutlass_run_e4m3_tn(ctx, g, fn);
+        if (g->small_tiles) return gln_cutlass_run_e4m3_tn_fast_small(ctx, g, fn);
         return g->large_tiles ? gln_cutlass_run_e4m3_tn_fast_large(ctx, g, fn) : gln_cutlass_run_e4m3_tn_fast(ctx, g, fn);
     case GLN_CUTLASS_E5M2_E4M3_TN: return gln_cutlass_run_e5m2_e4m3_tn(ctx, g, fn);
     case GLN_CUTLASS_E4M3_WGRAD:
     case GLN_CUTLASS_E5M2_E4M3_WGRAD: {
-        gln_status_t st = g->kernel == GLN_CUTLASS_E4M3_WGRAD ? gln_cutlass_run_e4m3_wgrad(ctx, g, fn)
-                                                              : gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
-        return st == GLN_STATUS_SUCCESS ? gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn) : st;
+        gln_status_t st;
+        if (g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD) st = gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
+        else if (g->d_dtype == GLN_DTYPE_BF16) st = gln_cutlass_run_e4m3_wgrad_bf16(ctx, g, fn);
+        else if (g->small_tiles) st = gln_cutlass_run_e4m3_wgrad_small(ctx, g, fn);
+        else st = gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
+        /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
+        if (st != GLN_STATUS_SUCCESS || g->k_align <= 1) return st;
+        return gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn);
     }
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }

@@ -42,8 +42,9 @@ using cute::_1;
 namespace fusion = cutlass::epilogue::fusion;
 
 /* The fprop epilogue: D = beta·C + (alpha_i·acc + bias_i[n]) in FP32, one rounding to ED.  The
- * bias is a per-expert bf16 row (a pointer per group; a null pointer array means no bias). */
-template <class ED, class Tile>
+ * bias is a per-expert row of EBias (bf16, or fp16 with fp16 outputs), widened to FP32; a pointer
+ * per group; a null pointer array means no bias. */
+template <class ED, class Tile, class EBias = cutlass::bfloat16_t>
 using BiasEpilogue = fusion::Sm90EVT<
     fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ED, float, cutlass::FloatRoundStyle::round_to_nearest>,
     fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>, /* beta */
@@ -52,14 +53,15 @@ using BiasEpilogue = fusion::Sm90EVT<
         fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
         fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>, /* alpha_i */
         fusion::Sm90AccFetch,                                                                  /* acc */
-        fusion::Sm90RowBroadcast<0, Tile, cutlass::bfloat16_t *, float>>>;                     /* bias_i */
+        fusion::Sm90RowBroadcast<0, Tile, EBias *, float>>>;                                   /* bias_i */
 
 /* One grouped-GEMM instantiation: operand types and layouts, tile and cluster shapes, schedules,
- * and whether the epilogue adds a per-expert bias (the fprop kernels). */
+ * whether the epilogue adds a per-expert bias (the fprop kernels), and the bias's element type. */
 template <class EA, class LA, class EB, class LB, class ED, class Tile, class Cluster_, class KernelSchedule,
-          class EpiSchedule, bool WithBias = false>
+          class EpiSchedule, bool WithBias = false, class EBias = cutlass::bfloat16_t>
 struct Grouped {
     static constexpr bool kBias = WithBias;
+    using ElementBias = EBias;
     using ElementA = EA;
     using ElementB = EB;
     using ElementD = ED;
@@ -73,7 +75,8 @@ struct Grouped {
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
         cutlass::layout::RowMajor *, kAlignD, EpiSchedule,
-        cute::conditional_t<WithBias, BiasEpilogue<ED, Tile>, fusion::LinearCombination<ED, float>>>::CollectiveOp;
+        cute::conditional_t<WithBias, BiasEpilogue<ED, Tile, EBias>,
+                            fusion::LinearCombination<ED, float>>>::CollectiveOp;
 
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, EA, LA *, kAlignA, EB, LB *, kAlignB, float, Tile,
@@ -116,12 +119,15 @@ template <class G> struct Tables {
     typename G::StrideD *sd;
     float *alpha;
     const float **alpha_ptr;
-    const cutlass::bfloat16_t **bias;
+    const typename G::ElementBias **bias;
 };
 
 /* Per-expert host values of one setup launch (list pointers travel by value in the kernel
- * parameters: no host-to-device copy, so the launch captures in a graph). */
-#define GLN_CUTLASS_CHUNK 64
+ * parameters: no host-to-device copy, so the launch captures in a graph).  256 experts a launch
+ * (8 KB of parameters, within the 32 KB CUDA 12.1+ allows on sm_70 and later): one setup launch
+ * for every usual expert count, where each extra launch costs a few microseconds that the
+ * small-expert GEMMs (~0.1 ms) feel. */
+#define GLN_CUTLASS_CHUNK 256
 struct Chunk {
     int32_t first, count;
     const void *b[GLN_CUTLASS_CHUNK];
@@ -153,7 +159,7 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     if (c.b_scale[j]) alpha *= *c.b_scale[j];
     t.alpha[i] = alpha;
     t.alpha_ptr[i] = &t.alpha[i];
-    if (G::kBias) t.bias[i] = (const cutlass::bfloat16_t *)c.bias[j];
+    if (G::kBias) t.bias[i] = (const typename G::ElementBias *)c.bias[j];
 }
 
 /* D_i = 0 for the experts of a wgrad (K_i = rows) that got no rows, without accumulation. */
@@ -225,7 +231,7 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
         t.sd = (typename G::StrideD *)(base + off[6]);
         t.alpha = (float *)(base + off[7]);
         t.alpha_ptr = (const float **)(base + off[8]);
-        t.bias = (const cutlass::bfloat16_t **)(base + off[9]);
+        t.bias = (const typename G::ElementBias **)(base + off[9]);
         typename Gemm::Arguments args;
         decltype(args.epilogue.thread) ep{};
         const float beta = g->accumulate ? 1.0f : 0.0f;

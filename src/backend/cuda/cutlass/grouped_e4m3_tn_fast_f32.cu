@@ -1,0 +1,13 @@
+/* Grouped per-tensor FP8 fprop with fast accumulation into fp32 outputs (layers whose activations
+ * are fp32), the per-expert bias an fp32 row; 128×128×128 cooperative tiles for every regime
+ * (GLN_CUTLASS_E4M3_TN, fast accumulation, fp32 D). */
+#include "backend/cuda/cutlass/grouped_sm90.cuh"
+
+GLN_CUTLASS_GROUPED(e4m3_tn_fast_f32,
+                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    float,
+                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+                    true, float)
