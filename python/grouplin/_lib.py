@@ -194,6 +194,8 @@ _PROTOTYPES = [
     ("gln_grouped_scale_offsets", C.c_int, [C.c_int, C.c_int32, _P, C.c_int64, _P, _P]),
     ("gln_quantize", C.c_int, [_P, C.POINTER(QuantConfig), _PT, _PT]),
     ("gln_dequantize", C.c_int, [_P, _PT, C.c_int, _PT]),
+    ("gln_grouped_quantize", C.c_int, [_P, C.POINTER(QuantConfig), C.POINTER(GroupedTensor),
+                                       C.POINTER(GroupedTensor)]),
     ("gln_cast", C.c_int, [_P, _PT, _PT]),
     ("gln_amax", C.c_int, [_P, _PT, C.POINTER(C.c_float)]),
     ("gln_grouped_gemm", C.c_int, [_P, C.POINTER(GroupedGemmArgs)]),

@@ -134,6 +134,7 @@ class Quantized:
     col_scale_inv: object = None
     amax: object = None
     scale: object = None
+    power_2_scale: bool = False
     _gln_mode: int = field(default=0, repr=False)
 
     def tensor(self):
@@ -166,7 +167,7 @@ def quantize(x, mode="current", fp8_dtype="e4m3", rowwise=True, columnwise=False
     lay = _lib.QuantLayout()
     _lib.check(L.gln_quant_layout(gmode, fp8, rows, cols, C.byref(lay)), "gln_quant_layout")
     scode = _lib.E8M0 if gmode == _lib.SCALING_MXFP8_1D else _lib.FP32
-    q = Quantized(mode, fp8, (rows, cols), _gln_mode=gmode)
+    q = Quantized(mode, fp8, (rows, cols), power_2_scale=bool(power_2_scale), _gln_mode=gmode)
     if rowwise:
         q.data = _arrays.empty(b, (rows, cols), fp8)
         q.scale_inv = _arrays.empty(b, (lay.scale_rows, lay.scale_cols), scode)
@@ -202,6 +203,104 @@ def dequantize(q, columnwise=False, dtype="fp32"):
     _lib.check(_lib.lib().gln_dequantize(_ctx(b.device), C.byref(tin), int(bool(columnwise)), C.byref(tout)),
                "gln_dequantize")
     return out
+
+
+@dataclass
+class GroupedQuantized:
+    """N members quantized one by one (per-member amax / scales) and packed back to back in the
+    library's grouped layout: `data` [rows, cols]; `col_data` the columnwise copies at the same
+    element offsets (each member transposed where the mode transposes); `scale_inv` /
+    `col_scale_inv` the members' scale grids concatenated (offsets: `scale_offsets`,
+    `col_scale_offsets`); per-tensor modes keep N amax / scale / scale_inv values."""
+    mode: str
+    fp8_dtype: int
+    shape: tuple
+    splits: object
+    data: object = None
+    col_data: object = None
+    scale_inv: object = None
+    col_scale_inv: object = None
+    amax: object = None
+    scale: object = None
+    scale_offsets: object = None
+    col_scale_offsets: object = None
+    power_2_scale: bool = False
+    _gln_mode: int = field(default=0, repr=False)
+
+    def grouped_tensor(self):
+        t = _lib.Tensor(self.fp8_dtype, self.shape[0], self.shape[1], _arrays.ptr(self.data), self._gln_mode,
+                        _arrays.ptr(self.scale_inv), _arrays.ptr(self.col_data), _arrays.ptr(self.col_scale_inv),
+                        _arrays.ptr(self.amax), _arrays.ptr(self.scale))
+        return _lib.GroupedTensor(len(self.splits), self.splits.ctypes.data, 0, t)
+
+    def member(self, i):
+        """Member i as a Quantized (views into the packed buffers)."""
+        o = np.concatenate([[0], np.cumsum(self.splits)])
+        m, cols = int(self.splits[i]), self.shape[1]
+        lay = _lib.QuantLayout()
+        _lib.check(_lib.lib().gln_quant_layout(self._gln_mode, self.fp8_dtype, m, cols, C.byref(lay)),
+                   "gln_quant_layout")
+        q = Quantized(self.mode, self.fp8_dtype, (m, cols), power_2_scale=self.power_2_scale, _gln_mode=self._gln_mode)
+        tr = self._gln_mode != _lib.SCALING_MXFP8_1D
+        if self.data is not None:
+            q.data = self.data[o[i]:o[i + 1]]
+            a, b = self.scale_offsets[i], self.scale_offsets[i + 1]
+            q.scale_inv = self.scale_inv[a:b].reshape(lay.scale_rows, lay.scale_cols)
+        if self.col_data is not None:
+            flat = self.col_data[o[i] * cols:o[i + 1] * cols]
+            q.col_data = flat.reshape((cols, m) if tr else (m, cols))
+            a, b = self.col_scale_offsets[i], self.col_scale_offsets[i + 1]
+            q.col_scale_inv = self.col_scale_inv[a:b].reshape(lay.col_scale_rows, lay.col_scale_cols)
+        if self.amax is not None:
+            q.amax, q.scale = self.amax[i:i + 1], self.scale[i:i + 1]
+        return q
+
+
+def grouped_quantize(x, m_splits, mode="current", fp8_dtype="e4m3", rowwise=True, columnwise=False, scale=None,
+                     amax_epsilon=0.0, power_2_scale=False, e8m0_rounding="up"):
+    """Quantize the N row blocks of x [rows, cols] (m_splits rows each; a list or host array)
+    member by member, into one GroupedQuantized.  Modes as quantize(); 'delayed' takes N scales.
+    CPU arrays and tensors (host splits)."""
+    if mode not in _MODES:
+        raise ValueError("mode: %r (expected one of %s)" % (mode, ", ".join(_MODES)))
+    b = _arrays.view(x, "x", _HP)
+    if len(b.shape) != 2:
+        raise ValueError("x: expected a 2-D array, got shape %s" % (tuple(b.shape),))
+    splits = np.ascontiguousarray(np.asarray(m_splits, dtype=np.int64).reshape(-1))
+    n = splits.shape[0]
+    gmode, delayed = _MODES[mode]
+    if delayed and scale is None:
+        raise ValueError("scale: mode 'delayed' needs N encode scales")
+    fp8 = _fp8_code(fp8_dtype)
+    rows, cols = b.shape
+    L = _lib.lib()
+    ro, co = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
+    _lib.check(L.gln_grouped_scale_offsets(gmode, n, splits.ctypes.data, cols, ro.ctypes.data, co.ctypes.data),
+               "gln_grouped_scale_offsets")
+    scode = _lib.E8M0 if gmode == _lib.SCALING_MXFP8_1D else _lib.FP32
+    q = GroupedQuantized(mode, fp8, (rows, cols), splits, scale_offsets=ro, col_scale_offsets=co,
+                         power_2_scale=bool(power_2_scale), _gln_mode=gmode)
+    if rowwise:
+        q.data = _arrays.empty(b, (rows, cols), fp8)
+        q.scale_inv = _arrays.empty(b, (max(int(ro[n]), 1),), scode)
+    if columnwise:
+        q.col_data = _arrays.empty(b, (rows * cols,), fp8)
+        q.col_scale_inv = _arrays.empty(b, (max(int(co[n]), 1),), scode)
+    if gmode == _lib.SCALING_TENSOR:
+        q.amax = _arrays.empty(b, (n,), _lib.FP32, fill=0.0)
+        q.scale = _arrays.empty(b, (n,), _lib.FP32, fill=1.0)
+        if delayed:
+            q.scale[...] = np.asarray(scale, np.float32).reshape(-1) if not _arrays.is_torch(q.scale) \
+                else q.scale.new_tensor(np.asarray(scale, np.float32).reshape(-1))
+    cfg = _lib.quant_config(mode=gmode, fp8_dtype=fp8, rowwise=int(bool(rowwise)), columnwise=int(bool(columnwise)),
+                            delayed=delayed, amax_epsilon=float(amax_epsilon),
+                            power_2_scale=int(bool(power_2_scale)),
+                            e8m0_rounding={"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}[e8m0_rounding])
+    gin = _lib.GroupedTensor(n, splits.ctypes.data, 0, b.tensor())
+    gout = q.grouped_tensor()
+    _lib.check(L.gln_grouped_quantize(_ctx(b.device), C.byref(cfg), C.byref(gin), C.byref(gout)),
+               "gln_grouped_quantize")
+    return q
 
 
 def _splits(m_splits, n, like, rows):
@@ -241,7 +340,43 @@ def _weights(a, name):
     return bufs
 
 
-def grouped_gemm(a, b, m_splits, layout="TN", bias=None, out_dtype=None):
+def _grouped_operand(t, name, m_splits):
+    """(GroupedTensor, rows, cols, device, n, keepalive) for a high-precision [rows, cols] array
+    with m_splits, or a GroupedQuantized (its own splits)."""
+    if isinstance(t, GroupedQuantized):
+        if m_splits is not None and list(np.asarray(m_splits).reshape(-1)) != list(t.splits):
+            raise ValueError("m_splits: differ from the splits %s %s was quantized with" % (list(t.splits), name))
+        g = t.grouped_tensor()
+        dev = _arrays.view(t.data if t.data is not None else t.col_data, name).device
+        return g, t.shape[0], t.shape[1], dev, len(t.splits), (g, t)
+    bb = _arrays.view(t, name, _HP)
+    if len(bb.shape) != 2:
+        raise ValueError("%s: expected a 2-D array, got shape %s" % (name, tuple(bb.shape)))
+    if m_splits is None:
+        raise ValueError("m_splits: required with high-precision operands")
+    n = int(m_splits.numel()) if _arrays.is_torch(m_splits) else len(m_splits)
+    sp, on_dev, s = _splits(m_splits, n, bb, bb.shape[0])
+    g = _lib.GroupedTensor(n, sp, on_dev, bb.tensor())
+    return g, bb.shape[0], bb.shape[1], bb.device, n, (g, s, bb)
+
+
+def _weight_list(a, name):
+    """(list of gln tensors, [rows, cols], device, keepalive) for weights: [N, R, C], a list of
+    2-D arrays, or a list of Quantized."""
+    if isinstance(a, (list, tuple)) and a and isinstance(a[0], Quantized):
+        ts = [q.tensor() for q in a]
+        dev = _arrays.view(a[0].data if a[0].data is not None else a[0].col_data, name).device
+        return ts, a[0].shape, dev, list(a)
+    ws = _weights(a, name)
+    return [w.tensor() for w in ws], ws[0].shape, ws[0].device, ws
+
+
+def _quantized(*ops):
+    return [o for o in ops if isinstance(o, (Quantized, GroupedQuantized))] + \
+        [q for o in ops if isinstance(o, (list, tuple)) for q in o if isinstance(q, Quantized)]
+
+
+def grouped_gemm(a, b, m_splits=None, layout="TN", bias=None, out_dtype=None):
     """One grouped GEMM over N members (FP32 accumulation, one rounding of the output).
 
     layout 'TN' (fprop): a = weights [N, K_out, K_in], b = x [M, K_in]   -> y  [M, K_out], y_i = x_i a_iᵀ (+ bias_i)
@@ -249,48 +384,54 @@ def grouped_gemm(a, b, m_splits, layout="TN", bias=None, out_dtype=None):
     layout 'NT' (wgrad): a = x [M, K_in], b = dy [M, K_out]             -> dW [N, K_out, K_in], dW_i = dy_iᵀ x_i
     m_splits: N row counts (a list, or an int64 tensor on the operands' device).  Weights may also
     be a list of N 2-D arrays; bias is [N, K_out] (TN only).  Rows past sum(m_splits) of the output
-    are zero."""
+    are zero.
+
+    Quantized operands (both or neither): weights as a list of Quantized (quantize(); rowwise for
+    TN, columnwise for NN) and grouped operands as GroupedQuantized (grouped_quantize(); rowwise
+    for TN / NN's b, columnwise for both NT operands), whose splits are used.  The output is then
+    fp32 unless out_dtype says otherwise."""
     if layout not in _LAYOUTS:
         raise ValueError("layout: %r (expected 'TN', 'NN' or 'NT')" % (layout,))
     L = _lib.lib()
     gl = _LAYOUTS[layout]
-    bb = _arrays.view(b, "b", _HP)
-    if len(bb.shape) != 2:
-        raise ValueError("b: expected a 2-D array, got shape %s" % (tuple(bb.shape),))
-    code = _hp_code(out_dtype, "out_dtype") if out_dtype is not None else bb.dtype
+    quant = _quantized(a, b)
+    gb, rows_b, cols_b, dev, n, keep_b = _grouped_operand(b, "b", m_splits)
+    if out_dtype is not None:
+        code = _hp_code(out_dtype, "out_dtype")
+    elif quant:
+        code = _lib.FP32
+    else:
+        code = _arrays.view(b, "b").dtype
+    like = _arrays.Buf(_pick_array(b), None, (), code, dev)
     args = _lib.GroupedGemmArgs()
     args.size = C.sizeof(_lib.GroupedGemmArgs)
     args.layout = gl
-    keep = []
+    args.block_scales_pow2 = int(bool(quant) and all(q.power_2_scale for q in quant))
+    keep = [keep_b]
     if gl == _lib.LAYOUT_NT:
-        ab = _arrays.view(a, "a", _HP)
-        if len(ab.shape) != 2:
-            raise ValueError("a: expected x as a 2-D array [M, K_in], got shape %s" % (tuple(ab.shape),))
-        dev = _arrays.same_device([ab, bb], ["a", "b"])
-        n = len(m_splits) if not _arrays.is_torch(m_splits) else int(m_splits.numel())
-        sp, on_dev, s = _splits(m_splits, n, ab, ab.shape[0])
-        ga = _lib.GroupedTensor(n, sp, on_dev, ab.tensor())
-        gb = _lib.GroupedTensor(n, sp, on_dev, bb.tensor())
-        out = _arrays.empty(bb, (n, bb.shape[1], ab.shape[1]), code)
-        step = bb.shape[1] * ab.shape[1] * L.gln_dtype_size(code)
+        ga, rows_a, cols_a, dev_a, n_a, keep_a = _grouped_operand(a, "a", m_splits if not quant else None)
+        if dev_a != dev:
+            raise ValueError("a: on %s:%d but b is on %s:%d" % (dev_a + dev))
+        out = _arrays.empty(like, (n, cols_b, cols_a), code)
+        step = cols_b * cols_a * L.gln_dtype_size(code)
         base = _arrays.ptr(out) or 0
-        dl = (_lib.Tensor * n)(*[_lib.Tensor(code, bb.shape[1], ab.shape[1], (base + i * step) or None, 0, None,
+        dl = (_lib.Tensor * n)(*[_lib.Tensor(code, cols_b, cols_a, (base + i * step) or None, 0, None,
                                              None, None, None, None) for i in range(n)])
         args.a_grouped, args.b, args.d_list = C.pointer(ga), C.pointer(gb), dl
-        keep += [ga, gb, dl, s]
+        keep += [keep_a, dl]
     else:
-        ws = _weights(a, "a")
-        n = len(ws)
-        dev = _arrays.same_device([bb] + ws, ["b"] + ["a[%d]" % i for i in range(n)])
-        sp, on_dev, s = _splits(m_splits, n, bb, bb.shape[0])
-        al = (_lib.Tensor * n)(*[w.tensor() for w in ws])
-        cols = ws[0].shape[0] if gl == _lib.LAYOUT_TN else ws[0].shape[1]
-        out = _arrays.empty(bb, (bb.shape[0], cols), code, fill=0)
-        gb = _lib.GroupedTensor(n, sp, on_dev, bb.tensor())
-        gd = _lib.GroupedTensor(n, sp, on_dev, _lib.Tensor(code, bb.shape[0], cols, _arrays.ptr(out), 0, None,
-                                                           None, None, None, None))
+        ts, wshape, dev_a, keep_a = _weight_list(a, "a")
+        if len(ts) != n:
+            raise ValueError("m_splits: %d splits for %d weights in a (one per member)" % (n, len(ts)))
+        if dev_a != dev:
+            raise ValueError("a: on %s:%d but b is on %s:%d" % (dev_a + dev))
+        al = (_lib.Tensor * n)(*ts)
+        cols = wshape[0] if gl == _lib.LAYOUT_TN else wshape[1]
+        out = _arrays.empty(like, (rows_b, cols), code, fill=0)
+        gd = _lib.GroupedTensor(n, gb.splits, gb.splits_on_backend,
+                                _lib.Tensor(code, rows_b, cols, _arrays.ptr(out), 0, None, None, None, None, None))
         args.a_list, args.b, args.d_grouped = al, C.pointer(gb), C.pointer(gd)
-        keep += [al, gb, gd, s]
+        keep += [al, gd, keep_a]
         if bias is not None:
             if gl != _lib.LAYOUT_TN:
                 raise ValueError("bias: only the 'TN' (fprop) layout adds a bias")
@@ -301,6 +442,13 @@ def grouped_gemm(a, b, m_splits, layout="TN", bias=None, out_dtype=None):
             keep += [bl, bs]
     _lib.check(L.gln_grouped_gemm(_ctx(dev), C.byref(args)), "gln_grouped_gemm")
     return out
+
+
+def _pick_array(t):
+    """An array of the operand's kind and device (for allocating the output like it)."""
+    if isinstance(t, GroupedQuantized):
+        return t.data if t.data is not None else t.col_data
+    return t
 
 
 def _bias_list(bias, n):

@@ -180,3 +180,52 @@ def test_errors_name_the_argument():
         grouplin.grouped_gemm(np.zeros((2, 4, 64), np.float32), x, [1, 2, 3])
     with pytest.raises(ValueError, match="gln_grouped_gemm: .*splits sum 9"):  # the library's message
         grouplin.grouped_gemm(np.zeros((2, 4, 64), np.float32), x, [4, 5])
+
+
+@pytest.mark.parametrize("mode,pow2", [("current", False), ("mxfp8", False), ("block_1d", True), ("block_2d", True)])
+def test_grouped_quantize_members_equal_single_quantize(mode, pow2):
+    splits = [7, 0, 33, 17]
+    x = RNG.standard_normal((sum(splits) + 3, 300)).astype(np.float32)   # 3 trailing rows: ignored
+    g = grouplin.grouped_quantize(x, splits, mode, columnwise=True, power_2_scale=pow2)
+    o = _ref_groups(splits)
+    for i in range(len(splits)):
+        if splits[i] == 0:
+            continue
+        q, m = grouplin.quantize(x[o[i]:o[i + 1]], mode, columnwise=True, power_2_scale=pow2), g.member(i)
+        for f in ("data", "col_data", "scale_inv", "col_scale_inv"):
+            assert np.array_equal(getattr(q, f).view(np.uint8), getattr(m, f).view(np.uint8)), (i, f)
+
+
+@pytest.mark.parametrize("mode,wmode,pow2", [("current", "current", False), ("mxfp8", "mxfp8", False),
+                                             ("block_1d", "block_2d", True)])
+def test_grouped_gemm_quantized_operands(mode, wmode, pow2):
+    """Each GEMM of a layer on quantized operands against float64 GEMMs of the dequantized
+    operands: the products of FP8 values times power-of-two or per-tensor scales are exact, so
+    only the FP32 accumulation differs (bounded relative to sum |a||b|)."""
+    splits = [7, 0, 33, 17]
+    n, k_in, k_out = 4, 256, 128
+    x = RNG.standard_normal((sum(splits), k_in)).astype(np.float32)
+    dy = RNG.standard_normal((sum(splits), k_out)).astype(np.float32)
+    w = RNG.standard_normal((n, k_out, k_in)).astype(np.float32)
+    qx = grouplin.grouped_quantize(x, splits, mode, columnwise=True, power_2_scale=pow2)
+    qdy = grouplin.grouped_quantize(dy, splits, mode, columnwise=True, power_2_scale=pow2)
+    qw = [grouplin.quantize(w[i], wmode, columnwise=True, power_2_scale=pow2) for i in range(n)]
+    o = _ref_groups(splits)
+    f64 = lambda q, cw=False: np.asarray(grouplin.dequantize(q, cw), np.float64)  # noqa: E731
+    xs = [f64(qx.member(i)) for i in range(n)]
+    xs_c = [f64(qx.member(i), True) for i in range(n)]
+    dys = [f64(qdy.member(i)) for i in range(n)]
+    dys_c = [f64(qdy.member(i), True) for i in range(n)]
+    ws, ws_c = [f64(q) for q in qw], [f64(q, True) for q in qw]
+    cases = [(grouplin.grouped_gemm(qw, qx, layout="TN"),
+              [(xs[i] @ ws[i].T, np.abs(xs[i]) @ np.abs(ws[i]).T) for i in range(n)]),
+             (grouplin.grouped_gemm(qw, qdy, layout="NN"),
+              [(dys[i] @ ws_c[i], np.abs(dys[i]) @ np.abs(ws_c[i])) for i in range(n)]),
+             (grouplin.grouped_gemm(qx, qdy, layout="NT"),
+              [(dys_c[i].T @ xs_c[i], np.abs(dys_c[i]).T @ np.abs(xs_c[i])) for i in range(n)])]
+    for got, per in cases:
+        assert got.dtype == np.float32
+        want = np.concatenate([p[0] for p in per]) if got.ndim == 2 else np.stack([p[0] for p in per])
+        mag = np.concatenate([p[1] for p in per]) if got.ndim == 2 else np.stack([p[1] for p in per])
+        assert (np.abs(got - want) <= 1e-5 * mag + 1e-30).all()
+    assert o[-1] == sum(splits)

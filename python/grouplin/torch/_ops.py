@@ -5,7 +5,9 @@ The saved context of a training forward is identified by a one-element int64 CPU
 forward returns and autograd saves; everything else backward needs (the C layer, distributed
 weight objects) is found through the layer id, a plain integer on the autograd context.  No
 parameter and no distributed-weight object is ever a saved tensor, so saved_tensors_hooks
-(activation offloading) only ever see the token.
+(activation offloading) only ever see the token (plus, under torch.compile with fused wgrad
+accumulation, the main_grad buffers, which the compiled backward must receive as inputs; and
+with allow_repeated_backward, the input and the splits).
 """
 import ctypes as C
 from typing import List, Optional, Tuple
