@@ -324,3 +324,45 @@ def test_torch_compile_with_fused_main_grad():
         for a, b in zip(layers[0].weights(), layers[1].weights()):
             assert torch.equal(a.main_grad, b.main_grad)
     assert all(w.grad_added_to_main_grad for w in layers[0].weights())
+
+
+def test_delayed_scaling_state_follows_te():
+    """First training forward: data quantized with scale 1, the amaxes recorded, then one update:
+    scale = fp8_max / amax of the window (448 for the E4M3 forward); backward slots likewise with
+    E5M2's 57344 (HYBRID)."""
+    m = GroupedLinear(N, K_IN, K_OUT, recipe=DelayedScaling(amax_history_len=4), params_dtype=torch.float32,
+                      device="cpu")
+    x = torch.randn(sum(SPLITS), K_IN, requires_grad=True)
+    y = m(x, SPLITS)
+    scale, hist = m.fp8_state()
+    assert hist.shape == (4, 3 * N)
+    for i, xi in enumerate(x.detach().split(SPLITS)):
+        if SPLITS[i] == 0:              # no tokens: amax 0, no roll, scale kept (TE's bulk update)
+            assert scale[3 * i] == 1.0 and hist[:, 3 * i].abs().max() == 0
+            continue
+        amax = xi.abs().max()
+        assert hist[-1, 3 * i] == amax and hist[0, 3 * i] == 0      # rolled: the newest amax went to the end
+        assert scale[3 * i] == torch.tensor(448.0) / amax
+        wamax = m.weights()[i].detach().abs().max()
+        assert scale[3 * i + 1] == torch.tensor(448.0) / wamax
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    bscale, _ = m.fp8_state(backward=True)
+    for i, d in enumerate(dy.split(SPLITS)):
+        if SPLITS[i]:
+            assert bscale[2 * i] == torch.tensor(57344.0) / d.abs().max()
+
+
+def test_first_microbatch_caches_fp8_weights():
+    m = make("current", "cpu")
+    x = torch.randn(sum(SPLITS), K_IN)
+    with torch.no_grad():
+        y1 = m(x, SPLITS, is_first_microbatch=True)
+        for w in m.weights():
+            w.mul_(2.0)                               # an optimizer step, without telling the layer
+        y2 = m(x, SPLITS, is_first_microbatch=False)  # TE: reuse the cached FP8 weights
+        assert torch.equal(y1, y2)
+        m.weights_updated()
+        y3 = m(x, SPLITS, is_first_microbatch=False)  # told: quantized again
+        y4 = m(x, SPLITS)                             # None: no caching, always the current weights
+    assert not torch.equal(y3, y1) and torch.equal(y3, y4)

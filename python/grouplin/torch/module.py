@@ -279,6 +279,26 @@ class GroupedLinear(torch.nn.Module):
         if h is not None and h.ptr:
             _lib.check(_lib.lib().gln_grouped_linear_weights_updated(h.ptr), "gln_grouped_linear_weights_updated")
 
+    def fp8_state(self, backward=False):
+        """DelayedScaling state of the C layer the last forward used, as CPU copies:
+        (scale [slots], amax_history [history_len, slots]); forward slots per expert i: input
+        3i, weight 3i+1, output 3i+2 (unused); backward slots: grad_output 2i.  None before the
+        first forward or without DelayedScaling."""
+        h = self._state.current
+        if h is None or not h.ptr or not isinstance(self.recipe, _recipe.DelayedScaling):
+            return None
+        import ctypes as C
+        import numpy as np
+        sc, hist = C.POINTER(C.c_float)(), C.POINTER(C.c_float)()
+        slots, length = C.c_int32(), C.c_int32()
+        _lib.check(_lib.lib().gln_grouped_linear_fp8_state(h.ptr, int(bool(backward)), C.byref(sc), C.byref(hist),
+                                                           C.byref(slots), C.byref(length)),
+                   "gln_grouped_linear_fp8_state")
+        n, L = slots.value, length.value
+        scale = torch.from_numpy(np.ctypeslib.as_array(sc, (n,)).copy())
+        history = torch.from_numpy(np.ctypeslib.as_array(hist, (L, n)).copy())
+        return scale, history
+
     def extra_repr(self):
         return "num_gemms=%d, in_features=%d, out_features=%d, bias=%s, recipe=%s" % (
             self.num_gemms, self.in_features, self.out_features, self.use_bias, type(self.recipe).__name__
