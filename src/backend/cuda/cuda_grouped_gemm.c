@@ -44,11 +44,12 @@
  *           accumulator would spill at 128 rows), no cluster.  An expert of ≤ 256 rows has one or
  *           two M tiles (wgrad: one or two K blocks), so a CTA switches experts — new TMA
  *           descriptors — almost every tile, and the fprop / dgrad are bound by streaming the
- *           weights, the wgrad by main_grad's FP32 read and write: pingpong hides one tile's
- *           epilogue and expert switch under the other warpgroup's main loop, which cooperative
- *           tiles serialize.  Few experts (< 8) this small are a handful of tiles either way;
- *           they stay medium.  K and N do not enter: on the lab's shapes (bench/lab) the regime
- *           is decided by the rows per expert;
+ *           weights, the wgrad by main_grad's FP32 read and write: pingpong is chosen to hide
+ *           one tile's epilogue and expert switch under the other warpgroup's main loop, which
+ *           cooperative tiles serialize (the reasoning; the H200 comparison is the lab's table
+ *           below, not yet recorded).  Few experts (< 8) this small are a handful of tiles
+ *           either way; they stay medium.  K and N do not enter (yet): the lab runs the regimes
+ *           and two lab-only tile shapes per stage on any of the four benchmark shapes;
  *   medium  everything else, and any layout / recipe without a small or large instantiation
  *           (HYBRID E5M2 kernels): 128×128 cooperative, no cluster.
  * bench/lab/grouped_tiles runs the regimes side by side on one shape, each checked against the
