@@ -537,13 +537,18 @@ typedef struct gln_sharded_weights_config {
     int requires_grad;
     int async_finalize;          /* finalize returns pending; wait() completes it */
     /* --- version 2 (version 1 ends here: size = GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE) */
-    /* 1: materialize_forward gathers FP8 instead of the working dtype.  Each rank quantizes its
-     * shard with fp8_quant, the encode scale of expert e coming from the MAX all-reduce of every
-     * rank's amax of its part of expert e, so the gathered bytes equal gln_quantize of the full
-     * working-dtype weight bit for bit; the layer uses them without quantizing.  fp8_quant must
-     * be the layer recipe's weight quantization: per-tensor current scaling (mode TENSOR,
-     * delayed 0) today; block modes are refused.  materialize_backward still gathers the working
-     * dtype (the layer quantizes it columnwise, with the same global amax). */
+    /* 1: materialize_forward gathers FP8 instead of the working dtype (rowwise copies), bytes
+     * equal to gln_quantize of each full working-dtype weight, which the layer uses without
+     * quantizing.  fp8_quant must be the layer recipe's weight quantization (the layer cannot
+     * tell another one apart):
+     *   TENSOR, delayed 0 (FP8 current scaling): each rank quantizes its shard with expert e's
+     *     scale from the MAX all-reduce of every rank's amax of its part of expert e;
+     *   MXFP8_1D: in_features % 128 == 0; shards of whole 128-element rows (1x32 blocks never
+     *     straddle two ranks), E8M0 codes gathered with the data;
+     *   BLOCK_2D (FP8 block scaling): each expert is padded to a multiple of 128 rows in the flat
+     *     layout (zero rows; gln_sharded_weights_shard's offsets count them) and shards hold
+     *     whole 128-row tiles; the tile scales are gathered with the data.
+     * materialize_backward still gathers the working dtype (the layer quantizes it columnwise). */
     int fp8_gather;
     gln_quant_config_t fp8_quant;
 } gln_sharded_weights_config_t;

@@ -10,7 +10,7 @@
  *   layer          a sharded layer equals a plain layer holding the same weights on the same
  *                  GPU: y and dx bitwise, main_grad after an overwrite and an accumulating step
  *                  bitwise (exact data: small integers, power-of-two scales), for bf16, FP8
- *                  current scaling and MXFP8 with the FP8 all-gather, FP8 block, with prefetch
+ *                  current scaling, MXFP8 and FP8 block with the FP8 all-gather, with prefetch
  *                  and asynchronous finalize; no gathered weights alive after a step, a peak of
  *                  one gathered group.
  *   capture        a whole step of a sharded layer (prefetches, forward, backward, the stream-
@@ -215,6 +215,7 @@ static const variant_t kVariants[] = {
     {"mxfp8 prefetch", GLN_RECIPE_MXFP8, 0, 1, 0, 0, 1},
     {"mxfp8 fp8-gather prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1},
     {"fp8-block async", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 0, 1},
+    {"fp8-block fp8-gather prefetch", GLN_RECIPE_FP8_BLOCK, 0, 1, 0, 1, 1},
 };
 
 typedef struct bufs {
@@ -271,9 +272,12 @@ static int sharded_new(gln_context_t *cu, comm_kind_t kind, const variant_t *v, 
     sc.num_experts = NE, sc.out_features = KOUT, sc.in_features = KIN;
     sc.async_finalize = v->async;
     sc.fp8_gather = v->fp8g;
-    sc.fp8_quant.mode = v->recipe == GLN_RECIPE_MXFP8 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
+    sc.fp8_quant.mode = v->recipe == GLN_RECIPE_MXFP8       ? GLN_SCALING_MXFP8_1D
+                        : v->recipe == GLN_RECIPE_FP8_BLOCK ? GLN_SCALING_BLOCK_2D
+                                                            : GLN_SCALING_TENSOR;
     sc.fp8_quant.fp8_dtype = GLN_DTYPE_FP8_E4M3;
-    sc.fp8_quant.power_2_scale = v->pow2;
+    /* the recipe's weight quantizer: FP8 block makes power-of-two scales (block_fp32_scales 0) */
+    sc.fp8_quant.power_2_scale = v->recipe == GLN_RECIPE_FP8_BLOCK ? 1 : v->pow2;
     CHECK_OK(gln_sharded_weights_create(cu, s->comm, &sc, &s->sw));
     if (!s->sw) return 0;
     CHECK_OK(gln_sharded_weights_load_full(s->sw, full));

@@ -412,7 +412,8 @@ static void test_buffers_reused_and_prefetch(void) {
 
 /* FP8 all-gather on one rank: materialize_forward returns gln_quantize of each bf16 expert
  * weight (data and decode scale); materialize_backward stays bf16.  Version-1 configs are
- * accepted; MXFP8 needs K_in % 128 == 0 (tests/mpi covers it), 128x128 blocks are refused. */
+ * accepted; MXFP8 needs K_in % 128 == 0; 1x128 blocks (no recipe's weight mode) are refused
+ * (tests/mpi covers MXFP8 and 128x128). */
 static void test_fp8_gather(void) {
     for (int pow2 = 0; pow2 <= 1; pow2++) {
         gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0);
@@ -459,7 +460,7 @@ static void test_fp8_gather(void) {
     cfg.fp8_gather = 1;
     cfg.fp8_quant.mode = GLN_SCALING_MXFP8_1D; /* K_in = 7: blocks would straddle shards */
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "% 128");
-    cfg.fp8_quant.mode = GLN_SCALING_BLOCK_2D;
+    cfg.fp8_quant.mode = GLN_SCALING_BLOCK_1D; /* not a weight mode of any recipe */
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "fp8_gather");
     cfg.fp8_quant.mode = GLN_SCALING_TENSOR;
     cfg.fp8_quant.delayed = 1;

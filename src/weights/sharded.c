@@ -35,6 +35,14 @@ int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw) {
     return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_MXFP8_1D;
 }
 
+int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw) {
+    return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_BLOCK_2D;
+}
+
+int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw) {
+    return ((sw->cfg.in_features + 127) / 128 + 3) / 4 * 4;
+}
+
 /* pad128(K_out) rows of K_in/32 codes (K_in is a multiple of 128: no column padding) */
 size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw) {
     size_t rows = ((size_t)sw->cfg.out_features + 127) & ~(size_t)127;
@@ -46,6 +54,8 @@ size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw) {
     if (gln_sharded_fp8_mx(sw))
         return gln_sharded_fp8_scales_offset(sw) + n * gln_sharded_mx_grid_bytes(sw) +
                (size_t)sw->ranks * (size_t)sw->shard_len / 32;
+    if (gln_sharded_fp8_2d(sw))
+        return gln_sharded_fp8_scales_offset(sw) + (size_t)sw->ranks * sw->sscale_bytes;
     return gln_sharded_fp8_scales_offset(sw) + n * sizeof(float);
 }
 
@@ -73,11 +83,12 @@ static gln_status_t validate_fp8(const gln_sharded_weights_config_t *c) {
     GLN_REQUIRE_ARG(q->size == sizeof *q,
                     "%s: cfg->fp8_quant.size %zu must be sizeof(gln_quant_config_t) = %zu (start "
                     "from GLN_QUANT_CONFIG_INIT)", FN, q->size, sizeof *q);
-    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D,
+    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D ||
+                    q->mode == GLN_SCALING_BLOCK_2D,
                 GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
-                "delayed 0) and MXFP8; mode %d delayed %d is not supported yet", FN, (int)q->mode,
-                q->delayed);
+                "delayed 0), MXFP8 and 128x128 blocks; mode %d delayed %d is not supported", FN,
+                (int)q->mode, q->delayed);
     /* MXFP8: whole 1x32 blocks per shard and a scale grid without column padding */
     GLN_REQUIRE(q->mode != GLN_SCALING_MXFP8_1D || c->in_features % 128 == 0, GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather with MXFP8 needs in_features %% 128 == 0 (in_features %lld)", FN,
@@ -135,7 +146,17 @@ static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
     GLN_TRY(gln_ctx_zero(ctx, sw->master, n * sizeof(float)));
     GLN_TRY(gln_ctx_zero(ctx, sw->working, n * gln_dtype_size(sw->cfg.working_dtype)));
     GLN_TRY(gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float)));
-    if (gln_sharded_fp8_mx(sw)) {
+    if (gln_sharded_fp8_2d(sw)) {
+        /* the shard as [n / K_in, K_in]: whole 128-row tiles (n is a multiple of 128·K_in) */
+        gln_quant_layout_t lay;
+        GLN_TRY(gln_quant_layout(GLN_SCALING_BLOCK_2D, sw->cfg.fp8_quant.fp8_dtype,
+                                 (int64_t)n / sw->cfg.in_features, sw->cfg.in_features, &lay));
+        sw->sscale_bytes = lay.scale_bytes;
+        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
+        GLN_TRY(gln_ctx_alloc(ctx, lay.scale_bytes, (void **)&sw->fp8_sscale));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, lay.scale_bytes));
+    } else if (gln_sharded_fp8_mx(sw)) {
         size_t grid = ((n / 128 + 127) & ~(size_t)127) * 4; /* [pad128(n/128), 4] */
         GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
         GLN_TRY(gln_ctx_alloc(ctx, grid, (void **)&sw->fp8_sscale));
@@ -160,8 +181,15 @@ static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
     sw->ctx = ctx;
     sw->ranks = comm->size;
     sw->expert_elems = sw->cfg.out_features * sw->cfg.in_features;
-    sw->total = sw->cfg.num_experts * sw->expert_elems;
+    const int64_t padded_rows = (sw->cfg.out_features + 127) / 128 * 128;
+    sw->expert_stride = gln_sharded_fp8_2d(sw) ? padded_rows * sw->cfg.in_features : sw->expert_elems;
+    sw->total = sw->cfg.num_experts * sw->expert_stride;
     sw->shard_len = (sw->total + sw->ranks - 1) / sw->ranks;
+    /* 128x128 all-gather: shards of whole 128-row tiles, so every tile lies in one shard */
+    if (gln_sharded_fp8_2d(sw)) {
+        const int64_t unit = 128 * sw->cfg.in_features;
+        sw->shard_len = (sw->shard_len + unit - 1) / unit * unit;
+    }
     /* MXFP8 all-gather: shards of whole [., 128] rows, so every 1x32 block lies in one shard */
     if (gln_sharded_fp8_mx(sw)) sw->shard_len = (sw->shard_len + 127) / 128 * 128;
     sw->shard_offset = (int64_t)comm->rank * sw->shard_len;

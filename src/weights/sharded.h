@@ -34,8 +34,11 @@ struct gln_sharded_weights {
     gln_context_t *ctx; /* not owned */
     gln_comm_t *comm;   /* not owned */
     gln_sharded_weights_config_t cfg;
-    int64_t expert_elems; /* K_out·K_in */
-    int64_t total;        /* N·K_out·K_in */
+    int64_t expert_elems;  /* K_out·K_in */
+    int64_t expert_stride; /* elements from one expert to the next in the flat buffer: K_out·K_in,
+                              or pad128(K_out)·K_in for the 128x128 FP8 all-gather (whole
+                              128-row tiles per expert; the padding rows are zero) */
+    int64_t total;         /* N·expert_stride */
     int64_t shard_len;
     int64_t shard_offset;
     int ranks;
@@ -65,7 +68,8 @@ struct gln_sharded_weights {
      * in flat order) */
     uint8_t *fp8_shard;
     float *fp8_work;
-    uint8_t *fp8_sscale;
+    uint8_t *fp8_sscale;  /* MXFP8 codes, or the 128x128 shard's FP32 tile-scale grid */
+    size_t sscale_bytes;  /* its size */
 
     /* finalize in flight (async_finalize) */
     int pending;
@@ -91,12 +95,16 @@ size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw);
 /* Bytes of one FP8 materialization: the FP8 bytes of every padded shard, then (16-byte aligned,
  * at gln_sharded_fp8_scales_offset) the decode scales: per-tensor, N FP32; MXFP8, N scale grids
  * of gln_sharded_mx_grid_bytes each in the layout of gln_quant_layout, followed by the gathered
- * compact block scales (ranks·shard_len/32 bytes) they are built from. */
+ * compact block scales (ranks·shard_len/32 bytes) they are built from; 128x128, every rank's
+ * tile-scale grid back to back (expert e's grid starts at tile row e·pad128(K_out)/128). */
 size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw);
 size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw);
 size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw);
-/* 1 when the FP8 all-gather is MXFP8 (else per-tensor, or none) */
+/* 1 when the FP8 all-gather is MXFP8 / 128x128 blocks (else per-tensor, or none) */
 int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
+int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw);
+/* Columns of a 128x128 scale grid of K_in columns: pad4(ceil(K_in / 128)) */
+int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw);
 /* Complete every prefetched gather and free the group's buffers (destroy). */
 void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
 /* INVALID_STATE naming `fn` while a prefetched gather still reads the working shard. */

@@ -8,11 +8,13 @@
 #include "common/error.h"
 #include "weights/sharded.h"
 
-/* Number of real (non-padding) elements in this rank's shard. */
-static int64_t real_len(const gln_sharded_weights_t *sw) {
-    int64_t left = sw->total - sw->shard_offset;
-    if (left <= 0) return 0;
-    return left < sw->shard_len ? left : sw->shard_len;
+/* Expert e's real elements that fall in this rank's shard: flat [*lo, *hi) (empty: lo >= hi).
+ * Experts lie expert_stride apart; past K_out·K_in up to the stride is padding. */
+static void real_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
+    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
+    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
+    *lo = a > s0 ? a : s0;
+    *hi = b < s1 ? b : s1;
 }
 
 gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
@@ -42,12 +44,16 @@ gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const floa
     GLN_REQUIRE_NOT_NULL(fn, full);
     GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
     gln_context_t *ctx = sw->ctx;
-    int64_t n = real_len(sw);
     /* Padding is rewritten as zero so the invariant survives whatever the shard held. */
     GLN_TRY(gln_ctx_zero(ctx, sw->master, (size_t)sw->shard_len * sizeof(float)));
-    if (n > 0)
-        GLN_TRY(ctx->ops->memcpy(ctx, sw->master, full + sw->shard_offset, (size_t)n * sizeof(float),
-                                 GLN_COPY_HOST_TO_BACKEND));
+    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
+        int64_t lo, hi;
+        real_segment(sw, e, &lo, &hi);
+        if (lo >= hi) continue;
+        const float *src = full + (int64_t)e * sw->expert_elems + (lo - (int64_t)e * sw->expert_stride);
+        GLN_TRY(ctx->ops->memcpy(ctx, sw->master + (lo - sw->shard_offset), src,
+                                 (size_t)(hi - lo) * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
+    }
     return gln_sharded_weights_sync_working(sw);
 }
 
@@ -74,8 +80,16 @@ static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const char *fn, gln_c
     gln_agree_t shape = {{call, sw->shard_len, 0, 0, 0, 0}, {"call", "shard_len", "", "", "", ""}};
     GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
     GLN_CHECK(st, fail, gln_comm_allgather_agreed(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
-    GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
-                                         GLN_COPY_BACKEND_TO_HOST));
+    if (sw->expert_stride == sw->expert_elems) {
+        GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
+                                             GLN_COPY_BACKEND_TO_HOST));
+    } else { /* padded experts: the real rows of each */
+        for (int32_t e = 0; e < sw->cfg.num_experts; e++)
+            GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full + (size_t)e * (size_t)sw->expert_elems,
+                                                 tmp + (size_t)e * (size_t)sw->expert_stride,
+                                                 (size_t)sw->expert_elems * sizeof(float),
+                                                 GLN_COPY_BACKEND_TO_HOST));
+    }
 fail:
     gln_ctx_free(ctx, tmp);
     return st;

@@ -91,7 +91,7 @@ static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t byt
 
 /* Expert e's part of this rank's shard: [*lo, *hi) in flat elements (empty when lo >= hi). */
 static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
-    int64_t a = (int64_t)e * sw->expert_elems, b = a + sw->expert_elems;
+    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
     int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
     *lo = a > s0 ? a : s0;
     *hi = b < s1 ? b : s1;
@@ -186,6 +186,21 @@ static gln_status_t mx_quantize_shard(gln_sharded_weights_t *sw) {
     return gln_op_quantize(sw->ctx, &cfg, &in, &out);
 }
 
+/* The 128x128 shard: whole 128-row tiles of whole rows ([shard_len / K_in, K_in]; experts padded
+ * to 128-row multiples with zero rows, which leave a tile's amax as it is), so each tile and its
+ * scale equal those of the full weight's quantization. */
+static gln_status_t tile_quantize_shard(gln_sharded_weights_t *sw) {
+    gln_quant_config_t cfg = sw->cfg.fp8_quant;
+    cfg.rowwise = 1;
+    cfg.columnwise = 0;
+    int64_t rows = sw->shard_len / sw->cfg.in_features, cols = sw->cfg.in_features;
+    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, rows, cols, sw->working);
+    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, rows, cols, sw->fp8_shard);
+    out.scaling = GLN_SCALING_BLOCK_2D;
+    out.scale_inv = sw->fp8_sscale;
+    return gln_op_quantize(sw->ctx, &cfg, &in, &out);
+}
+
 /* The gathers of a materialization (after the agreement): the working shards, or the FP8
  * shards (+ the MXFP8 block codes, a second gather into the tail of the buffer). */
 static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
@@ -193,7 +208,19 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
     if (!gathers_fp8(sw, dir))
         return gather(sw, sw->working, buf, n, sw->cfg.working_dtype, request);
     gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
-    if (!gln_sharded_fp8_mx(sw)) {
+    if (gln_sharded_fp8_2d(sw)) {
+        GLN_TRY(tile_quantize_shard(sw));
+        GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
+        gln_status_t st = gather(sw, sw->fp8_sscale, buf + gln_sharded_fp8_scales_offset(sw),
+                                 sw->sscale_bytes / sizeof(float), GLN_DTYPE_FP32,
+                                 request ? request + 1 : NULL);
+        if (st != GLN_STATUS_SUCCESS && request && request[0]) {
+            gln_comm_wait(sw->comm, request[0]); /* never leave a started gather behind */
+            request[0] = NULL;
+        }
+        return st;
+    }
+    if (!gln_sharded_fp8_mx(sw)) { /* per-tensor */
         GLN_TRY(fp8_quantize_shard(sw, (float *)(buf + gln_sharded_fp8_scales_offset(sw))));
         return gather(sw, sw->fp8_shard, buf, n, f8, request);
     }
@@ -231,12 +258,17 @@ static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf)
 static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_tensor_t *weights) {
     int fp8 = gathers_fp8(sw, dir), mx = fp8 && gln_sharded_fp8_mx(sw);
     gln_dtype_t dt = fp8 ? sw->cfg.fp8_quant.fp8_dtype : sw->cfg.working_dtype;
-    size_t expert_bytes = (size_t)sw->expert_elems * gln_dtype_size(dt);
+    size_t expert_bytes = (size_t)sw->expert_stride * gln_dtype_size(dt);
     char *scales = fp8 ? buf + gln_sharded_fp8_scales_offset(sw) : NULL;
     for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
         gln_tensor_t t = gln_tensor_make(dt, sw->cfg.out_features, sw->cfg.in_features,
                                          buf + (size_t)i * expert_bytes);
-        if (fp8) {
+        if (fp8 && gln_sharded_fp8_2d(sw)) {
+            /* expert i's tile rows start at tile row i·pad128(K_out)/128 of the gathered grids */
+            size_t tile_rows = (size_t)(sw->expert_stride / sw->cfg.in_features / 128);
+            t.scaling = GLN_SCALING_BLOCK_2D;
+            t.scale_inv = (float *)scales + (size_t)i * tile_rows * (size_t)gln_sharded_2d_grid_cols(sw);
+        } else if (fp8) {
             t.scaling = mx ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
             t.scale_inv = mx ? (void *)(scales + (size_t)i * gln_sharded_mx_grid_bytes(sw))
                              : (void *)((float *)scales + i);
@@ -409,7 +441,7 @@ static gln_status_t hook_grad_buffer(void *impl, int32_t expert, float **buffer)
                     fn, (int)expert, (int)sw->cfg.num_experts);
     GLN_TRY(require_grads(fn, sw));
     GLN_TRY(ensure_grad_full(sw));
-    *buffer = sw->grad_full + (size_t)expert * (size_t)sw->expert_elems;
+    *buffer = sw->grad_full + (size_t)expert * (size_t)sw->expert_stride;
     return GLN_STATUS_SUCCESS;
 }
 

@@ -60,6 +60,8 @@ static const variant_t variants[] = {
     {"fp8_current/pow2+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 1, 1, 1, 1, 1, 0},
     {"fp8_current+fp8gather+prefetch", GLN_RECIPE_FP8_CURRENT, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 0, 1, 1, 1, 0},
     {"mxfp8+fp8gather+prefetch", GLN_RECIPE_MXFP8, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 1, 128},
+    {"fp8_block/pow2+fp8gather", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 0, 0, 1, 0},
+    {"fp8_block/pow2+fp8gather+prefetch", GLN_RECIPE_FP8_BLOCK, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 0, 1, 1, 1, 1, 0},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 #define TOTAL ((int64_t)NE * KO * KI)
@@ -76,9 +78,12 @@ static void rank_splits(int rank, int64_t *m, int64_t *rows) {
 /* The layer recipe's weight quantization (recipe.c): what the FP8 all-gather must use. */
 static gln_quant_config_t weight_quant(const variant_t *v) {
     gln_quant_config_t q = GLN_QUANT_CONFIG_INIT;
-    q.mode = v->recipe == GLN_RECIPE_MXFP8 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
+    q.mode = v->recipe == GLN_RECIPE_MXFP8       ? GLN_SCALING_MXFP8_1D
+             : v->recipe == GLN_RECIPE_FP8_BLOCK ? GLN_SCALING_BLOCK_2D
+                                                 : GLN_SCALING_TENSOR;
     q.fp8_dtype = GLN_DTYPE_FP8_E4M3;
     q.power_2_scale = v->pow2;
+    if (v->recipe == GLN_RECIPE_FP8_BLOCK) q.power_2_scale = 1; /* block_fp32_scales = 0 */
     return q;
 }
 
@@ -291,7 +296,13 @@ static void run_variant(const variant_t *v, gln_path_t path) {
     float *master;
     int64_t len, off;
     CHECK_OK(gln_sharded_weights_shard(w.sw, &master, NULL, &len, &off));
-    for (int64_t i = 0; i < len && off + i < TOTAL; i++) master[i] -= 0.5f;
+    /* the flat layout: experts padded to 128-row multiples under the 128x128 FP8 all-gather */
+    int64_t stride = (int64_t)KO * KI;
+    if (v->fp8g && v->recipe == GLN_RECIPE_FP8_BLOCK) stride = (KO + 127) / 128 * 128 * KI;
+    for (int64_t i = 0; i < len; i++) {
+        int64_t flat = off + i, e = flat / stride, within = flat % stride;
+        if (e < NE && within < (int64_t)KO * KI) master[i] -= 0.5f;
+    }
     CHECK_OK(gln_sharded_weights_sync_working(w.sw));
     for (int64_t i = 0; i < TOTAL; i++)
         gln_store(w.wplain, v->wdt, (size_t)i, gln_load(w.wplain, v->wdt, (size_t)i) - 0.5);
@@ -411,11 +422,14 @@ static void test_fp8_gather_bytes(void) {
     }
 }
 
-/* The MXFP8 all-gather (K_in a multiple of 128: shards of whole 128-element rows) returns
- * exactly gln_quantize of each full bf16 expert weight: the FP8 data and the whole E8M0 scale
- * grid (padding rows included); a prefetched gather gives the same bytes. */
-static void test_mxfp8_gather_bytes(void) {
-    enum { MN = 3, MO = 17, MI = 256 };
+/* The block-scaled all-gathers return exactly gln_quantize of each full bf16 expert weight: the
+ * FP8 data and the whole scale grid (padding included); a prefetched gather gives the same
+ * bytes.  MXFP8: K_in a multiple of 128, shards of whole 128-element rows.  128x128 (power-of-two
+ * and FP32 scales): experts padded to 128-row multiples, shards of whole 128-row tiles; K_in = 160
+ * leaves a partial tile column, K_out = 17 a partial tile row. */
+static void block_gather_bytes(gln_scaling_mode_t mode, int pow2) {
+    enum { MN = 3, MO = 17 };
+    const int64_t MI = mode == GLN_SCALING_MXFP8_1D ? 256 : 33;
     const int64_t total = (int64_t)MN * MO * MI;
     gln_context_t *ctx = NULL;
     gln_comm_t *comm = NULL;
@@ -424,20 +438,23 @@ static void test_mxfp8_gather_bytes(void) {
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = MN, sc.out_features = MO, sc.in_features = MI;
     sc.fp8_gather = 1;
-    sc.fp8_quant.mode = GLN_SCALING_MXFP8_1D;
+    sc.fp8_quant.mode = mode;
+    sc.fp8_quant.power_2_scale = pow2;
     gln_sharded_weights_t *sw = NULL;
     CHECK_OK(gln_sharded_weights_create(ctx, comm, &sc, &sw));
     if (!sw) return;
     int64_t len = 0;
     CHECK_OK(gln_sharded_weights_shard(sw, NULL, NULL, &len, NULL));
-    CHECK_MSG(len % 128 == 0, "MXFP8 shard length %lld is not a multiple of 128", (long long)len);
+    int64_t unit = mode == GLN_SCALING_MXFP8_1D ? 128 : 128 * MI;
+    CHECK_MSG(len % unit == 0, "mode %d shard length %lld is not a multiple of %lld", (int)mode,
+              (long long)len, (long long)unit);
     float *full = gln_test_alloc((size_t)total * sizeof(float));
     gln_rng_t r = gln_rng_seed(123);
     for (int64_t i = 0; i < total; i++) full[i] = (float)(gln_rng_normal(&r) * ldexp(1.0, (int)(i / 32 % 9) - 4));
     CHECK_OK(gln_sharded_weights_load_full(sw, full));
     const gln_dist_weights_t *p = gln_sharded_weights_protocol(sw);
     gln_quant_layout_t lay;
-    CHECK_OK(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, MO, MI, &lay));
+    CHECK_OK(gln_quant_layout(mode, GLN_DTYPE_FP8_E4M3, MO, MI, &lay));
     void *bf = gln_test_alloc((size_t)MO * MI * 2);
     uint8_t *ref = gln_test_alloc((size_t)MO * MI), *rs = gln_test_alloc(lay.scale_bytes);
     for (int pass = 0; pass < 2; pass++) {
@@ -449,14 +466,15 @@ static void test_mxfp8_gather_bytes(void) {
                 gln_store(bf, GLN_DTYPE_BF16, (size_t)i, full[(int64_t)e * MO * MI + i]);
             gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, MO, MI, bf);
             gln_tensor_t out = gln_tensor_make(GLN_DTYPE_FP8_E4M3, MO, MI, ref);
-            out.scaling = GLN_SCALING_MXFP8_1D;
+            out.scaling = mode;
             out.scale_inv = rs;
             CHECK_OK(gln_quantize(ctx, &sc.fp8_quant, &in, &out));
-            CHECK(g[e].scaling == GLN_SCALING_MXFP8_1D && g[e].dtype == GLN_DTYPE_FP8_E4M3);
+            CHECK(g[e].scaling == mode && g[e].dtype == GLN_DTYPE_FP8_E4M3);
             char what[96];
-            snprintf(what, sizeof what, "MXFP8 gather pass %d expert %d: data", pass, e);
+            snprintf(what, sizeof what, "mode %d pow2 %d gather pass %d expert %d: data", (int)mode, pow2, pass, e);
             CHECK(gln_check_bitwise(what, g[e].data, ref, (size_t)MO * MI));
-            snprintf(what, sizeof what, "MXFP8 gather pass %d expert %d: scale grid", pass, e);
+            snprintf(what, sizeof what, "mode %d pow2 %d gather pass %d expert %d: scale grid", (int)mode, pow2,
+                     pass, e);
             CHECK(gln_check_bitwise(what, g[e].scale_inv, rs, lay.scale_bytes));
         }
         CHECK_OK(p->release(p->impl, g));
@@ -468,6 +486,12 @@ static void test_mxfp8_gather_bytes(void) {
     CHECK_OK(gln_sharded_weights_destroy(sw));
     CHECK_OK(gln_comm_destroy(comm));
     CHECK_OK(gln_context_destroy(ctx));
+}
+
+static void test_block_gather_bytes(void) {
+    block_gather_bytes(GLN_SCALING_MXFP8_1D, 0);
+    block_gather_bytes(GLN_SCALING_BLOCK_2D, 1);
+    block_gather_bytes(GLN_SCALING_BLOCK_2D, 0);
 }
 
 /* An asynchronous finalize is completed through the layer: two steps without any wait by the
@@ -498,6 +522,6 @@ static void test_async_through_layer(void) {
     gln_test_free(mg[1]);
 }
 
-GLN_MPI_TEST_MAIN(GLN_CASE(test_fp8_gather_bytes), GLN_CASE(test_mxfp8_gather_bytes), GLN_CASE(test_async_through_layer),
+GLN_MPI_TEST_MAIN(GLN_CASE(test_fp8_gather_bytes), GLN_CASE(test_block_gather_bytes), GLN_CASE(test_async_through_layer),
                   GLN_CASE(test_fp32_forward_anchor), GLN_CASE(test_requires_grad_from_group),
                   GLN_CASE(test_split_path), GLN_CASE(test_grouped_path))
