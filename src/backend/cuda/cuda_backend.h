@@ -187,8 +187,6 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
 /* cuda_grouped.c */
 gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                        const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
-
-/* cuda_quant.cu */
 gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                              const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                              gln_tensor_t *dbias, int accumulate);
@@ -200,6 +198,8 @@ gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const 
 /* cuda_quant_group.cu: the mxfp8_swizzle slot (arguments already valid) */
 gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                     const uint8_t *compact, uint8_t *swizzled);
+
+/* cuda_quant.cu */
 gln_status_t gln_cuda_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                gln_tensor_t *out);
 gln_status_t gln_cuda_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int columnwise,
@@ -235,8 +235,6 @@ gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, in
 gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                        gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan,
                                        const char *call);
-/* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
- * host wait); the first member where out_splits[i] != in_splits[i] sets
 /* The same with the scale grids in the swizzled GEMM layout (MXFP8_1D; other modes as above). */
 gln_status_t gln_cuda_quantize_members_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                 const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
@@ -247,6 +245,8 @@ gln_status_t gln_cuda_quantize_members_dbias(gln_context_t *ctx, const gln_quant
                                              const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                              const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
                                              const char *call);
+/* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
+ * host wait); the first member where out_splits[i] != in_splits[i] sets
  * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */
 gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
                                        const int64_t *out_splits, const char *call);
