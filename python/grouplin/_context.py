@@ -29,24 +29,34 @@ class Context:
         self.allocs = 0               # scratch blocks taken from torch's caching allocator
         if backend == _lib.BACKEND_CUDA:
             import torch
-            opts.stream = C.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+            opts.stream = C.c_void_p(_stream_handle(torch.cuda.current_stream(device)))
             self._callbacks = _torch_allocator(device, self)
             opts.alloc, opts.free = self._callbacks
         handle = C.c_void_p()
         _lib.check(L.gln_context_create(C.byref(opts), C.byref(handle)), "gln_context_create")
         self.handle = handle
-        self._stream = opts.stream
+        self._stream = opts.stream or None
 
     def on_current_stream(self):
         """CUDA: follow torch.cuda.current_stream() (a no-op when it has not changed)."""
         if self.backend != _lib.BACKEND_CUDA:
             return self.handle
         import torch
-        s = torch.cuda.current_stream(self.device).cuda_stream
+        s = _stream_handle(torch.cuda.current_stream(self.device))
         if s != self._stream:
             _lib.check(_lib.lib().gln_context_set_stream(self.handle, C.c_void_p(s)), "gln_context_set_stream")
             self._stream = s
         return self.handle
+
+
+# torch reports its default stream as handle 0, the legacy default stream; for the library NULL
+# means "make and own a stream", which would not be ordered with torch's work: pass
+# cudaStreamLegacy, ((cudaStream_t)0x1), instead.
+_CUDA_STREAM_LEGACY = 1
+
+
+def _stream_handle(torch_stream):
+    return torch_stream.cuda_stream or _CUDA_STREAM_LEGACY
 
 
 def _torch_allocator(device, owner):
@@ -57,7 +67,9 @@ def _torch_allocator(device, owner):
         owner.allocs += 1
         try:
             with torch.cuda.device(device):
-                return torch.cuda.caching_allocator_alloc(max(int(nbytes), 1), device, stream or 0)
+                # torch's own name for the legacy default stream is 0
+                s = 0 if stream in (None, _CUDA_STREAM_LEGACY) else stream
+                return torch.cuda.caching_allocator_alloc(max(int(nbytes), 1), device, s)
         except Exception:  # no exception may cross into C: NULL is the allocator's failure
             return None
 
