@@ -465,6 +465,29 @@ static void test_fp8_gather(void) {
     cfg.fp8_quant.mode = GLN_SCALING_TENSOR;
     cfg.fp8_quant.delayed = 1;
     CHECK_STATUS(gln_sharded_weights_create(ctx, comm, &cfg, &sw), GLN_STATUS_NOT_SUPPORTED, "delayed");
+    /* A layer refuses an FP8 all-gather its recipe would not make (the weights are used as is) */
+    cfg = config(GLN_DTYPE_BF16, 0);
+    cfg.fp8_gather = 1; /* per-tensor E4M3, current scaling, no power-of-two scales */
+    CHECK_OK(gln_sharded_weights_create(ctx, comm, &cfg, &sw));
+    gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    lc.num_experts = NE, lc.out_features = KO, lc.in_features = KI, lc.bias = 0;
+    lc.params.distributed = gln_sharded_weights_protocol(sw);
+    gln_grouped_linear_t *L = NULL;
+    lc.recipe = GLN_RECIPE_NONE;
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &lc, &L), GLN_STATUS_INVALID_ARGUMENT, "fp8_gather");
+    lc.recipe = GLN_RECIPE_FP8_CURRENT;
+    lc.power_2_scales = 1;
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &lc, &L), GLN_STATUS_INVALID_ARGUMENT, "power_2_scale");
+    lc.recipe = GLN_RECIPE_FP8_DELAYED;
+    CHECK_STATUS(gln_grouped_linear_create(ctx, &lc, &L), GLN_STATUS_INVALID_ARGUMENT, "fp8_delayed");
+    CHECK(L == NULL);
+    lc.recipe = GLN_RECIPE_FP8_CURRENT;
+    lc.power_2_scales = 0;
+    CHECK_OK(gln_grouped_linear_create(ctx, &lc, &L));
+    CHECK_OK(gln_grouped_linear_destroy(L));
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    sw = NULL;
+
     cfg = config(GLN_DTYPE_BF16, 0);
     cfg.size = GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE; /* version 1: no FP8 gather fields */
     CHECK_OK(gln_sharded_weights_create(ctx, comm, &cfg, &sw));

@@ -9,6 +9,7 @@
 #include "common/checked.h"
 #include "layer/layer.h"
 #include "tensor/tensor.h"
+#include "weights/sharded.h"
 
 static const char *FN = "gln_grouped_linear_create";
 
@@ -121,6 +122,26 @@ static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
                     "%s: cfg->params.distributed must provide requires_grad, materialize_forward, "
                     "materialize_backward, release, grad_buffer, finalize_grads and wait (the "
                     "layer completes a pending finalize with it before its next backward)", FN);
+    /* The built-in group's FP8 all-gather hands over weights the layer uses as they are: they
+     * must be what this recipe's weight quantizer makes, or results would silently differ. */
+    const gln_sharded_weights_t *sw = gln_sharded_of(d);
+    if (sw && sw->cfg.fp8_gather) {
+        gln_layer_recipe_t r;
+        gln_layer_recipe_init(c, &r);
+        const gln_quant_config_t *q = &sw->cfg.fp8_quant, *w = &r.weight;
+        GLN_REQUIRE_ARG(r.quantized && q->mode == w->mode && q->fp8_dtype == w->fp8_dtype &&
+                            q->delayed == w->delayed && q->power_2_scale == w->power_2_scale &&
+                            q->amax_epsilon == w->amax_epsilon &&
+                            q->amax_nan_propagate == w->amax_nan_propagate &&
+                            (q->mode != GLN_SCALING_MXFP8_1D || q->e8m0_rounding == w->e8m0_rounding),
+                        "%s: cfg->params.distributed gathers FP8 weights (fp8_gather, mode %d, %s, "
+                        "power_2_scale %d, amax_epsilon %g) that recipe %s does not make (its weights: "
+                        "mode %d, %s, power_2_scale %d, amax_epsilon %g); create the group with the "
+                        "recipe's weight quantization", FN, (int)q->mode, gln_dtype_name(q->fp8_dtype),
+                        q->power_2_scale, (double)q->amax_epsilon, gln_recipe_name(c->recipe),
+                        (int)w->mode, gln_dtype_name(w->fp8_dtype), w->power_2_scale,
+                        (double)w->amax_epsilon);
+    }
     return GLN_STATUS_SUCCESS;
 }
 
