@@ -108,3 +108,30 @@ def test_wrong_device_splits_raise():
         layer(x, torch.tensor([10, 0, 0, 0]))
     with pytest.raises(ValueError, match="inp: on cpu"):
         layer(x.cpu(), [10, 0, 0, 0])
+
+
+def test_sharded_experts_on_nccl_one_rank(tmp_path):
+    """ShardedExperts on CUDA tensors over NCCL (one rank: all-gather and reduce-scatter run, the
+    machine has one GPU), bf16 working weights."""
+    import torch.distributed as dist
+    from grouplin.torch import ShardedExperts
+    dist.init_process_group("nccl", init_method="file://" + str(tmp_path / "rendezvous"), rank=0, world_size=1)
+    try:
+        experts = ShardedExperts(N, K_OUT, K_IN, dtype=torch.bfloat16, device="cuda")
+        layer = GroupedLinear(N, K_IN, K_OUT, bias=False, params_dtype=torch.bfloat16, device="cuda",
+                              distributed_weight=experts)
+        splits = [100, 50, 0, 150]
+        x = torch.randn(300, K_IN, dtype=torch.bfloat16, device="cuda")
+        dy = torch.randn(300, K_OUT, dtype=torch.bfloat16, device="cuda")
+        for mb in range(2):
+            y = layer(x, splits, is_first_microbatch=(mb == 0))
+            y.backward(dy)
+        w = experts.full_weight().to(torch.bfloat16).double()
+        xs, dys = x.double().split(splits), dy.double().split(splits)
+        ref = torch.cat([xs[i] @ w[i].T for i in range(N)])
+        assert ((y.double() - ref).abs() <= 2.0 ** -7 * ref.abs() + 1e-2).all()
+        want = 2 * torch.stack([dys[i].T @ xs[i] for i in range(N)]).reshape(-1)
+        got = experts.shard.main_grad[:want.numel()].double()
+        assert ((got - want).abs() <= 1e-3 * want.abs().max()).all()
+    finally:
+        dist.destroy_process_group()

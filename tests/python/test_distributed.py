@@ -113,3 +113,20 @@ def test_sharded_experts_two_gloo_ranks_under_saved_tensors_hooks(tmp_path):
     for r, (p, out) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, "rank %d failed:\n%s" % (r, out)
         assert "rank %d ok" % r in out
+
+
+def test_distributed_weight_with_bias():
+    torch.manual_seed(1)
+    dw = LocalExperts()
+    layer = GroupedLinear(N, K_IN, K_OUT, bias=True, params_dtype=torch.float32, device="cpu",
+                          distributed_weight=dw)
+    with torch.no_grad():
+        for b in layer.biases():
+            b.normal_()
+    x = torch.randn(sum(SPLITS), K_IN)
+    y = layer(x, SPLITS)
+    xs = x.split(SPLITS)
+    want = torch.cat([xs[i] @ dw.master[i].detach().T + layer.biases()[i].detach() for i in range(N)])
+    assert torch.allclose(y, want, atol=1e-5)
+    y.sum().backward()
+    assert torch.allclose(layer.biases()[2].grad, torch.full((K_OUT,), float(SPLITS[2])))

@@ -97,7 +97,8 @@ class GroupedLinear(torch.nn.Module):
                       single_grouped_weight=int(self.single_grouped_weight and distributed_weight is None),
                       single_grouped_bias=int(self.single_grouped_bias and self.use_bias and not self.return_bias),
                       save_original_input=int(bool(save_original_input)))
-        fields.update(_recipe.layer_fields(recipe))
+        fields["param_dtype"] = _layer.gln_dtype(params_dtype, "params_dtype")  # the biases' dtype with a
+        fields.update(_recipe.layer_fields(recipe))                               # distributed_weight
         if amax_epsilon is not None:
             fields["amax_epsilon"] = float(amax_epsilon)
         if distributed_weight is not None:
