@@ -374,3 +374,22 @@ def test_first_microbatch_caches_fp8_weights():
         y3 = m(x, SPLITS, is_first_microbatch=False)  # told: quantized again
         y4 = m(x, SPLITS)                             # None: no caching, always the current weights
     assert not torch.equal(y3, y1) and torch.equal(y3, y4)
+
+
+def test_te_constructor_arguments():
+    calls = []
+
+    class Tracker:
+        def fork(self, name):
+            calls.append(name)
+            return torch.random.fork_rng()
+    m = GroupedLinear(N, K_IN, K_OUT, device="cpu", sequence_parallel=False, tp_size=1, parallel_mode="column",
+                      get_rng_state_tracker=Tracker, rng_tracker_name="expert-rng", name="moe.fc1",
+                      use_grouped_tensor=True)
+    assert calls == ["expert-rng"] and m.name == "moe.fc1"
+    with pytest.raises(NotImplementedError, match="tp_size"):
+        GroupedLinear(N, K_IN, K_OUT, device="cpu", tp_size=2)
+    with pytest.raises(ValueError, match="Userbuffers"):
+        GroupedLinear(N, K_IN, K_OUT, device="cpu", ub_overlap_ag=True)
+    with pytest.raises(ValueError, match="parallel_mode"):
+        GroupedLinear(N, K_IN, K_OUT, device="cpu", parallel_mode="diagonal")

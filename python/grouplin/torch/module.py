@@ -62,6 +62,10 @@ class GroupedLinear(torch.nn.Module):
               retained graph (retain_graph=True, gradcheck) runs the forward again; off by default
               (the layer's own saved state serves one backward, and the input is not kept alive);
               eager mode only, and a repeated forward records amaxes again under DelayedScaling
+      sequence_parallel, tp_group, tp_size, get_rng_state_tracker, rng_tracker_name, parallel_mode,
+      ub_overlap_rs, ub_overlap_ag, ub_name, name, use_grouped_tensor: TE's, accepted so TE code
+              ports unchanged; tensor parallelism (tp_size > 1) and Userbuffers are refused, the
+              path follows the type of m_splits
       distributed_weight: a grouplin.torch.DistributedWeight (e.g. ShardedExperts) holding the
               expert weights instead of local parameters (gathered per GEMM stage, gradients
               reduced into its main_grad)
@@ -74,8 +78,25 @@ class GroupedLinear(torch.nn.Module):
     def __init__(self, num_gemms, in_features, out_features, bias=True, *, recipe=None, params_dtype=None,
                  device=None, init_method=None, fuse_wgrad_accumulation=False, delay_wgrad_compute=False,
                  single_grouped_weight=False, single_grouped_bias=False, save_original_input=False,
-                 return_bias=False, distributed_weight=None, amax_epsilon=None, allow_repeated_backward=False):
+                 return_bias=False, distributed_weight=None, amax_epsilon=None, allow_repeated_backward=False,
+                 sequence_parallel=False, tp_group=None, tp_size=1, get_rng_state_tracker=None, rng_tracker_name=None,
+                 parallel_mode=None, ub_overlap_rs=False, ub_overlap_ag=False, ub_name=None, name=None,
+                 use_grouped_tensor=None):
         super().__init__()
+        # TE's other arguments, so TE code ports unchanged: what grouplin has no counterpart for
+        # is refused unless it has TE's default effect
+        if tp_group is not None:
+            tp_size = tp_group.size()
+        if tp_size != 1:
+            raise NotImplementedError("tp_size: tensor parallelism inside the layer is not supported (tp_size %d); "
+                                      "shard the experts instead (distributed_weight=ShardedExperts(...))" % tp_size)
+        if parallel_mode not in (None, "row", "column"):
+            raise ValueError("parallel_mode: %r (expected None, 'row' or 'column')" % (parallel_mode,))
+        if ub_overlap_rs or ub_overlap_ag or ub_name is not None:
+            raise ValueError("ub_overlap_rs / ub_overlap_ag / ub_name: Userbuffers are not supported")
+        if use_grouped_tensor is not None and not isinstance(use_grouped_tensor, bool):
+            raise TypeError("use_grouped_tensor: expected None or a bool, got %r" % (use_grouped_tensor,))
+        self.name, self.sequence_parallel = name, bool(sequence_parallel)
         for name, v in (("num_gemms", num_gemms), ("in_features", in_features), ("out_features", out_features)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError("GroupedLinear: %s must be a positive int, got %r" % (name, v))
@@ -110,6 +131,9 @@ class GroupedLinear(torch.nn.Module):
             if self.delay_wgrad_compute:
                 raise ValueError("delay_wgrad_compute: not supported with a distributed_weight (the wgrad "
                                  "must be reduced in the backward that computes it)")
+        elif get_rng_state_tracker is not None:
+            with get_rng_state_tracker().fork(rng_tracker_name or "model-parallel-rng"):
+                self._make_weights(params_dtype, device, init_method)
         else:
             self._make_weights(params_dtype, device, init_method)
         self._make_biases(params_dtype, device)
