@@ -60,7 +60,9 @@ class Handle:
 class LayerState:
     """What a GroupedLinear tells the C layer: its static configuration (`fields`), how to find
     the current parameters (`params()` -> weights, biases, main_grads, distributed table), and the
-    cache of C handles per pointer set."""
+    cache of C handles per (device, activation dtype, path, pointer set).  Each handle has its own
+    FP8 weight cache and delayed-scaling state; handles of stale pointers are destroyed once no
+    saved context or queued wgrad needs them."""
 
     def __init__(self, fields, params_fn, flags):
         self.fields = fields
@@ -107,9 +109,10 @@ class LayerState:
             else:
                 P.main_grads = vp(main_grads)
         h = Handle(ctx, cfg, keep)
-        for old in self.handles.values():
-            old.retired = True
-            old.destroy_if_idle()
+        for k, old in self.handles.items():
+            if k[3:] != key[3:]:          # stale parameter pointers: never used again
+                old.retired = True
+                old.destroy_if_idle()
         self.handles = {k: v for k, v in self.handles.items() if v.ptr}
         self.handles[key] = h
         self.current = h
