@@ -300,9 +300,9 @@ class GroupedLinear(torch.nn.Module):
     def weights_updated(self):
         """Tell the layer the weights changed (optimizer step): a later is_first_microbatch=False
         re-quantizes instead of reusing the cached FP8 weights."""
-        h = self._state.current
-        if h is not None and h.ptr:
-            _lib.check(_lib.lib().gln_grouped_linear_weights_updated(h.ptr), "gln_grouped_linear_weights_updated")
+        for h in self._state.handles.values():
+            if h.ptr:
+                _lib.check(_lib.lib().gln_grouped_linear_weights_updated(h.ptr), "gln_grouped_linear_weights_updated")
 
     def fp8_state(self, backward=False):
         """DelayedScaling state of the C layer the last forward used, as CPU copies:
