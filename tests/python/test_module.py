@@ -53,8 +53,9 @@ def emulated(x, ws, bs, recipe):
     """float64 GEMMs of the operands quantized as the recipe's forward does (per expert)."""
     mx, mw = FWD_MODES[recipe]
     pow2 = recipe == "block"
+    # quantized on the CPU backend (the reference; CUDA's quantizers match it bit for bit)
     deq = lambda t, mode: grouplin.dequantize(grouplin.quantize(  # noqa: E731
-        t.detach().float().contiguous(), mode, scale=1.0, power_2_scale=pow2)).double()
+        t.detach().float().cpu().contiguous(), mode, scale=1.0, power_2_scale=pow2)).double().to(t.device)
     out = []
     for i, xi in enumerate(x.split(SPLITS)):
         y = deq(xi, mx) @ deq(ws[i], mw).T if xi.shape[0] else xi.new_zeros((0, K_OUT)).double()
