@@ -22,9 +22,10 @@
  *               bf16 — DESIGN.md §7) and the bf16 kernels above run on it, bias epilogue and
  *               FP32 main_grad included.  Always CUTLASS, whatever the expert sizes: the loop
  *               would dequantize expert by expert (and, for block scales, run ⌈K/128⌉ GEMMs).
- *               FP32 (non-power-of-two) block scales keep the per-expert loop for now: the
- *               scales must be applied per 128-block of K to FP32 partial sums, which a CUTLASS
- *               blockwise-scaled kernel will do later.
+ *               E4M3 FP8 block scaling itself (FP32 or power-of-two scales, 1×128 × 128×128)
+ *               goes first to CUTLASS's block-scaled kernels (cuda_grouped_blockwise.c), which
+ *               apply the scales per 128-block of K to FP32 partial sums; what they do not
+ *               cover comes here (FP32 block scales of other cases: the per-expert loop).
  * with every row stride a multiple of 16 bytes, every base pointer 16-byte aligned (TMA), and
  * every dimension within int32 (CUTLASS's problem shapes).  Row offsets come from the group plan
  * (device splits: computed on the device, no host synchronization) or from the host splits.
