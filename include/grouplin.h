@@ -767,9 +767,21 @@ GLN_API gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens,
 
 /* Permutation: the T·k (token, slot) pairs are sorted by expert (stable, token order within an
  * expert).  m_splits[E] counts rows per expert; row_of[T·k] gives the permuted row of pair
- * (t, j) at index t·k + j.  permute copies x [T, H] rows into xp [T·k, H]. */
+ * (t, j) at index t·k + j.  permute copies x [T, H] rows into xp [T·k, H] (or more rows: the
+ * permuted tensors of every op below may carry an aligned plan's padding rows, never touched). */
 GLN_API gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
                                   const int32_t *experts, int64_t *m_splits, int64_t *row_of);
+/* The same with every expert's block padded to a multiple of `align` rows (1 <= align <= 1024):
+ * m_splits[e] = count_e rounded up, expert e's rows start at the sum of the padded blocks before
+ * it, and its padding rows end its block (no pair maps to them).  xp then needs
+ * T·k + E·(align - 1) rows at most; rows past sum(m_splits) belong to no expert.  The caller
+ * keeps the padding rows of xp and of the gradient dyp zero (permute and unpermute_backward
+ * never write them), so they add nothing to any GEMM.  Pad to gln_recipe_alignment(recipe) for
+ * FP8 recipes: their Hopper wgrad reads the tokens as the K dimension and wants 16-row (MXFP8:
+ * 32) multiples per expert — this is TE's / Megatron's FP8 padding, done in the plan. */
+GLN_API gln_status_t gln_moe_permute_plan_aligned(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
+                                          int32_t k, int64_t align, const int32_t *experts,
+                                          int64_t *m_splits, int64_t *row_of);
 GLN_API gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                              const gln_tensor_t *x, gln_tensor_t *xp);
 /* Backward of permute: dx[t] = Σ_j dxp[row_of[t·k+j]] (FP32 sum, one rounding). */

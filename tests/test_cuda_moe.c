@@ -142,6 +142,14 @@ static void plan_case(int64_t T, int32_t E, int32_t k, int skew, uint64_t seed) 
     gln_twin_check(g_cu, &splits, 4, "plan", "m_splits", NULL, NULL);
     gln_twin_check(g_cu, &row_of, 4, "plan", "row_of", NULL, NULL);
     CHECK_OK(gln_context_async_error(g_cu));
+    /* the FP8 padding of the plan (16 rows; MXFP8's 32) */
+    for (int64_t align = 16; align <= 32; align *= 2) {
+        CHECK_OK(gln_moe_permute_plan_aligned(g_cpu, T, E, k, align, ex.h, splits.h, row_of.h));
+        CHECK_OK(gln_moe_permute_plan_aligned(g_cu, T, E, k, align, ex.d, splits.d, row_of.d));
+        gln_twin_check(g_cu, &splits, 4, "aligned plan", "m_splits", NULL, NULL);
+        gln_twin_check(g_cu, &row_of, 4, "aligned plan", "row_of", NULL, NULL);
+        CHECK_OK(gln_context_async_error(g_cu));
+    }
     gln_twin_free(g_cu, &ex);
     gln_twin_free(g_cu, &splits);
     gln_twin_free(g_cu, &row_of);

@@ -5,6 +5,7 @@
  * L = Σ w·out is accumulated in float64, so only the outputs that depend on the perturbed input
  * carry FP32 rounding noise). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -216,6 +217,61 @@ static void test_permute_plan_stable_with_empty_experts(void) {
     for (int t = 0; t < T; t++) CHECK(row_of[t] == t);
     gln_test_free(splits);
     gln_test_free(row_of);
+    gln_context_destroy(ctx);
+}
+
+/* The aligned plan: every block a multiple of align rows, the pairs of each expert at the start of
+ * its block in index order, its padding rows unused; align 1 equals the plain plan. */
+static void test_permute_plan_aligned(void) {
+    gln_context_t *ctx = ctx_cpu();
+    gln_rng_t rng = gln_rng_seed(17);
+    enum { T = 53, K = 2, E = 6 };
+    int32_t ex[T * K];
+    for (int i = 0; i < T * K; i++) ex[i] = (int32_t)gln_rng_int(&rng, 0, 3); /* experts 4, 5 empty */
+    int64_t splits[E], row_of[T * K], plain_splits[E], plain_rows[T * K];
+    CHECK_OK(gln_moe_permute_plan(ctx, T, E, K, ex, plain_splits, plain_rows));
+    CHECK_OK(gln_moe_permute_plan_aligned(ctx, T, E, K, 1, ex, splits, row_of));
+    CHECK(!memcmp(splits, plain_splits, sizeof splits) && !memcmp(row_of, plain_rows, sizeof row_of));
+    const int64_t aligns[] = {16, 32, 7};
+    for (int a = 0; a < 3; a++) {
+        const int64_t align = aligns[a];
+        CHECK_OK(gln_moe_permute_plan_aligned(ctx, T, E, K, align, ex, splits, row_of));
+        int64_t start = 0;
+        for (int e = 0; e < E; e++) {
+            int64_t count = 0;
+            for (int i = 0; i < T * K; i++)
+                if (ex[i] == e) {
+                    CHECK_MSG(row_of[i] == start + count, "align %lld pair %d: row %lld, expected %lld",
+                              (long long)align, i, (long long)row_of[i], (long long)(start + count));
+                    count++;
+                }
+            const int64_t want = (count + align - 1) / align * align;
+            CHECK_MSG(splits[e] == want, "align %lld m_splits[%d] = %lld, expected %lld", (long long)align, e,
+                      (long long)splits[e], (long long)want);
+            start += want;
+        }
+        CHECK(start <= T * K + E * (align - 1));
+        /* permute into the padded rows: every pair's row holds its token, the padding rows stay
+         * untouched (the caller's zeros) */
+        enum { H = 3 };
+        const int64_t R = T * K + E * (align - 1);
+        float x[T * H], *xp = malloc((size_t)(R * H) * sizeof(float));
+        for (int i = 0; i < T * H; i++) x[i] = (float)(i + 1);
+        for (int64_t i = 0; i < R * H; i++) xp[i] = -1.0f;
+        gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, x), txp = gln_tensor_make(GLN_DTYPE_FP32, R, H, xp);
+        CHECK_OK(gln_moe_permute(ctx, T, K, row_of, &tx, &txp));
+        int64_t mapped = 0;
+        for (int i = 0; i < T * K; i++)
+            for (int c = 0; c < H; c++) CHECK(xp[row_of[i] * H + c] == x[(i / K) * H + c]);
+        for (int64_t r = 0; r < R; r++) mapped += xp[r * H] != -1.0f;
+        CHECK_MSG(mapped == T * K, "align %lld: %lld rows written, expected %d", (long long)align,
+                  (long long)mapped, T * K);
+        free(xp);
+    }
+    CHECK_STATUS(gln_moe_permute_plan_aligned(ctx, T, E, K, 0, ex, splits, row_of), GLN_STATUS_INVALID_ARGUMENT,
+                 "gln_moe_permute_plan_aligned: align 0 must be in [1, 1024]");
+    CHECK_STATUS(gln_moe_permute_plan_aligned(ctx, T, E, K, 2048, ex, splits, row_of), GLN_STATUS_INVALID_ARGUMENT,
+                 "align 2048");
     gln_context_destroy(ctx);
 }
 
@@ -482,7 +538,7 @@ static void test_invalid_arguments(void) {
     row_of[3] = 3;
     gln_tensor_t bad = gln_tensor_make(GLN_DTYPE_FP32, 3, 4, buf + 8);
     CHECK_STATUS(gln_moe_permute(ctx, 2, 2, row_of, &x, &bad), GLN_STATUS_INVALID_ARGUMENT,
-                 "xp is [3, 4], expected [4, 4]");
+                 "gln_moe_permute: xp has 3 rows, needs at least tokens * k = 4");
     gln_tensor_t fp8 = gln_tensor_make(GLN_DTYPE_FP8_E4M3, 2, 4, buf);
     CHECK_STATUS(gln_moe_permute(ctx, 2, 2, row_of, &fp8, &xp), GLN_STATUS_INVALID_ARGUMENT,
                  "x->dtype");
@@ -522,7 +578,7 @@ static void test_zero_tokens(void) {
 
 GLN_TEST_MAIN(GLN_CASE(test_router_forward_k1), GLN_CASE(test_router_forward_k2),
               GLN_CASE(test_router_ties), GLN_CASE(test_router_backward_k1),
-              GLN_CASE(test_router_backward_k2), GLN_CASE(test_permute_plan_stable_with_empty_experts),
+              GLN_CASE(test_router_backward_k2), GLN_CASE(test_permute_plan_stable_with_empty_experts), GLN_CASE(test_permute_plan_aligned),
               GLN_CASE(test_permute_fp32_k1), GLN_CASE(test_permute_fp32_k2),
               GLN_CASE(test_permute_bf16_k2), GLN_CASE(test_permute_fp16_k2),
               GLN_CASE(test_permute_fd_k1), GLN_CASE(test_permute_fd_k2), GLN_CASE(test_swiglu_forward),

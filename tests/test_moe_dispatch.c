@@ -30,8 +30,8 @@ WRAP(1, moe_router_backward,
       float *dl),
      (c, t, e, k, l, ex, dg, dl))
 WRAP(2, moe_permute_plan,
-     (gln_context_t * c, int64_t t, int32_t e, int32_t k, const int32_t *ex, int64_t *s, int64_t *r),
-     (c, t, e, k, ex, s, r))
+     (gln_context_t * c, int64_t t, int32_t e, int32_t k, int64_t a, const int32_t *ex, int64_t *s, int64_t *r),
+     (c, t, e, k, a, ex, s, r))
 WRAP(3, moe_permute, (gln_context_t * c, int64_t t, int32_t k, const int64_t *r, const gln_tensor_t *x, gln_tensor_t *xp),
      (c, t, k, r, x, xp))
 WRAP(4, moe_permute_backward,

@@ -21,6 +21,10 @@ struct moe_model {
     gln_comm_t *comm;
     moe_model_config_t cfg;
     int64_t T, P, H, F, F1; /* tokens, pairs (T·k), hidden, ffn, FC1 outputs */
+    /* Rows of the permuted buffers: P, or on the GPU P + E·(align - 1) with every expert's block
+     * padded to the recipe's alignment (gln_moe_permute_plan_aligned), so that the FP8 wgrads
+     * get 16-row multiples; the padding rows of xp and dyp are kept zero. */
+    int64_t R, align;
     int32_t E, k;
     gln_dtype_t adt;
     int64_t step;
@@ -121,7 +125,7 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
 }
 
 static gln_status_t create_buffers(moe_model_t *m) {
-    const size_t es = gln_dtype_size(m->adt), T = (size_t)m->T, P = (size_t)m->P;
+    const size_t es = gln_dtype_size(m->adt), T = (size_t)m->T, P = (size_t)m->P, R = (size_t)m->R;
     const size_t H = (size_t)m->H, F = (size_t)m->F, F1 = (size_t)m->F1, E = (size_t)m->E;
     const size_t wide = F1 > H ? F1 : H;
     struct {
@@ -129,11 +133,11 @@ static gln_status_t create_buffers(moe_model_t *m) {
         size_t bytes;
     } bufs[] = {
         {(void **)&m->logits, T * E * 4}, {(void **)&m->gates, P * 4},   {(void **)&m->experts, P * 4},
-        {(void **)&m->splits, E * 8},     {(void **)&m->row_of, P * 8},  {&m->xp, P * H * es},
-        {&m->h1, P * F1 * es},            {&m->a, P * F * es},           {&m->yp, P * H * es},
-        {(void **)&m->tmp32, m->cfg.exact ? P * wide * 4 : 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
-        {(void **)&m->dx, T * H * 4},     {&m->dyp, P * H * es},         {&m->da, P * F * es},
-        {&m->dh1, P * F1 * es},           {&m->dxp, P * H * es},
+        {(void **)&m->splits, E * 8},     {(void **)&m->row_of, P * 8},  {&m->xp, R * H * es},
+        {&m->h1, R * F1 * es},            {&m->a, R * F * es},           {&m->yp, R * H * es},
+        {(void **)&m->tmp32, m->cfg.exact ? R * wide * 4 : 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
+        {(void **)&m->dx, T * H * 4},     {&m->dyp, R * H * es},         {&m->da, R * F * es},
+        {&m->dh1, R * F1 * es},           {&m->dxp, R * H * es},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) TRY(alloc_zero(m, bufs[i].bytes, bufs[i].p));
     return GLN_STATUS_SUCCESS;
@@ -151,6 +155,8 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
     m->k = cfg->shape.topk;
     m->E = cfg->shape.experts;
     m->P = m->T * m->k;
+    m->align = top_on_device(ctx) ? gln_recipe_alignment(cfg->recipe->recipe) : 1;
+    m->R = m->P + (int64_t)m->E * (m->align - 1);
     m->H = cfg->shape.hidden;
     m->F = cfg->shape.ffn;
     m->F1 = cfg->shape.act == GLN_ACT_SWIGLU ? 2 * m->F : m->F;
@@ -197,7 +203,7 @@ void moe_model_destroy(moe_model_t *m) {
 /* Run one expert layer forward over the permuted rows. */
 static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, int64_t in_cols, void *out,
                                   int64_t out_cols, int input_grad) {
-    gln_tensor_t x = act_tensor(m, m->P, in_cols, in), y = act_tensor(m, m->P, out_cols, out);
+    gln_tensor_t x = act_tensor(m, m->R, in_cols, in), y = act_tensor(m, m->R, out_cols, out);
     gln_grouped_linear_forward_args_t fa = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
     fa.x = &x;
     fa.m_splits = m->splits;
@@ -209,7 +215,7 @@ static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, int64_t in_
 }
 
 gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
-    const int64_t T = m->T, P = m->P, H = m->H, F = m->F, F1 = m->F1;
+    const int64_t T = m->T, P = m->R, H = m->H, F = m->F, F1 = m->F1; /* P: permuted rows */
     for (int i = 0; i < 2; i++)
         if (m->saved[i]) { /* a forward without backward: drop the stale context */
             gln_grouped_linear_saved_release(m->saved[i]);
@@ -221,8 +227,10 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
     gln_tensor_t tlog = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->logits);
     TRY(gln_gemm(m->ctx, GLN_LAYOUT_TN, &twr, &tx, &tlog, NULL, 0));
     TRY(gln_moe_router_forward(m->ctx, T, m->E, m->k, m->logits, m->experts, m->gates));
-    TRY(gln_moe_permute_plan(m->ctx, T, m->E, m->k, m->experts, m->splits, m->row_of));
+    TRY(gln_moe_permute_plan_aligned(m->ctx, T, m->E, m->k, m->align, m->experts, m->splits, m->row_of));
     gln_tensor_t txp = act_tensor(m, P, H, m->xp);
+    /* the padding rows move with the routing: zero them all, then permute fills the rest */
+    if (m->align > 1) TRY(top_zero(m->ctx, m->xp, (size_t)(P * H) * gln_dtype_size(m->adt)));
     TRY(gln_moe_permute(m->ctx, T, m->k, m->row_of, &tx, &txp));
 
     TRY(layer_forward(m, 0, m->xp, H, m->h1, F1, 1));
@@ -247,7 +255,7 @@ static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy
     int64_t len;
     TRY(layer_shard(m, idx, &master, &grad, &len));
     TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad)); /* the step's gradient starts from zero */
-    gln_tensor_t tdy = act_tensor(m, m->P, dy_cols, dy), tdx = act_tensor(m, m->P, dx_cols, dx);
+    gln_tensor_t tdy = act_tensor(m, m->R, dy_cols, dy), tdx = act_tensor(m, m->R, dx_cols, dx);
     gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
     gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
     m->saved[idx] = NULL;
@@ -256,13 +264,14 @@ static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy
 }
 
 gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
-    const int64_t T = m->T, P = m->P, H = m->H, F = m->F, F1 = m->F1;
+    const int64_t T = m->T, P = m->R, H = m->H, F = m->F, F1 = m->F1; /* P: permuted rows */
     /* unpermute: dyp = gates·dy rows, dgates = <dy, yp> */
     gln_tensor_t tdy = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)dy);
     /* Without --exact-data the ops round straight into the operand dtype: one rounding of the same
      * FP32 value either way, so the FP32 staging (which the exact grids need) changes no bit. */
     gln_tensor_t typ = act_tensor(m, P, H, m->yp), t32 = gln_tensor_make(GLN_DTYPE_FP32, P, H, m->tmp32);
     gln_tensor_t tdyp = act_tensor(m, P, H, m->dyp);
+    if (m->align > 1) TRY(top_zero(m->ctx, m->dyp, (size_t)(P * H) * gln_dtype_size(m->adt)));
     TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, m->cfg.exact ? &t32 : &tdyp,
                                    m->dgates));
     if (m->cfg.exact) TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));

@@ -9,10 +9,11 @@
 #include "common/error.h"
 #include "moe/moe_check.h"
 
-gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
-                                  const int32_t *experts, int64_t *m_splits, int64_t *row_of) {
-    static const char *fn = "gln_moe_permute_plan";
+static gln_status_t permute_plan(const char *fn, gln_context_t *ctx, int64_t tokens, int32_t num_experts,
+                                 int32_t k, int64_t align, const int32_t *experts, int64_t *m_splits,
+                                 int64_t *row_of) {
     GLN_TRY(gln_moe_check_ctx(fn, ctx));
+    GLN_REQUIRE_ARG(align >= 1 && align <= 1024, "%s: align %lld must be in [1, 1024]", fn, (long long)align);
     GLN_REQUIRE_ARG(num_experts >= 1, "%s: num_experts %d must be >= 1", fn, (int)num_experts);
     GLN_TRY(gln_moe_check_tokens_k(fn, tokens, k));
     GLN_REQUIRE_NOT_NULL(fn, m_splits);
@@ -26,7 +27,19 @@ gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t nu
         GLN_REQUIRE_ARG(experts[i] >= 0 && experts[i] < num_experts,
                         "%s: experts[%lld] = %d must be in [0, %d)", fn, (long long)i,
                         (int)experts[i], (int)num_experts);
-    return ctx->ops->moe_permute_plan(ctx, tokens, num_experts, k, experts, m_splits, row_of);
+    return ctx->ops->moe_permute_plan(ctx, tokens, num_experts, k, align, experts, m_splits, row_of);
+}
+
+gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                  const int32_t *experts, int64_t *m_splits, int64_t *row_of) {
+    return permute_plan("gln_moe_permute_plan", ctx, tokens, num_experts, k, 1, experts, m_splits, row_of);
+}
+
+gln_status_t gln_moe_permute_plan_aligned(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
+                                          int64_t align, const int32_t *experts, int64_t *m_splits,
+                                          int64_t *row_of) {
+    return permute_plan("gln_moe_permute_plan_aligned", ctx, tokens, num_experts, k, align, experts, m_splits,
+                        row_of);
 }
 
 /* Checks common to the four data-moving ops: context, sizes, row_of present (its contents are
@@ -39,13 +52,22 @@ static gln_status_t move_check(const char *fn, gln_context_t *ctx, int64_t token
     return GLN_STATUS_SUCCESS;
 }
 
+/* A permuted tensor: tokens·k rows, or more (the padding rows of an aligned plan), `cols` columns. */
+static gln_status_t permuted_check(const char *fn, const char *name, const gln_tensor_t *t, int64_t tokens,
+                                   int32_t k, int64_t cols) {
+    GLN_REQUIRE_ARG(t != NULL, "%s: %s must not be NULL", fn, name);
+    GLN_REQUIRE_ARG(t->rows >= tokens * k, "%s: %s has %lld rows, needs at least tokens * k = %lld", fn, name,
+                    (long long)t->rows, (long long)(tokens * k));
+    return gln_moe_check_tensor(fn, name, t, t->rows, cols);
+}
+
 /* The backend has the op (else NOT_SUPPORTED naming the call and the backend), and every
- * row_of entry is a permuted row. */
+ * row_of entry is a row of the permuted tensor (prows rows). */
 static gln_status_t rows_check(const char *fn, gln_context_t *ctx, int has_slot, const char *op,
-                               int64_t tokens, int32_t k, const int64_t *row_of) {
+                               int64_t tokens, int32_t k, const int64_t *row_of, int64_t prows) {
     if (!has_slot) return gln_backend_missing(ctx, fn, op);
     if (!gln_moe_host_indices(ctx)) return GLN_STATUS_SUCCESS; /* checked by the kernels */
-    return gln_moe_check_rows(fn, row_of, tokens * k, tokens * k);
+    return gln_moe_check_rows(fn, row_of, tokens * k, prows);
 }
 
 gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
@@ -54,8 +76,8 @@ gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, cons
     GLN_TRY(move_check(fn, ctx, tokens, k, row_of));
     GLN_REQUIRE_NOT_NULL(fn, x);
     GLN_TRY(gln_moe_check_tensor(fn, "x", x, tokens, x->cols));
-    GLN_TRY(gln_moe_check_tensor(fn, "xp", xp, tokens * k, x->cols));
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_permute != NULL, "moe_permute", tokens, k, row_of));
+    GLN_TRY(permuted_check(fn, "xp", xp, tokens, k, x->cols));
+    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_permute != NULL, "moe_permute", tokens, k, row_of, xp->rows));
     if (tokens == 0 || x->cols == 0) return GLN_STATUS_SUCCESS;
     return ctx->ops->moe_permute(ctx, tokens, k, row_of, x, xp);
 }
@@ -65,10 +87,10 @@ gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_
     static const char *fn = "gln_moe_permute_backward";
     GLN_TRY(move_check(fn, ctx, tokens, k, row_of));
     GLN_REQUIRE_NOT_NULL(fn, dxp);
-    GLN_TRY(gln_moe_check_tensor(fn, "dxp", dxp, tokens * k, dxp->cols));
+    GLN_TRY(permuted_check(fn, "dxp", dxp, tokens, k, dxp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "dx", dx, tokens, dxp->cols));
     GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_permute_backward != NULL, "moe_permute_backward", tokens, k,
-                       row_of));
+                       row_of, dxp->rows));
     if (tokens == 0 || dxp->cols == 0) return GLN_STATUS_SUCCESS;
     return ctx->ops->moe_permute_backward(ctx, tokens, k, row_of, dxp, dx);
 }
@@ -79,9 +101,9 @@ gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, co
     GLN_TRY(move_check(fn, ctx, tokens, k, row_of));
     if (tokens > 0) GLN_REQUIRE_NOT_NULL(fn, gates);
     GLN_REQUIRE_NOT_NULL(fn, yp);
-    GLN_TRY(gln_moe_check_tensor(fn, "yp", yp, tokens * k, yp->cols));
+    GLN_TRY(permuted_check(fn, "yp", yp, tokens, k, yp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "y", y, tokens, yp->cols));
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_unpermute != NULL, "moe_unpermute", tokens, k, row_of));
+    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_unpermute != NULL, "moe_unpermute", tokens, k, row_of, yp->rows));
     if (tokens == 0 || yp->cols == 0) return GLN_STATUS_SUCCESS;
     return ctx->ops->moe_unpermute(ctx, tokens, k, row_of, gates, yp, y);
 }
@@ -93,16 +115,16 @@ gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int3
     static const char *fn = "gln_moe_unpermute_backward";
     GLN_TRY(move_check(fn, ctx, tokens, k, row_of));
     GLN_REQUIRE_NOT_NULL(fn, yp);
-    GLN_TRY(gln_moe_check_tensor(fn, "yp", yp, tokens * k, yp->cols));
+    GLN_TRY(permuted_check(fn, "yp", yp, tokens, k, yp->cols));
     const int64_t h = yp->cols;
     GLN_TRY(gln_moe_check_tensor(fn, "dy", dy, tokens, h));
-    GLN_TRY(gln_moe_check_tensor(fn, "dyp", dyp, tokens * k, h));
+    GLN_TRY(gln_moe_check_tensor(fn, "dyp", dyp, yp->rows, h));
     if (tokens > 0) {
         GLN_REQUIRE_NOT_NULL(fn, gates);
         GLN_REQUIRE_NOT_NULL(fn, dgates);
     }
     GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_unpermute_backward != NULL, "moe_unpermute_backward", tokens,
-                       k, row_of));
+                       k, row_of, yp->rows));
     if (tokens == 0) return GLN_STATUS_SUCCESS;
     return ctx->ops->moe_unpermute_backward(ctx, tokens, k, row_of, gates, yp, dy, dyp, dgates);
 }

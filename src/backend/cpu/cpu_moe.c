@@ -119,7 +119,8 @@ fail:
 /* ---- permutation ------------------------------------------------------------------------- */
 
 gln_status_t gln_cpu_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
-                                      const int32_t *experts, int64_t *m_splits, int64_t *row_of) {
+                                      int64_t align, const int32_t *experts, int64_t *m_splits,
+                                      int64_t *row_of) {
     static const char *fn = "gln_moe_permute_plan";
     (void)ctx;
     const int64_t pairs = tokens * k;
@@ -127,10 +128,11 @@ gln_status_t gln_cpu_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_
     GLN_REQUIRE(next != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", fn);
     for (int32_t e = 0; e < num_experts; e++) m_splits[e] = 0;
     for (int64_t i = 0; i < pairs; i++) m_splits[experts[i]]++;
-    /* Each expert's block starts after the blocks of lower experts; pairs are visited in
-     * (token, slot) order, so the sort is stable. */
+    /* Each expert's block starts after the (padded) blocks of lower experts; pairs are visited
+     * in (token, slot) order, so the sort is stable.  Padding rows end each block. */
     int64_t start = 0;
     for (int32_t e = 0; e < num_experts; e++) {
+        m_splits[e] = (m_splits[e] + align - 1) / align * align;
         next[e] = start;
         start += m_splits[e];
     }

@@ -177,8 +177,9 @@ extern "C" gln_status_t gln_cuda_moe_router_backward(gln_context_t *ctx, int64_t
 
 /* seg [MOE_PLAN_WARPS][E] and start [E] are scratch.  Pass 1 counts each warp's segment, pass 2
  * turns the counts into each (segment, expert)'s first row, pass 3 ranks the pairs in order. */
-__global__ void moe_plan_kernel(int64_t pairs, int32_t E, const int32_t *experts, int64_t *m_splits,
-                                int64_t *row_of, int64_t *seg, gln_cuda_async_error_t *err) {
+__global__ void moe_plan_kernel(int64_t pairs, int32_t E, int64_t align, const int32_t *experts,
+                                int64_t *m_splits, int64_t *row_of, int64_t *seg,
+                                gln_cuda_async_error_t *err) {
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t seg_len = (pairs + MOE_PLAN_WARPS - 1) / MOE_PLAN_WARPS;
     const int64_t begin = (int64_t)w * seg_len;
@@ -202,7 +203,7 @@ __global__ void moe_plan_kernel(int64_t pairs, int32_t E, const int32_t *experts
     for (int32_t e = threadIdx.x; e < E; e += blockDim.x) {
         int64_t total = 0;
         for (int s = 0; s < MOE_PLAN_WARPS; s++) total += seg[(int64_t)s * E + e];
-        m_splits[e] = total;
+        m_splits[e] = (total + align - 1) / align * align; /* padding rows end the block */
     }
     __syncthreads();
     if (threadIdx.x == 0) { /* exclusive scan over the experts, in place in m_splits' shadow */
@@ -238,16 +239,16 @@ __global__ void moe_plan_kernel(int64_t pairs, int32_t E, const int32_t *experts
 }
 
 extern "C" gln_status_t gln_cuda_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
-                                                  int32_t k, const int32_t *experts, int64_t *m_splits,
-                                                  int64_t *row_of) {
+                                                  int32_t k, int64_t align, const int32_t *experts,
+                                                  int64_t *m_splits, int64_t *row_of) {
     static const char *fn = "gln_moe_permute_plan";
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
     int64_t *seg = NULL;
     GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)(MOE_PLAN_WARPS + 1) * (size_t)num_experts * sizeof(int64_t),
                                    (void **)&seg, fn));
-    moe_plan_kernel<<<1, MOE_PLAN_WARPS * 32, 0, s->stream>>>(pairs, num_experts, experts, m_splits, row_of, seg,
-                                                             s->async_dev);
+    moe_plan_kernel<<<1, MOE_PLAN_WARPS * 32, 0, s->stream>>>(pairs, num_experts, align, experts, m_splits,
+                                                             row_of, seg, s->async_dev);
     gln_status_t st = launched(fn, "moe_plan_kernel");
     gln_cuda_scratch_free(ctx, seg);
     return st;
@@ -269,25 +270,25 @@ __device__ __forceinline__ void copy_elems(const void *src, int sdt, int64_t sr,
     }
 }
 
-__global__ void moe_permute_kernel(int64_t pairs, int32_t k, const int64_t *row_of, const void *x, int xdt,
-                                   void *xp, int pdt, int64_t h, gln_cuda_async_error_t *err) {
+/* prows: rows of the permuted tensor (>= pairs with an aligned plan's padding rows). */
+__global__ void moe_permute_kernel(int64_t pairs, int64_t prows, int32_t k, const int64_t *row_of, const void *x,
+                                   int xdt, void *xp, int pdt, int64_t h, gln_cuda_async_error_t *err) {
     for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
-        const int64_t r = moe_row_at(row_of, i, pairs, err);
+        const int64_t r = moe_row_at(row_of, i, prows, err);
         if (r >= 0) copy_elems(x, xdt, i / k, xp, pdt, r, h);
     }
 }
 
 /* out[t] = Σ_j w_j · in[row_of[t·k+j]] (w_j = gates[t·k+j], or 1 without gates): FP32 in slot
  * order from 0, one rounding, as the CPU's axpy_row / store_row.  A bad row adds nothing. */
-__global__ void moe_gather_sum_kernel(int64_t tokens, int32_t k, const int64_t *row_of, const float *gates,
-                                      const void *in, int idt, void *out, int odt, int64_t h,
+__global__ void moe_gather_sum_kernel(int64_t tokens, int64_t prows, int32_t k, const int64_t *row_of,
+                                      const float *gates, const void *in, int idt, void *out, int odt, int64_t h,
                                       gln_cuda_async_error_t *err) {
-    const int64_t pairs = tokens * k;
     for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
         for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
             float acc = 0.0f;
             for (int32_t j = 0; j < k; j++) {
-                const int64_t r = moe_row_at(row_of, t * k + j, pairs, err);
+                const int64_t r = moe_row_at(row_of, t * k + j, prows, err);
                 if (r < 0) continue;
                 const float w = gates ? gates[t * k + j] : 1.0f;
                 acc = gln_dev_add(acc, gln_dev_mul(w, gln_dev_load(in, idt, (size_t)(r * h + c))));
@@ -308,7 +309,7 @@ extern "C" gln_status_t gln_cuda_moe_permute(gln_context_t *ctx, int64_t tokens,
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
     moe_permute_kernel<<<row_blocks(pairs), row_threads(x->cols), 0, s->stream>>>(
-        pairs, k, row_of, x->data, (int)x->dtype, xp->data, (int)xp->dtype, x->cols, s->async_dev);
+        pairs, xp->rows, k, row_of, x->data, (int)x->dtype, xp->data, (int)xp->dtype, x->cols, s->async_dev);
     return launched("gln_moe_permute", "moe_permute_kernel");
 }
 
@@ -317,7 +318,8 @@ extern "C" gln_status_t gln_cuda_moe_permute_backward(gln_context_t *ctx, int64_
                                                       gln_tensor_t *dx) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(dxp->cols), 0, s->stream>>>(
-        tokens, k, row_of, NULL, dxp->data, (int)dxp->dtype, dx->data, (int)dx->dtype, dxp->cols, s->async_dev);
+        tokens, dxp->rows, k, row_of, NULL, dxp->data, (int)dxp->dtype, dx->data, (int)dx->dtype, dxp->cols,
+        s->async_dev);
     return launched("gln_moe_permute_backward", "moe_gather_sum_kernel");
 }
 
@@ -325,21 +327,23 @@ extern "C" gln_status_t gln_cuda_moe_unpermute(gln_context_t *ctx, int64_t token
                                                const float *gates, const gln_tensor_t *yp, gln_tensor_t *y) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(yp->cols), 0, s->stream>>>(
-        tokens, k, row_of, gates, yp->data, (int)yp->dtype, y->data, (int)y->dtype, yp->cols, s->async_dev);
+        tokens, yp->rows, k, row_of, gates, yp->data, (int)yp->dtype, y->data, (int)y->dtype, yp->cols,
+        s->async_dev);
     return launched("gln_moe_unpermute", "moe_gather_sum_kernel");
 }
 
 /* One block per pair (t, j) with row r: dyp[r] = g·dy[t] (the CPU's operations, bitwise) and
  * dgates[t·k+j] = <dy[t], yp[r]> (per-thread strided partial sums, then a fixed-order tree:
  * deterministic, within a dot-product tolerance of the CPU's sequential sum). */
-__global__ void moe_unpermute_bwd_kernel(int64_t tokens, int32_t k, const int64_t *row_of, const float *gates,
-                                         const void *yp, int ydt, const void *dy, int dydt, void *dyp, int pdt,
-                                         float *dgates, int64_t h, gln_cuda_async_error_t *err) {
+__global__ void moe_unpermute_bwd_kernel(int64_t tokens, int64_t prows, int32_t k, const int64_t *row_of,
+                                         const float *gates, const void *yp, int ydt, const void *dy, int dydt,
+                                         void *dyp, int pdt, float *dgates, int64_t h,
+                                         gln_cuda_async_error_t *err) {
     __shared__ float part[GLN_CUDA_THREADS / 32];
     const int64_t pairs = tokens * k;
     for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
         const int64_t t = i / k;
-        const int64_t r = moe_row_at(row_of, i, pairs, err);
+        const int64_t r = moe_row_at(row_of, i, prows, err);
         const float g = gates[i];
         float dot = 0.0f;
         if (r >= 0)
@@ -367,8 +371,8 @@ extern "C" gln_status_t gln_cuda_moe_unpermute_backward(gln_context_t *ctx, int6
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
     moe_unpermute_bwd_kernel<<<row_blocks(pairs), GLN_CUDA_THREADS, 0, s->stream>>>(
-        tokens, k, row_of, gates, yp->data, (int)yp->dtype, dy->data, (int)dy->dtype, dyp->data, (int)dyp->dtype,
-        dgates, yp->cols, s->async_dev);
+        tokens, yp->rows, k, row_of, gates, yp->data, (int)yp->dtype, dy->data, (int)dy->dtype, dyp->data,
+        (int)dyp->dtype, dgates, yp->cols, s->async_dev);
     return launched("gln_moe_unpermute_backward", "moe_unpermute_bwd_kernel");
 }
 

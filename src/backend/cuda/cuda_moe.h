@@ -31,7 +31,8 @@ gln_status_t gln_cuda_moe_router_backward(gln_context_t *ctx, int64_t tokens, in
                                           const float *logits, const int32_t *experts, const float *dgates,
                                           float *dlogits);
 gln_status_t gln_cuda_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
-                                       const int32_t *experts, int64_t *m_splits, int64_t *row_of);
+                                       int64_t align, const int32_t *experts, int64_t *m_splits,
+                                       int64_t *row_of);
 gln_status_t gln_cuda_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                                   const gln_tensor_t *x, gln_tensor_t *xp);
 gln_status_t gln_cuda_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
