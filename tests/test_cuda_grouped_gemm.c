@@ -614,6 +614,8 @@ static void test_out_dtypes(void) {
         {KIND_BF16, GLN_LAYOUT_NT, 4, s_mixed, 64, 48},    {KIND_BF16, GLN_LAYOUT_NT, 32, s_small32, 256, 192},
         {KIND_E4M3, GLN_LAYOUT_NT, 4, s_aligned, 64, 48},  {KIND_E4M3, GLN_LAYOUT_NT, 4, s_part, 128, 96},
         {KIND_E4M3, GLN_LAYOUT_NT, 32, s_small32, 256, 192},
+        /* HYBRID (E5M2 gradient) wgrad into bf16: TE's default format for current / delayed scaling */
+        {KIND_HYBRID, GLN_LAYOUT_NT, 4, s_aligned, 64, 48}, {KIND_HYBRID, GLN_LAYOUT_NT, 4, s_part, 128, 96},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int alt = 1; alt <= (cases[i].layout == GLN_LAYOUT_NT ? 1 : 2); alt++)

@@ -238,9 +238,9 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     if (m % 16 || n % 16) return 0; /* every expert's copies start 16-byte aligned */
     if (!dy->col_data || !x->col_data || !aligned16(dy->col_data) || !aligned16(x->col_data)) return 0;
     if (!dy->col_scale_inv || !x->col_scale_inv) return 0;
-    /* dW: FP32 main_grad, or bf16 gradients from E4M3 × E4M3 */
+    /* dW: FP32 main_grad, or bf16 gradients (E4M3 or, under HYBRID, E5M2 gradients) */
     const gln_dtype_t dt = args->d_list[0].dtype;
-    if (dt != GLN_DTYPE_FP32 && !(dt == GLN_DTYPE_BF16 && dy->dtype == GLN_DTYPE_FP8_E4M3)) return 0;
+    if (dt != GLN_DTYPE_FP32 && dt != GLN_DTYPE_BF16) return 0;
     for (int32_t i = 0; i < gdy->num; i++) {
         const gln_tensor_t *d = &args->d_list[i];
         if (d->dtype != dt || d->rows != m || d->cols != n || !d->data || !aligned16(d->data)) return 0;
@@ -306,7 +306,9 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
     case GLN_CUTLASS_E4M3_WGRAD:
     case GLN_CUTLASS_E5M2_E4M3_WGRAD: {
         gln_status_t st;
-        if (g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD) st = gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
+        if (g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD)
+            st = g->d_dtype == GLN_DTYPE_BF16 ? gln_cutlass_run_e5m2_e4m3_wgrad_bf16(ctx, g, fn)
+                                              : gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
         else if (g->d_dtype == GLN_DTYPE_BF16) st = gln_cutlass_run_e4m3_wgrad_bf16(ctx, g, fn);
         else if (g->small_tiles) st = gln_cutlass_run_e4m3_wgrad_small(ctx, g, fn);
         else st = gln_cutlass_run_e4m3_wgrad(ctx, g, fn);

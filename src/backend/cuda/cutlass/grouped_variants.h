@@ -27,6 +27,8 @@ gln_status_t gln_cutlass_run_e4m3_tn_f32(gln_context_t *ctx, const gln_cutlass_g
 gln_status_t gln_cutlass_run_bf16_nt_bf16(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e4m3_wgrad_bf16(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                              const char *call);
+gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad_bf16(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
+                                                  const char *call);
 
 /* cuda_grouped_gemm.c: the kernel lab's hook (see there); NULL outside the lab. */
 extern gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
