@@ -57,7 +57,7 @@ class Buf:
 
     def tensor(self):
         r, c = self.rows_cols()
-        return _lib.Tensor(self.dtype, r, c, self.ptr, _lib.SCALING_NONE, None, None, None, None, None)
+        return _lib.plain_tensor(self.dtype, r, c, self.ptr)
 
 
 def view(a, name, dtypes=None):

@@ -66,6 +66,11 @@ class Tensor(C.Structure):
                 ("col_scale_inv", C.c_void_p), ("amax", C.c_void_p), ("scale", C.c_void_p)]
 
 
+def plain_tensor(dtype, rows, cols, ptr):
+    """A high-precision tensor descriptor (no scaling, no scales): the fields left out are 0 / NULL."""
+    return Tensor(dtype, rows, cols, ptr, SCALING_NONE)
+
+
 class QuantLayout(C.Structure):
     _fields_ = [("data_bytes", C.c_size_t), ("col_data_bytes", C.c_size_t), ("scale_bytes", C.c_size_t),
                 ("col_scale_bytes", C.c_size_t), ("scale_rows", C.c_int64), ("scale_cols", C.c_int64),

@@ -104,7 +104,7 @@ def cast(x, dtype):
     code = _hp_code(dtype)
     out = _arrays.empty(b, b.shape, code)
     r, c = b.rows_cols()
-    tin, tout = b.tensor(), _lib.Tensor(code, r, c, _arrays.ptr(out), 0, None, None, None, None, None)
+    tin, tout = b.tensor(), _lib.plain_tensor(code, r, c, _arrays.ptr(out))
     _lib.check(_lib.lib().gln_cast(_ctx(b.device), C.byref(tin), C.byref(tout)), "gln_cast")
     return out
 
@@ -199,7 +199,7 @@ def dequantize(q, columnwise=False, dtype="fp32"):
     code = _hp_code(dtype)
     out = _arrays.empty(b, q.shape, code)
     tin = q.tensor()
-    tout = _lib.Tensor(code, q.shape[0], q.shape[1], _arrays.ptr(out), 0, None, None, None, None, None)
+    tout = _lib.plain_tensor(code, q.shape[0], q.shape[1], _arrays.ptr(out))
     _lib.check(_lib.lib().gln_dequantize(_ctx(b.device), C.byref(tin), int(bool(columnwise)), C.byref(tout)),
                "gln_dequantize")
     return out
@@ -415,8 +415,7 @@ def grouped_gemm(a, b, m_splits=None, layout="TN", bias=None, out_dtype=None):
         out = _arrays.empty(like, (n, cols_b, cols_a), code)
         step = cols_b * cols_a * L.gln_dtype_size(code)
         base = _arrays.ptr(out) or 0
-        dl = (_lib.Tensor * n)(*[_lib.Tensor(code, cols_b, cols_a, (base + i * step) or None, 0, None,
-                                             None, None, None, None) for i in range(n)])
+        dl = (_lib.Tensor * n)(*[_lib.plain_tensor(code, cols_b, cols_a, (base + i * step) or None) for i in range(n)])
         args.a_grouped, args.b, args.d_list = C.pointer(ga), C.pointer(gb), dl
         keep += [keep_a, dl]
     else:
@@ -429,14 +428,14 @@ def grouped_gemm(a, b, m_splits=None, layout="TN", bias=None, out_dtype=None):
         cols = wshape[0] if gl == _lib.LAYOUT_TN else wshape[1]
         out = _arrays.empty(like, (rows_b, cols), code, fill=0)
         gd = _lib.GroupedTensor(n, gb.splits, gb.splits_on_backend,
-                                _lib.Tensor(code, rows_b, cols, _arrays.ptr(out), 0, None, None, None, None, None))
+                                _lib.plain_tensor(code, rows_b, cols, _arrays.ptr(out)))
         args.a_list, args.b, args.d_grouped = al, C.pointer(gb), C.pointer(gd)
         keep += [al, gd, keep_a]
         if bias is not None:
             if gl != _lib.LAYOUT_TN:
                 raise ValueError("bias: only the 'TN' (fprop) layout adds a bias")
             bs = _bias_list(bias, n)
-            bl = (_lib.Tensor * n)(*[_lib.Tensor(x.dtype, 1, x.shape[-1], x.ptr, 0, None, None, None, None, None)
+            bl = (_lib.Tensor * n)(*[_lib.plain_tensor(x.dtype, 1, x.shape[-1], x.ptr)
                                      for x in bs])
             args.bias_list = bl
             keep += [bl, bs]

@@ -35,8 +35,8 @@ def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tens
     h.ctx.on_current_stream()          # follow torch.cuda.current_stream()
     rows, k_out = inp.shape[0], st.fields["out_features"]
     y = (torch.zeros if grouped else torch.empty)((rows, k_out), dtype=inp.dtype, device=inp.device)
-    x = _lib.Tensor(act, rows, inp.shape[1], inp.data_ptr() or None, 0, None, None, None, None, None)
-    yt = _lib.Tensor(act, rows, k_out, y.data_ptr() or None, 0, None, None, None, None, None)
+    x = _lib.plain_tensor(act, rows, inp.shape[1], inp.data_ptr() or None)
+    yt = _lib.plain_tensor(act, rows, k_out, y.data_ptr() or None)
     if grouped:
         sp, on_backend, keep = m_splits.data_ptr(), int(m_splits.is_cuda), m_splits
     else:
@@ -76,10 +76,10 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
         dy = dy.contiguous()
         act = _layer.gln_dtype(dy.dtype, "grad_output")
         k_in, k_out = st.fields["in_features"], st.fields["out_features"]
-        dyt = _lib.Tensor(act, s.rows, k_out, dy.data_ptr() or None, 0, None, None, None, None, None)
+        dyt = _lib.plain_tensor(act, s.rows, k_out, dy.data_ptr() or None)
         if want_dx:
             dx = (torch.zeros if s.grouped else torch.empty)((s.rows, k_in), dtype=dy.dtype, device=dy.device)
-            dxt = _lib.Tensor(act, s.rows, k_in, dx.data_ptr() or None, 0, None, None, None, None, None)
+            dxt = _lib.plain_tensor(act, s.rows, k_in, dx.data_ptr() or None)
         else:
             dx = dy.new_empty((0,))
         status = L.gln_grouped_linear_backward(s.ptr, C.byref(dyt), C.byref(dxt) if want_dx else None)

@@ -109,8 +109,8 @@ class DistributedWeight:
             if tuple(w.shape) != (self.out_features, self.in_features) or not w.is_contiguous():
                 raise ValueError("%s: weight %d must be contiguous [%d, %d], got %s" %
                                  (what, i, self.out_features, self.in_features, tuple(w.shape)))
-            out[i] = _lib.Tensor(_layer.gln_dtype(w.dtype, "%s()[%d]" % (what, i)), self.out_features,
-                                 self.in_features, w.data_ptr() or None, 0, None, None, None, None, None)
+            out[i] = _lib.plain_tensor(_layer.gln_dtype(w.dtype, "%s()[%d]" % (what, i)), self.out_features,
+                                       self.in_features, w.data_ptr() or None)
         self._gln_live[out[0].data] = ws
 
     def _c_materialize_fwd(self, impl, out):
