@@ -9,6 +9,7 @@
 # CUTLASS headers: $GLN_CUTLASS_DIR, else .cutlass/include (a copy of the nvidia-cutlass wheel's
 # headers carried to the machine), else what CMake finds in .venv.  Each BENCH COMMAND is one
 # string run from the build directory, e.g. "bench/gpu_layer --shape qwen3 --forward-only".
+# GLN_CMAKE_ARGS: extra configure arguments, e.g. "-DGLN_BUILD_LAB=ON" for the kernel lab.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${OUT:-$root/gpu-out}
@@ -31,7 +32,7 @@ cutlass=${GLN_CUTLASS_DIR:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/gpu.txt"
 t0=$(date +%s)
 cmake -S "$root" -B "$build" -DGLN_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DGLN_BUILD_TOOLS=ON \
-      ${cutlass:+-DGLN_CUTLASS_DIR=$cutlass} >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+      ${cutlass:+-DGLN_CUTLASS_DIR=$cutlass} ${GLN_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -n "error" "$out/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s; ptxas C7510 warnings: $(grep -c C7510 "$out/build.log")"
 rc=0
