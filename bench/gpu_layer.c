@@ -26,8 +26,15 @@
  * --forward-only times the training forward alone (a saved context is made and released
  * unused); FLOPs are then 2 · rows · K · N and the floor the forward's.
  *
+ * --cached-weights: gradient accumulation over microbatches, as Megatron runs it with TE's
+ * is_first_microbatch — the first (warm-up) step is GLN_MICROBATCH_FIRST (weights quantized into
+ * the cache, main_grad overwritten), every timed step GLN_MICROBATCH_NEXT (cached quantized
+ * weights, main_grad accumulated).  The step then carries no weight quantization: the figure is
+ * what the FP8 GEMMs gain once the weight cast is amortized over the microbatches.
+ *
  * usage: gpu_layer [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--splits uniform|zipf|empty|all]
- *                  [--bias] [--split-path] [--forward-only] [--peer FILE] [--quick]   (exit 77 without a GPU) */
+ *                  [--bias] [--split-path] [--forward-only] [--cached-weights] [--peer FILE]
+ *                  [--quick]   (exit 77 without a GPU) */
 #include "bench_util.h"
 
 typedef struct shape {
@@ -61,7 +68,7 @@ typedef struct buffers {
 } buffers_t;
 
 typedef struct opts {
-    int bias, split_path, forward_only, warmup, repeat;
+    int bias, split_path, forward_only, cached_weights, warmup, repeat;
 } opts_t;
 
 /* The bf16 layer's minimum bytes (see the top of the file); live: experts with rows. */
@@ -106,6 +113,7 @@ static void time_steps(gln_context_t *ctx, const shape_t *s, buffers_t *bf, gln_
             fa.m_splits = o->split_path ? bf->splits : (const int64_t *)bf->splits_dev;
             fa.splits_on_backend = !o->split_path;
             fa.y = &y;
+            if (o->cached_weights) fa.microbatch = r == -o->warmup ? GLN_MICROBATCH_FIRST : GLN_MICROBATCH_NEXT;
             gln_grouped_linear_saved_t *saved = NULL;
             TRY(gln_synchronize(ctx));
             const double t0 = now_s();
@@ -123,7 +131,7 @@ static void time_steps(gln_context_t *ctx, const shape_t *s, buffers_t *bf, gln_
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {0, 0, 0, 1, 5};
+    opts_t o = {0, 0, 0, 0, 1, 5};
     int quick = 0, on[SPLITS_COUNT_] = {1, 1, 1};
     const char *only_shape = NULL, *only_recipe = NULL, *peer = NULL;
     for (int i = 1; i < argc; i++) {
@@ -137,19 +145,23 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--bias")) o.bias = 1;
         else if (!strcmp(argv[i], "--split-path")) o.split_path = 1;
         else if (!strcmp(argv[i], "--forward-only")) o.forward_only = 1;
+        else if (!strcmp(argv[i], "--cached-weights")) o.cached_weights = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else {
             fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] "
-                            "[--splits uniform|zipf|empty|all] [--bias] [--split-path] [--forward-only] [--peer FILE] "
+                            "[--splits uniform|zipf|empty|all] [--bias] [--split-path] [--forward-only] [--cached-weights] "
+                            "[--peer FILE] "
                             "[--quick]\n", argv[0]);
             return 2;
         }
     }
     if (quick) o.repeat = 3, o.warmup = 1, on[1] = on[2] = 0;
     if (o.repeat < 1 || o.warmup < 0) return 2;
+    if (o.cached_weights && o.warmup < 1) o.warmup = 1; /* the FIRST microbatch fills the cache */
     gln_context_t *ctx = bench_cuda_context();
-    printf("# layer %s (fused FP32 main_grad, quantization included), %s path, %s, bias=%d; %%roof: floor / time\n",
+    printf("# layer %s (fused FP32 main_grad, quantization included%s), %s path, %s, bias=%d; %%roof: floor / time\n",
            o.forward_only ? "training forward" : "forward + backward",
+           o.cached_weights ? "; weights cached: microbatch NEXT" : "",
            o.split_path ? "split" : "grouped (device splits)",
            bench_loop_forced() ? "GEMM loop forced" : "default GEMM dispatch", o.bias);
     printf("%-11s %-7s %-12s | %9s %8s %5s %6s\n", "shape", "splits", "recipe", "ms", "TFLOP/s", "%roof", "xtorch");
