@@ -24,7 +24,7 @@ static const char *const CMD = "train";
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
     O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
-    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY
+    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY, O_COMM
 };
 
 static const struct option longopts[] = {
@@ -43,6 +43,7 @@ static const struct option longopts[] = {
     {"task", required_argument, NULL, O_TASK},   {"data", required_argument, NULL, O_DATA},
     {"context", required_argument, NULL, O_CONTEXT},
     {"graph", no_argument, NULL, O_GRAPH},       {"sync-every", required_argument, NULL, O_SYNC_EVERY},
+    {"comm", required_argument, NULL, O_COMM},
     {NULL, 0, NULL, 0}};
 
 static const char help[] =
@@ -86,6 +87,9 @@ static const char help[] =
     "                         reproducible run to run; the first step is a warm-up, not timed\n"
     "  --graph                cuda: capture one training step in a CUDA graph and replay it\n"
     "  --sync-every N         cuda: read the losses back every N steps for the progress line\n"
+    "  --comm nccl|self       cuda: the expert weights' sharded group communicates over NCCL\n"
+    "                         (world size 1; the default when the library has NCCL) or the\n"
+    "                         in-process self communicator bound to the device context\n"
     "                         (default 50); nothing else waits for the GPU inside a step\n"
     "  --threads N            CPU threads of the library (default 0: OPENBLAS_NUM_THREADS, else\n"
     "                         all cores)\n"
@@ -109,6 +113,7 @@ static int handle(int code, const char *arg, void *user) {
     train_opts_t *o = user;
     static const char *const paths[] = {"split", "grouped"}, *const acts[] = {"swiglu", "gelu"};
     static const char *const backends[] = {"cpu", "cuda"}, *const tasks[] = {"lm", "teacher"};
+    static const char *const comms[] = {"nccl", "self"};
     switch (code) {
     case O_RECIPES: return opt_recipes(CMD, arg, o->recipes, &o->nrec);
     case O_STEPS: return opt_i64(CMD, "steps", arg, 1, 1000000, &o->steps);
@@ -122,6 +127,7 @@ static int handle(int code, const char *arg, void *user) {
     case O_PATH: o->path_given = 1; return opt_choice(CMD, "path", arg, paths, 2, &o->path);
     case O_GRAPH: o->graph = 1; return CLI_OK;
     case O_SYNC_EVERY: return opt_i64(CMD, "sync-every", arg, 1, INT64_MAX, &o->sync_every);
+    case O_COMM: o->comm_given = 1; return opt_choice(CMD, "comm", arg, comms, 2, &o->comm);
     case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
     case O_BACKEND: return opt_choice(CMD, "backend", arg, backends, 2, &o->backend);
     case O_OUT: o->out_dir = arg; return CLI_OK;
@@ -170,6 +176,7 @@ static int parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
                                (long long)o->experts);
     const int ranks = tool_env_size();
     if (o->graph && o->backend != 1) return opt_usage_error(CMD, "--graph needs --backend cuda");
+    if (o->comm_given && o->backend != 1) return opt_usage_error(CMD, "--comm needs --backend cuda");
     if (o->backend == 1) {
         if (o->task != TRAIN_TASK_LM)
             return opt_usage_error(CMD, "--backend cuda trains --task lm only (the teacher task's data "

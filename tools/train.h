@@ -19,6 +19,7 @@ typedef struct train_opts {
     double lr, expect_drop;
     int path, act, backend, exact, plot, quiet, progress, task;
     int path_given, graph;            /* --path was given; --graph (CUDA: replay a captured step) */
+    int comm, comm_given;             /* CUDA: the expert group's communicator, 0 NCCL, 1 self */
     int64_t sync_every;               /* CUDA: read the losses every N steps (the progress line) */
     int teacher_only, lm_only;        /* an option of one task was given (usage check) */
     const char *out_dir, *dump, *data;

@@ -170,14 +170,28 @@ static gln_status_t dev_validate(train_run_t *tr, lm_model_t *m, const dev_run_t
     return st;
 }
 
+static int dev_comm_nccl(const train_opts_t *o) { return o->comm == 0 && (o->comm_given || gln_nccl_available()); }
+
+/* The expert weights' group communicates over NCCL (world size 1: its all-gathers and
+ * reduce-scatters are real NCCL calls on the device stream, captured with the step under --graph)
+ * or, with --comm self or a library without NCCL, the self communicator bound to the context. */
+static gln_status_t dev_comm_create(const train_run_t *tr, gln_comm_t **comm) {
+    const train_opts_t *o = tr->o;
+    if (dev_comm_nccl(o)) {
+        gln_nccl_id_t id;
+        const gln_status_t st = gln_nccl_id_create(&id);
+        return st != GLN_STATUS_SUCCESS ? st : gln_comm_create_nccl(tr->ctx, &id, 0, 1, comm);
+    }
+    return gln_comm_create_self(tr->ctx, comm);
+}
+
 static gln_status_t train_lm_recipe_device(train_run_t *tr, int r, double *losses, double *seconds) {
     const train_opts_t *o = tr->o;
     dev_run_t d;
     memset(&d, 0, sizeof d);
     lm_model_t *m = NULL;
-    /* the expert weights' group on a one-rank communicator bound to the device context */
     gln_comm_t *comm = NULL;
-    gln_status_t st = gln_comm_create_self(tr->ctx, &comm);
+    gln_status_t st = dev_comm_create(tr, &comm);
     if (st == GLN_STATUS_SUCCESS) st = dev_alloc(tr, &d);
     moe_model_config_t mc = train_model_config(o, o->recipes[r], tr->T);
     mc.clock = d.clock;
@@ -233,14 +247,15 @@ static void header(const train_run_t *tr) {
     printf("grouplin train: byte-level LM on %s (%lld bytes%s: %lld train, %lld validation), "
            "context %lld\n"
            "MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, %d rank%s, "
-           "%s backend, %s path%s\n\n",
+           "%s backend, %s path%s%s\n\n",
            o->data ? o->data : LM_DEFAULT_CORPUS, (long long)tr->text.size,
            files,
            (long long)tr->text.train, (long long)(tr->text.size - tr->text.train), (long long)o->context,
            (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
            o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
            tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
-           o->graph ? ", step captured in a CUDA graph" : "");
+           o->graph ? ", step captured in a CUDA graph" : "",
+           !o->backend ? "" : dev_comm_nccl(o) ? ", expert weights sharded over NCCL" : ", expert weights sharded (self comm)");
 }
 
 static int find_bf16(const train_opts_t *o) {

@@ -6,7 +6,9 @@
 #   - every recipe learns in a short run (validation loss < ln 256 - 1 = 4.545 nats, as the CPU
 #     test test_lm.sh asks) and the table says "cuda backend, grouped path";
 #   - run to run the losses are bitwise identical (--dump-losses files equal), and replaying a
-#     captured step (--graph) gives the same bits as running it eagerly;
+#     captured step (--graph) gives the same bits as running it eagerly; the expert group over
+#     NCCL (the default where the library has it) and over the self communicator give the same
+#     bits (world size 1: the collectives are copies either way);
 #   - the CPU and the GPU agree on the same seed: fp32, first 10 training losses within 1e-3
 #     relative (only summation orders and expf / log differ: ~1e-6 at step 0, growing with
 #     training's chaos); bf16, the first loss (before any update) within 1e-2.
@@ -40,6 +42,7 @@ expect_usage() {
 expect_usage "needs --path grouped" --backend cuda --path split
 expect_usage "trains --task lm only" --backend cuda --task teacher
 expect_usage "--graph needs --backend cuda" --graph
+expect_usage "--comm needs --backend cuda" --comm self
 
 # every recipe learns on the GPU
 "$G" train --backend cuda $SMALL --recipes bf16,fp8-delayed,fp8-current,mxfp8,fp8-block --out "$S/a" \
@@ -59,6 +62,12 @@ cmp -s "$S/a.dump" "$S/b.dump" || { fail "two runs differ"; diff "$S/a.dump" "$S
 "$G" train --backend cuda $SMALL --recipes bf16,fp8-delayed,fp8-current,mxfp8,fp8-block --out "$S/g" --quiet \
     --graph --dump-losses "$S/g.dump" || fail "--graph run failed"
 cmp -s "$S/a.dump" "$S/g.dump" || { fail "--graph differs from eager"; diff "$S/a.dump" "$S/g.dump" | head -5; }
+"$G" train --backend cuda $SMALL --recipes bf16,fp8-delayed,fp8-current,mxfp8,fp8-block --out "$S/s" --quiet \
+    --comm self --graph --dump-losses "$S/s.dump" || fail "--comm self run failed"
+cmp -s "$S/a.dump" "$S/s.dump" || { fail "--comm self differs from the default"; diff "$S/a.dump" "$S/s.dump" | head -5; }
+if "$G" train --help | grep -q -- "--comm nccl|self" && grep -q "sharded over NCCL" "$S/a.txt"; then
+    echo "expert weights over NCCL (world size 1)"
+fi
 
 # the CPU and the GPU on the same seed
 TEN="--steps 10 --tokens 256 --hidden 32 --ffn 64 --experts 4 --topk 2 --no-plot --quiet --recipes fp32,bf16"
