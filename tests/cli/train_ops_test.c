@@ -212,6 +212,7 @@ int main(void) {
     test_embed(1, 1, 1);
     test_embed(777, 8, 96);
     test_embed(300, 3, 2100); /* several column blocks, the last one partial */
+    test_embed(5000, 2, 40); /* 20 counting chunks; the 'e' row (1/7 of the bytes) spans several sum stages */
     test_head(1);
     test_head(1000);
     test_windows();
