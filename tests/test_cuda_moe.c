@@ -11,6 +11,8 @@
  *              host's), dgates (a tree-order dot product) -- the TOL_* constants below
  *   device     out-of-range experts / row_of entries are reported by gln_context_async_error
  *   repeat     the device results are bitwise equal run to run
+ *   shapes     H not a multiple of 8 (the scalar kernels) and a multiple of 8 (the 8-element
+ *              vector kernels), row counts that fill no vector grid evenly
  *
  * Skips (exit 77) without a CUDA device. */
 #include <math.h>
@@ -237,6 +239,10 @@ static void test_permute(void) {
     move_case(64, 16, 4, 1024, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 3);
     move_case(37, 5, 3, 300, GLN_DTYPE_FP16, GLN_DTYPE_FP32, 4);
     move_case(513, 64, 2, 64, GLN_DTYPE_FP32, GLN_DTYPE_FP16, 5);
+    /* the 8-element vector kernels (H a multiple of 8): converting, and 16-bit raw copies */
+    move_case(301, 64, 2, 2048, GLN_DTYPE_FP32, GLN_DTYPE_BF16, 6);
+    move_case(129, 8, 3, 8, GLN_DTYPE_FP16, GLN_DTYPE_FP16, 7);
+    move_case(77, 4, 2, 136, GLN_DTYPE_FP32, GLN_DTYPE_FP32, 8);
 }
 
 /* ---- activations ------------------------------------------------------------------------------- */
@@ -271,7 +277,12 @@ static void test_activation(void) {
         for (size_t i = 0; i < COUNT(dts); i++) {
             act_case((gln_activation_t)a, 77, 130, dts[i], dts[i], 10 + i);
             act_case((gln_activation_t)a, 3, 1, GLN_DTYPE_FP32, dts[i], 20 + i);
+            /* the vector kernels: H a multiple of 8, 17 vectors per row, any row count */
+            act_case((gln_activation_t)a, 37, 136, dts[i], dts[i], 30 + i);
+            act_case((gln_activation_t)a, 5, 8, GLN_DTYPE_FP32, dts[i], 40 + i);
         }
+    /* more vectors than threads in the grid: the grid-stride walk wraps rows mid-stride */
+    act_case(GLN_ACT_SWIGLU, 4101, 2056, GLN_DTYPE_BF16, GLN_DTYPE_BF16, 50);
 }
 
 /* ---- indices checked on the device ----------------------------------------------------------- */

@@ -79,6 +79,11 @@ typedef struct gln_backend_ops {
                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                            gln_tensor_t *dbias, int accumulate);
     gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
+    /* amax[i] = the amax slot's value for member i of x (host splits; rows of x->packed), 0 for
+     * an empty member, i < x->num; amax is a backend array written in stream order.  One launch
+     * for all members on a device (the FP8 all-gather's per-expert shard amaxes). */
+    gln_status_t (*grouped_amax)(gln_context_t *ctx, const gln_grouped_tensor_t *x, int nan_propagate,
+                                 float *amax);
     gln_status_t (*cast)(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
     /* The distributed-weights group (src/weights), both in stream order on backend arrays:
      * y[i] += x[i] in FP32 for i < n (main_grad accumulation), and scale[i] =

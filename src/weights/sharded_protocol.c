@@ -97,58 +97,75 @@ static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *
     *hi = b < s1 ? b : s1;
 }
 
-static gln_tensor_t shard_row(const gln_sharded_weights_t *sw, gln_dtype_t dtype, void *base,
-                              int64_t lo, int64_t hi) {
-    return gln_tensor_make(dtype, 1, hi - lo,
-                           (char *)base + (size_t)(lo - sw->shard_offset) * gln_dtype_size(dtype));
+/* The shard as a grouped tensor of its experts' segments (member e = expert e's part, empty for
+ * the experts outside the shard; they tile the shard from its start, in order, as per-tensor
+ * experts lie back to back): rows of `cols` elements, cols the largest power of two <= 1024
+ * that divides every segment boundary, so that every member is whole rows and the grouped
+ * kernels get wide rows (16-byte chunks) whenever the sizes allow.  The element-wise encode does
+ * not see the shape, so the bytes are those of quantizing each segment as a vector. */
+static int64_t shard_members(const gln_sharded_weights_t *sw, int64_t *splits) {
+    int64_t cols = 1024;
+    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
+        int64_t lo, hi;
+        expert_segment(sw, e, &lo, &hi);
+        if (lo >= hi) continue;
+        while ((lo - sw->shard_offset) % cols || (hi - sw->shard_offset) % cols) cols /= 2;
+    }
+    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
+        int64_t lo, hi;
+        expert_segment(sw, e, &lo, &hi);
+        splits[e] = lo < hi ? (hi - lo) / cols : 0;
+    }
+    return cols;
 }
 
 /* Quantize the working shard into sw->fp8_shard with expert e's scale computed from the MAX over
  * ranks of their amaxes of expert e, and write the N decode scales to `scale_inv` (inside the
  * gather buffer).  The bytes equal gln_quantize of the full working weight: the amax of a
  * tensor is the max of its parts' amaxes, and the quantization is element-wise given the scale.
- * Every rank runs the amax all-reduce (the caller agreed on the call already). */
+ * A fixed number of launches whatever N: one grouped amax, the all-reduce, the scales, one
+ * grouped quantize.  Every rank runs the amax all-reduce (the caller agreed on the call already). */
 static gln_status_t fp8_quantize_shard(gln_sharded_weights_t *sw, float *scale_inv) {
     gln_context_t *ctx = sw->ctx;
     const gln_quant_config_t *q = &sw->cfg.fp8_quant;
     const int32_t n = sw->cfg.num_experts;
     float *amax = sw->fp8_work, *scale = amax + n, *sink_amax = scale + n, *sink_sinv = sink_amax + n;
     const gln_dtype_t wd = sw->cfg.working_dtype;
-    if (!ctx->ops->amax) return gln_backend_missing(ctx, "materialize (FP8 gather)", "amax");
+    if (!ctx->ops->grouped_amax) return gln_backend_missing(ctx, "materialize (FP8 gather)", "grouped_amax");
     if (!ctx->ops->scales_from_amax)
         return gln_backend_missing(ctx, "materialize (FP8 gather)", "scales_from_amax");
-    GLN_TRY(gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float)));
-    for (int32_t e = 0; e < n; e++) {
-        int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
-        if (lo >= hi) continue;
-        gln_tensor_t in = shard_row(sw, wd, sw->working, lo, hi);
-        GLN_TRY(ctx->ops->amax(ctx, &in, q->amax_nan_propagate, &amax[e]));
-    }
-    GLN_TRY(sw->comm->ops->allreduce(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
-                                     GLN_REDUCE_MAX));
-    /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
-    GLN_TRY(ctx->ops->scales_from_amax(ctx, amax, n, gln_fp8_max(q->fp8_dtype), q->power_2_scale,
-                                       q->amax_epsilon, scale, scale_inv));
+    /* segments lie back to back only without per-expert padding (the 128x128 layout's) */
+    GLN_REQUIRE(sw->expert_stride == sw->expert_elems, GLN_STATUS_INTERNAL_ERROR,
+                "materialize (FP8 gather): per-tensor experts must not be padded");
+    int64_t *splits = malloc((size_t)n * sizeof *splits);
+    GLN_REQUIRE(splits != NULL, GLN_STATUS_OUT_OF_MEMORY, "materialize (FP8 gather): out of host memory");
+    const int64_t cols = shard_members(sw, splits);
+    int64_t rows = 0;
+    for (int32_t e = 0; e < n; e++) rows += splits[e];
+    gln_grouped_tensor_t in = {n, splits, 0, gln_tensor_make(wd, rows, cols, sw->working)};
+    gln_grouped_tensor_t out = {n, splits, 0, gln_tensor_make(q->fp8_dtype, rows, cols, sw->fp8_shard)};
+    out.packed.scaling = GLN_SCALING_TENSOR;
+    out.packed.scale = scale;
+    out.packed.amax = sink_amax;
+    out.packed.scale_inv = sink_sinv;
     /* Delayed mode = "quantize with this scale": the same element-wise encode as current
      * scaling once the scale is the full tensor's (its decode-scale and amax writes go to sinks). */
     gln_quant_config_t cfg = *q;
     cfg.rowwise = 1;
     cfg.columnwise = 0;
     cfg.delayed = 1;
-    for (int32_t e = 0; e < n; e++) {
-        int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
-        if (lo >= hi) continue;
-        gln_tensor_t in = shard_row(sw, wd, sw->working, lo, hi);
-        gln_tensor_t out = shard_row(sw, q->fp8_dtype, sw->fp8_shard, lo, hi);
-        out.scaling = GLN_SCALING_TENSOR;
-        out.scale = &scale[e];
-        out.amax = &sink_amax[e];
-        out.scale_inv = &sink_sinv[e];
-        GLN_TRY(gln_op_quantize(ctx, &cfg, &in, &out));
-    }
-    return GLN_STATUS_SUCCESS;
+    gln_status_t st;
+    GLN_CHECK(st, done, rows ? ctx->ops->grouped_amax(ctx, &in, q->amax_nan_propagate, amax)
+                             : gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float))); /* a padding-only shard */
+    GLN_CHECK(st, done, sw->comm->ops->allreduce(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
+                                                 GLN_REDUCE_MAX));
+    /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
+    GLN_CHECK(st, done, ctx->ops->scales_from_amax(ctx, amax, n, gln_fp8_max(q->fp8_dtype), q->power_2_scale,
+                                                   q->amax_epsilon, scale, scale_inv));
+    if (rows) st = gln_op_grouped_quantize(ctx, &cfg, &in, &out);
+done:
+    free(splits);
+    return st;
 }
 
 /* ---- materialize and prefetch ------------------------------------------------------------- */

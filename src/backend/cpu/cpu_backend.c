@@ -145,6 +145,7 @@ static const gln_backend_ops_t cpu_ops = {
     .grouped_dbias = cpu_grouped_dbias,
     .grouped_quantize_dbias = cpu_grouped_quantize_dbias,
     .amax = cpu_amax,
+    .grouped_amax = gln_cpu_grouped_amax,
     .cast = cpu_cast,
     .add_f32 = gln_cpu_add_f32,
     .scales_from_amax = gln_cpu_scales_from_amax,

@@ -334,6 +334,7 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_dbias = gln_cuda_grouped_dbias,
     .grouped_quantize_dbias = gln_cuda_grouped_quantize_dbias,
     .amax = gln_cuda_amax,
+    .grouped_amax = gln_cuda_grouped_amax,
     .cast = gln_cuda_cast,
     .add_f32 = gln_cuda_add_f32,
     .scales_from_amax = gln_cuda_scales_from_amax,

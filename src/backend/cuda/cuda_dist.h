@@ -1,5 +1,6 @@
-/* CUDA slots of the distributed-weights group (backend.h: add_f32, scales_from_amax); their CPU
- * twins are src/backend/cpu/cpu_dist.c (tests/test_nccl_layer.c compares them). */
+/* CUDA slots of the distributed-weights group (backend.h: add_f32, scales_from_amax, grouped_amax);
+ * their CPU twins are src/backend/cpu/cpu_dist.c (tests/test_nccl_layer.c and
+ * tests/test_cuda_grouped_amax.c compare them). */
 #ifndef GLN_BACKEND_CUDA_DIST_H
 #define GLN_BACKEND_CUDA_DIST_H
 
@@ -12,6 +13,9 @@ gln_status_t gln_cuda_add_f32(gln_context_t *ctx, float *y, const float *x, int6
 gln_status_t gln_cuda_scales_from_amax(gln_context_t *ctx, const float *amax, int32_t n,
                                        float fp8_max, int power_2_scale, float epsilon,
                                        float *scale, float *scale_inv);
+/* cuda_grouped_amax.cu */
+gln_status_t gln_cuda_grouped_amax(gln_context_t *ctx, const gln_grouped_tensor_t *x, int nan_propagate,
+                                   float *amax);
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,10 @@
  *                               (token, slot) pairs; per-segment expert counts (warp match),
  *                               an exclusive scan over experts and segments, then each warp
  *                               ranks its pairs in order: a stable counting sort without atomics
- *   permute / unpermute (+bw)   one block per output row, threads over the features
- *   activations                 element-wise, grid-stride
+ *   permute / unpermute (+bw)   one block per output row, threads over the features, 8 per
+ *                               thread and 16-byte access where the rows allow (vec_ok)
+ *   activations                 grid-stride over 8-element vectors where the rows allow, else
+ *                               over elements; the same per-element math either way
  * Products and sums that the CPU rounds separately use gln_dev_mul / gln_dev_add, which nvcc
  * never contracts into an FMA and which keep NaN payloads like the host's SSE arithmetic. */
 #include <cublasLt.h>
@@ -304,10 +306,168 @@ static unsigned row_blocks(int64_t rows) {
 
 static unsigned row_threads(int64_t h) { return h >= 256 ? 256 : h > 64 ? 128 : 64; }
 
+/* ---- 16-byte vectors --------------------------------------------------------------------------
+ * The row kernels below move 8 elements per thread and access: one 16-byte load of a bf16 / fp16
+ * vector, two of an FP32 one.  They need every row to start on 16 bytes: 8 | the row length and
+ * 16-byte aligned bases (vec_ok); other shapes take the scalar kernels, one element at a time.
+ * Both paths do the same per-element operations, so they give the same bits. */
+#define MOE_VEC 8
+
+static int vec_ok(int64_t len, const void *a, const void *b, const void *c) {
+    const uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return len % MOE_VEC == 0 && (bits & 15u) == 0;
+}
+
+/* elements i .. i+7 of a fp32 / bf16 / fp16 buffer (i a multiple of 8) as FP32 (exact) */
+__device__ __forceinline__ void load8(const void *p, int dt, size_t i, float v[MOE_VEC]) {
+    if (dt == GLN_DTYPE_FP32) {
+        const float4 a = ((const float4 *)p)[i / 4], b = ((const float4 *)p)[i / 4 + 1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        return;
+    }
+    const uint4 u = ((const uint4 *)p)[i / 8];
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    for (int k = 0; k < 4; k++) {
+        const uint16_t lo = (uint16_t)(w[k] & 0xFFFFu), hi = (uint16_t)(w[k] >> 16);
+        v[2 * k] = dt == GLN_DTYPE_BF16 ? gln_bf16_bits_to_f32(lo) : gln_fp16_bits_to_f32(lo);
+        v[2 * k + 1] = dt == GLN_DTYPE_BF16 ? gln_bf16_bits_to_f32(hi) : gln_fp16_bits_to_f32(hi);
+    }
+}
+
+__device__ __forceinline__ uint16_t half_bits(float v, int dt) {
+    return dt == GLN_DTYPE_BF16 ? gln_f32_to_bf16_bits(v) : gln_f32_to_fp16_bits(v);
+}
+
+/* store v rounded (RNE) as elements i .. i+7 */
+__device__ __forceinline__ void store8(void *p, int dt, size_t i, const float v[MOE_VEC]) {
+    if (dt == GLN_DTYPE_FP32) {
+        ((float4 *)p)[i / 4] = make_float4(v[0], v[1], v[2], v[3]);
+        ((float4 *)p)[i / 4 + 1] = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    uint32_t w[4];
+    for (int k = 0; k < 4; k++) w[k] = (uint32_t)half_bits(v[2 * k], dt) | (uint32_t)half_bits(v[2 * k + 1], dt) << 16;
+    ((uint4 *)p)[i / 8] = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Threads for a row of n vectors: whole warps, at most 256. */
+static unsigned vec_threads(int64_t n) {
+    const int64_t t = (n + 31) / 32 * 32;
+    return (unsigned)(t < 32 ? 32 : t > 256 ? 256 : t);
+}
+
+/* 8 elements i .. i+7 from src (element si) to dst (element di), raw bits when the dtypes agree
+ * (NaN payloads kept), else widened exactly and rounded once: copy_elems, 8 at a time. */
+__device__ __forceinline__ void copy8(const void *src, int sdt, size_t si, void *dst, int ddt, size_t di) {
+    if (sdt == ddt && sdt == GLN_DTYPE_FP32) {
+        ((uint4 *)dst)[di / 4] = ((const uint4 *)src)[si / 4];
+        ((uint4 *)dst)[di / 4 + 1] = ((const uint4 *)src)[si / 4 + 1];
+    } else if (sdt == ddt) {
+        ((uint4 *)dst)[di / 8] = ((const uint4 *)src)[si / 8];
+    } else {
+        float v[MOE_VEC];
+        load8(src, sdt, si, v);
+        store8(dst, ddt, di, v);
+    }
+}
+
+/* moe_permute_kernel, 8 elements per thread and access */
+__global__ void moe_permute_vec_kernel(int64_t pairs, int64_t prows, int32_t k, const int64_t *row_of,
+                                       const void *x, int xdt, void *xp, int pdt, int64_t h,
+                                       gln_cuda_async_error_t *err) {
+    for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
+        const int64_t r = moe_row_at(row_of, i, prows, err);
+        if (r < 0) continue;
+        const int64_t t = i / k;
+        for (int64_t c = (int64_t)threadIdx.x * MOE_VEC; c < h; c += (int64_t)blockDim.x * MOE_VEC)
+            copy8(x, xdt, (size_t)(t * h + c), xp, pdt, (size_t)(r * h + c));
+    }
+}
+
+/* moe_gather_sum_kernel, 8 elements per thread and access: the same operations per element */
+__global__ void moe_gather_sum_vec_kernel(int64_t tokens, int64_t prows, int32_t k, const int64_t *row_of,
+                                          const float *gates, const void *in, int idt, void *out, int odt,
+                                          int64_t h, gln_cuda_async_error_t *err) {
+    for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+        for (int64_t c = (int64_t)threadIdx.x * MOE_VEC; c < h; c += (int64_t)blockDim.x * MOE_VEC) {
+            float acc[MOE_VEC];
+            for (int q = 0; q < MOE_VEC; q++) acc[q] = 0.0f;
+            for (int32_t j = 0; j < k; j++) {
+                const int64_t r = moe_row_at(row_of, t * k + j, prows, err);
+                if (r < 0) continue;
+                const float w = gates ? gates[t * k + j] : 1.0f;
+                float v[MOE_VEC];
+                load8(in, idt, (size_t)(r * h + c), v);
+                for (int q = 0; q < MOE_VEC; q++) acc[q] = gln_dev_add(acc[q], gln_dev_mul(w, v[q]));
+            }
+            store8(out, odt, (size_t)(t * h + c), acc);
+        }
+    }
+}
+
+/* moe_unpermute_bwd_kernel, 8 elements per thread and access: dyp bitwise as the scalar path;
+ * dgates sums the 8 products of a vector in order, then the same fixed warp / block tree
+ * (deterministic; a different order than the scalar path, within the same tolerance). */
+__global__ void moe_unpermute_bwd_vec_kernel(int64_t tokens, int64_t prows, int32_t k, const int64_t *row_of,
+                                             const float *gates, const void *yp, int ydt, const void *dy,
+                                             int dydt, void *dyp, int pdt, float *dgates, int64_t h,
+                                             gln_cuda_async_error_t *err) {
+    __shared__ float part[GLN_CUDA_THREADS / 32];
+    const int64_t pairs = tokens * k;
+    for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
+        const int64_t t = i / k;
+        const int64_t r = moe_row_at(row_of, i, prows, err);
+        const float g = gates[i];
+        float dot = 0.0f;
+        if (r >= 0)
+            for (int64_t c = (int64_t)threadIdx.x * MOE_VEC; c < h; c += (int64_t)blockDim.x * MOE_VEC) {
+                float d[MOE_VEC], y[MOE_VEC], o[MOE_VEC];
+                load8(dy, dydt, (size_t)(t * h + c), d);
+                load8(yp, ydt, (size_t)(r * h + c), y);
+                for (int q = 0; q < MOE_VEC; q++) {
+                    dot = fmaf(d[q], y[q], dot);
+                    o[q] = gln_dev_mul(g, d[q]);
+                }
+                store8(dyp, pdt, (size_t)(r * h + c), o);
+            }
+        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xFFFFFFFFu, dot, off);
+        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = dot;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float sum = 0.0f;
+            for (int wi = 0; wi < (int)(blockDim.x / 32); wi++) sum += part[wi];
+            dgates[i] = sum;
+        }
+        __syncthreads();
+    }
+}
+
+/* out[t] = Σ_j w_j · in[row_of[t·k+j]] on the stream: vectors where the rows allow. */
+static gln_status_t gather_sum(gln_context_t *ctx, const char *call, int64_t tokens, int32_t k,
+                               const int64_t *row_of, const float *gates, const gln_tensor_t *in,
+                               gln_tensor_t *out) {
+    gln_cuda_state_t *s = gln_cuda_state(ctx);
+    if (vec_ok(in->cols, in->data, out->data, NULL)) {
+        moe_gather_sum_vec_kernel<<<row_blocks(tokens), vec_threads(in->cols / MOE_VEC), 0, s->stream>>>(
+            tokens, in->rows, k, row_of, gates, in->data, (int)in->dtype, out->data, (int)out->dtype, in->cols,
+            s->async_dev);
+        return launched(call, "moe_gather_sum_vec_kernel");
+    }
+    moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(in->cols), 0, s->stream>>>(
+        tokens, in->rows, k, row_of, gates, in->data, (int)in->dtype, out->data, (int)out->dtype, in->cols,
+        s->async_dev);
+    return launched(call, "moe_gather_sum_kernel");
+}
+
 extern "C" gln_status_t gln_cuda_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                                              const gln_tensor_t *x, gln_tensor_t *xp) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
+    if (vec_ok(x->cols, x->data, xp->data, NULL)) {
+        moe_permute_vec_kernel<<<row_blocks(pairs), vec_threads(x->cols / MOE_VEC), 0, s->stream>>>(
+            pairs, xp->rows, k, row_of, x->data, (int)x->dtype, xp->data, (int)xp->dtype, x->cols, s->async_dev);
+        return launched("gln_moe_permute", "moe_permute_vec_kernel");
+    }
     moe_permute_kernel<<<row_blocks(pairs), row_threads(x->cols), 0, s->stream>>>(
         pairs, xp->rows, k, row_of, x->data, (int)x->dtype, xp->data, (int)xp->dtype, x->cols, s->async_dev);
     return launched("gln_moe_permute", "moe_permute_kernel");
@@ -316,20 +476,12 @@ extern "C" gln_status_t gln_cuda_moe_permute(gln_context_t *ctx, int64_t tokens,
 extern "C" gln_status_t gln_cuda_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
                                                       const int64_t *row_of, const gln_tensor_t *dxp,
                                                       gln_tensor_t *dx) {
-    gln_cuda_state_t *s = gln_cuda_state(ctx);
-    moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(dxp->cols), 0, s->stream>>>(
-        tokens, dxp->rows, k, row_of, NULL, dxp->data, (int)dxp->dtype, dx->data, (int)dx->dtype, dxp->cols,
-        s->async_dev);
-    return launched("gln_moe_permute_backward", "moe_gather_sum_kernel");
+    return gather_sum(ctx, "gln_moe_permute_backward", tokens, k, row_of, NULL, dxp, dx);
 }
 
 extern "C" gln_status_t gln_cuda_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
                                                const float *gates, const gln_tensor_t *yp, gln_tensor_t *y) {
-    gln_cuda_state_t *s = gln_cuda_state(ctx);
-    moe_gather_sum_kernel<<<row_blocks(tokens), row_threads(yp->cols), 0, s->stream>>>(
-        tokens, yp->rows, k, row_of, gates, yp->data, (int)yp->dtype, y->data, (int)y->dtype, yp->cols,
-        s->async_dev);
-    return launched("gln_moe_unpermute", "moe_gather_sum_kernel");
+    return gather_sum(ctx, "gln_moe_unpermute", tokens, k, row_of, gates, yp, y);
 }
 
 /* One block per pair (t, j) with row r: dyp[r] = g·dy[t] (the CPU's operations, bitwise) and
@@ -370,6 +522,12 @@ extern "C" gln_status_t gln_cuda_moe_unpermute_backward(gln_context_t *ctx, int6
                                                         gln_tensor_t *dyp, float *dgates) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
+    if (vec_ok(yp->cols, yp->data, dy->data, dyp->data)) {
+        moe_unpermute_bwd_vec_kernel<<<row_blocks(pairs), vec_threads(yp->cols / MOE_VEC), 0, s->stream>>>(
+            tokens, yp->rows, k, row_of, gates, yp->data, (int)yp->dtype, dy->data, (int)dy->dtype, dyp->data,
+            (int)dyp->dtype, dgates, yp->cols, s->async_dev);
+        return launched("gln_moe_unpermute_backward", "moe_unpermute_bwd_vec_kernel");
+    }
     moe_unpermute_bwd_kernel<<<row_blocks(pairs), GLN_CUDA_THREADS, 0, s->stream>>>(
         tokens, yp->rows, k, row_of, gates, yp->data, (int)yp->dtype, dy->data, (int)dy->dtype, dyp->data,
         (int)dyp->dtype, dgates, yp->cols, s->async_dev);
@@ -392,6 +550,24 @@ __device__ __forceinline__ float dev_gelu_grad(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
 }
 
+/* The per-element math, shared by the scalar and the vector kernels (same operations, same bits).
+ * a is the gate half's element (the only input of GELU), b the up half's. */
+__device__ __forceinline__ float act_fwd(int act, float a, float b) {
+    return act == GLN_ACT_GELU ? dev_gelu(a) : a * dev_sigmoid(a) * b;
+}
+
+/* d(out)/da · d and (SwiGLU) d(out)/db · d */
+__device__ __forceinline__ void act_bwd(int act, float a, float b, float d, float *da, float *db) {
+    if (act == GLN_ACT_GELU) {
+        *da = d * dev_gelu_grad(a);
+        *db = 0.0f;
+    } else {
+        const float s = dev_sigmoid(a);
+        *da = d * b * (s + a * s * (1.0f - s));
+        *db = d * a * s;
+    }
+}
+
 /* Element (r, c) of the [rows, h] output: in is [rows, cols] (cols = 2h for SwiGLU). */
 __global__ void moe_act_fwd_kernel(int act, int64_t rows, int64_t cols, int64_t h, const void *in, int idt,
                                    void *out, int odt) {
@@ -399,14 +575,8 @@ __global__ void moe_act_fwd_kernel(int act, int64_t rows, int64_t cols, int64_t 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int64_t r = (int64_t)(i / (size_t)h), c = (int64_t)(i % (size_t)h);
         const float a = gln_dev_load(in, idt, (size_t)(r * cols + c));
-        float v;
-        if (act == GLN_ACT_GELU) {
-            v = dev_gelu(a);
-        } else {
-            const float b = gln_dev_load(in, idt, (size_t)(r * cols + h + c));
-            v = a * dev_sigmoid(a) * b;
-        }
-        gln_dev_store(out, odt, i, v);
+        const float b = act == GLN_ACT_GELU ? 0.0f : gln_dev_load(in, idt, (size_t)(r * cols + h + c));
+        gln_dev_store(out, odt, i, act_fwd(act, a, b));
     }
 }
 
@@ -416,15 +586,56 @@ __global__ void moe_act_bwd_kernel(int act, int64_t rows, int64_t cols, int64_t 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int64_t r = (int64_t)(i / (size_t)h), c = (int64_t)(i % (size_t)h);
         const float a = gln_dev_load(in, idt, (size_t)(r * cols + c));
-        const float d = gln_dev_load(dout, ddt, i);
-        if (act == GLN_ACT_GELU) {
-            gln_dev_store(din, gdt, (size_t)(r * cols + c), d * dev_gelu_grad(a));
-        } else {
-            const float b = gln_dev_load(in, idt, (size_t)(r * cols + h + c));
-            const float s = dev_sigmoid(a);
-            gln_dev_store(din, gdt, (size_t)(r * cols + c), d * b * (s + a * s * (1.0f - s)));
-            gln_dev_store(din, gdt, (size_t)(r * cols + h + c), d * a * s);
-        }
+        const float b = act == GLN_ACT_GELU ? 0.0f : gln_dev_load(in, idt, (size_t)(r * cols + h + c));
+        float da, db;
+        act_bwd(act, a, b, gln_dev_load(dout, ddt, i), &da, &db);
+        gln_dev_store(din, gdt, (size_t)(r * cols + c), da);
+        if (act != GLN_ACT_GELU) gln_dev_store(din, gdt, (size_t)(r * cols + h + c), db);
+    }
+}
+
+/* The vector kernels: thread i owns the vectors i, i + stride, ... of the [rows, h / 8] grid of
+ * output vectors; (r, c) advance by the stride's fixed (rows, vectors) split -- no division in
+ * the loop. */
+struct vec_walk {
+    int64_t r, c, dr, dc, hv;
+    __device__ vec_walk(int64_t hv_) : hv(hv_) {
+        const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, st = (int64_t)gridDim.x * blockDim.x;
+        r = i / hv, c = i % hv, dr = st / hv, dc = st % hv;
+    }
+    __device__ void next() {
+        r += dr, c += dc;
+        if (c >= hv) c -= hv, r++;
+    }
+};
+
+__global__ void moe_act_fwd_vec_kernel(int act, int64_t rows, int64_t cols, int64_t h, const void *in, int idt,
+                                       void *out, int odt) {
+    for (vec_walk w(h / MOE_VEC); w.r < rows; w.next()) {
+        const int64_t c = w.c * MOE_VEC;
+        float a[MOE_VEC], b[MOE_VEC], o[MOE_VEC];
+        load8(in, idt, (size_t)(w.r * cols + c), a);
+        if (act != GLN_ACT_GELU) load8(in, idt, (size_t)(w.r * cols + h + c), b);
+        else
+            for (int q = 0; q < MOE_VEC; q++) b[q] = 0.0f;
+        for (int q = 0; q < MOE_VEC; q++) o[q] = act_fwd(act, a[q], b[q]);
+        store8(out, odt, (size_t)(w.r * h + c), o);
+    }
+}
+
+__global__ void moe_act_bwd_vec_kernel(int act, int64_t rows, int64_t cols, int64_t h, const void *in, int idt,
+                                       const void *dout, int ddt, void *din, int gdt) {
+    for (vec_walk w(h / MOE_VEC); w.r < rows; w.next()) {
+        const int64_t c = w.c * MOE_VEC;
+        float a[MOE_VEC], b[MOE_VEC], d[MOE_VEC], da[MOE_VEC], db[MOE_VEC];
+        load8(in, idt, (size_t)(w.r * cols + c), a);
+        if (act != GLN_ACT_GELU) load8(in, idt, (size_t)(w.r * cols + h + c), b);
+        else
+            for (int q = 0; q < MOE_VEC; q++) b[q] = 0.0f;
+        load8(dout, ddt, (size_t)(w.r * h + c), d);
+        for (int q = 0; q < MOE_VEC; q++) act_bwd(act, a[q], b[q], d[q], &da[q], &db[q]);
+        store8(din, gdt, (size_t)(w.r * cols + c), da);
+        if (act != GLN_ACT_GELU) store8(din, gdt, (size_t)(w.r * cols + h + c), db);
     }
 }
 
@@ -432,6 +643,12 @@ extern "C" gln_status_t gln_cuda_activation_forward(gln_context_t *ctx, gln_acti
                                                     const gln_tensor_t *in, gln_tensor_t *out) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t h = out->cols;
+    if (vec_ok(h, in->data, out->data, NULL)) {
+        moe_act_fwd_vec_kernel<<<gln_dev_blocks((size_t)(in->rows * (h / MOE_VEC)), GLN_CUDA_THREADS),
+                                 GLN_CUDA_THREADS, 0, s->stream>>>((int)act, in->rows, in->cols, h, in->data,
+                                                                   (int)in->dtype, out->data, (int)out->dtype);
+        return launched("gln_activation_forward", "moe_act_fwd_vec_kernel");
+    }
     moe_act_fwd_kernel<<<gln_dev_blocks((size_t)(in->rows * h), GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0,
                          s->stream>>>((int)act, in->rows, in->cols, h, in->data, (int)in->dtype, out->data,
                                       (int)out->dtype);
@@ -443,6 +660,13 @@ extern "C" gln_status_t gln_cuda_activation_backward(gln_context_t *ctx, gln_act
                                                      gln_tensor_t *din) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t h = dout->cols;
+    if (vec_ok(h, in->data, dout->data, din->data)) {
+        moe_act_bwd_vec_kernel<<<gln_dev_blocks((size_t)(in->rows * (h / MOE_VEC)), GLN_CUDA_THREADS),
+                                 GLN_CUDA_THREADS, 0, s->stream>>>((int)act, in->rows, in->cols, h, in->data,
+                                                                   (int)in->dtype, dout->data, (int)dout->dtype,
+                                                                   din->data, (int)din->dtype);
+        return launched("gln_activation_backward", "moe_act_bwd_vec_kernel");
+    }
     moe_act_bwd_kernel<<<gln_dev_blocks((size_t)(in->rows * h), GLN_CUDA_THREADS), GLN_CUDA_THREADS, 0,
                          s->stream>>>((int)act, in->rows, in->cols, h, in->data, (int)in->dtype, dout->data,
                                       (int)dout->dtype, din->data, (int)din->dtype);
