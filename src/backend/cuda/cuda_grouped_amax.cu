@@ -9,6 +9,7 @@
  *
  * The member offsets travel in the kernel's parameters (host splits: nothing to upload), so
  * blockIdx.y picks the member and blockIdx.x strides through it. */
+#include <cublasLt.h> /* outside extern "C": cuda_backend.h reaches its C++ overloads */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
