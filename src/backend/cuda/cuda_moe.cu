@@ -6,16 +6,17 @@
  *                               (E is the expert count: small), probabilities recomputed from
  *                               the logits where the CPU keeps a row of them (the same
  *                               operations give the same value)
- *   permutation plan            one block of 32 warps: warp w owns a contiguous segment of the
- *                               (token, slot) pairs; per-segment expert counts (warp match),
- *                               an exclusive scan over experts and segments, then each warp
- *                               ranks its pairs in order: a stable counting sort without atomics
+ *   permutation plan            a warp per chunk of 256 (token, slot) pairs: per-chunk expert
+ *                               counts (warp match), an exclusive scan over (expert, chunk)
+ *                               (cub), then each warp ranks its pairs in order: a stable
+ *                               counting sort without atomics, over the whole device
  *   permute / unpermute (+bw)   one block per output row, threads over the features, 8 per
  *                               thread and 16-byte access where the rows allow (vec_ok)
  *   activations                 grid-stride over 8-element vectors where the rows allow, else
  *                               over elements; the same per-element math either way
  * Products and sums that the CPU rounds separately use gln_dev_mul / gln_dev_add, which nvcc
  * never contracts into an FMA and which keep NaN payloads like the host's SSE arithmetic. */
+#include <cub/device/device_scan.cuh>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -28,8 +29,6 @@ extern "C" {
 }
 
 #include "backend/cuda/cuda_device.h"
-
-#define MOE_PLAN_WARPS 32
 
 /* Record the first out-of-range index a kernel met (entry i, value v) in the async error word. */
 __device__ void moe_bad_index(gln_cuda_async_error_t *err, int64_t i, long long v) {
@@ -177,67 +176,57 @@ extern "C" gln_status_t gln_cuda_moe_router_backward(gln_context_t *ctx, int64_t
 
 /* ---- permutation plan -------------------------------------------------------------------- */
 
-/* seg [MOE_PLAN_WARPS][E] and start [E] are scratch.  Pass 1 counts each warp's segment, pass 2
- * turns the counts into each (segment, expert)'s first row, pass 3 ranks the pairs in order. */
-__global__ void moe_plan_kernel(int64_t pairs, int32_t E, int64_t align, const int32_t *experts,
-                                int64_t *m_splits, int64_t *row_of, int64_t *seg,
-                                gln_cuda_async_error_t *err) {
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t seg_len = (pairs + MOE_PLAN_WARPS - 1) / MOE_PLAN_WARPS;
-    const int64_t begin = (int64_t)w * seg_len;
-    const int64_t end = begin + seg_len < pairs ? begin + seg_len : pairs;
-    int64_t *mine = seg + (int64_t)w * E;
-    const unsigned lt = (1u << lane) - 1u;
-    for (int32_t e = lane; e < E; e += 32) mine[e] = 0;
+/* A stable counting sort of the (token, slot) pairs by expert, over many warps, no atomics:
+ *   1. count   warp s counts its chunk of MOE_PLAN_CHUNK pairs into cnt[e·nseg + s]
+ *   2. scan    exclusive scan of cnt in that (expert, chunk) order (cub): off[e·nseg + s] is the
+ *              rank of chunk s's first pair of expert e in the expert-sorted order
+ *   3. splits  m_splits[e] = the expert's pairs rounded up to align (padding rows end a block),
+ *              then their exclusive scan (cub): first[e], the expert's first row
+ *   4. rank    warp s again: a pair's row = first[e] + (off[e·nseg + s] − off[e·nseg]) + its rank
+ *              among the chunk's pairs of e (warp ranks in pair order), counted in cnt's slots.
+ * The rows are the CPU's, bit for bit: an expert's pairs in pair order. */
+#define MOE_PLAN_CHUNK 256
+
+/* rank = 0: count into cnt (zeroed); rank = 1: warp s sets cnt[e·nseg + s] to its first row for
+ * each e, then advances it while writing each pair's row. */
+__global__ void moe_plan_pass_kernel(int64_t pairs, int32_t E, int64_t nseg, int rank, const int32_t *experts,
+                                     const int64_t *off, const int64_t *first, int64_t *cnt, int64_t *row_of,
+                                     gln_cuda_async_error_t *err) {
+    const int lane = threadIdx.x % 32;
+    const int64_t s = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (s >= nseg) return; /* whole warps; no block barrier below */
+    if (rank)
+        for (int32_t e = lane; e < E; e += 32) {
+            const int64_t at = (int64_t)e * nseg;
+            cnt[at + s] = first[e] + off[at + s] - off[at];
+        }
     __syncwarp();
-    for (int64_t base = begin; base < end; base += 32) {
+    const unsigned lt = (1u << lane) - 1u;
+    const int64_t end = (s + 1) * MOE_PLAN_CHUNK < pairs ? (s + 1) * MOE_PLAN_CHUNK : pairs;
+    for (int64_t base = s * MOE_PLAN_CHUNK; base < end; base += 32) {
         const int64_t i = base + lane;
         const unsigned active = __ballot_sync(0xFFFFFFFFu, i < end);
         if (i < end) {
-            const int32_t e = moe_expert_at(experts, i, E, err);
+            /* the count pass records a bad expert, the rank pass clamps it the same way */
+            const int32_t e = rank ? moe_expert_clamped(experts, i, E) : moe_expert_at(experts, i, E, err);
             const unsigned peers = __match_any_sync(active, e);
-            if (lane == __ffs(peers) - 1) mine[e] += __popc(peers);
-        }
-        __syncwarp();
-    }
-    __syncthreads();
-    /* per expert: its total, then (after the scan) each segment's first row */
-    for (int32_t e = threadIdx.x; e < E; e += blockDim.x) {
-        int64_t total = 0;
-        for (int s = 0; s < MOE_PLAN_WARPS; s++) total += seg[(int64_t)s * E + e];
-        m_splits[e] = (total + align - 1) / align * align; /* padding rows end the block */
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) { /* exclusive scan over the experts, in place in m_splits' shadow */
-        int64_t start = 0;
-        for (int32_t e = 0; e < E; e++) {
-            const int64_t c = m_splits[e];
-            seg[(int64_t)MOE_PLAN_WARPS * E + e] = start;
-            start += c;
-        }
-    }
-    __syncthreads();
-    for (int32_t e = threadIdx.x; e < E; e += blockDim.x) {
-        int64_t base = seg[(int64_t)MOE_PLAN_WARPS * E + e];
-        for (int s = 0; s < MOE_PLAN_WARPS; s++) {
-            const int64_t c = seg[(int64_t)s * E + e];
-            seg[(int64_t)s * E + e] = base;
-            base += c;
-        }
-    }
-    __syncthreads();
-    for (int64_t base = begin; base < end; base += 32) {
-        const int64_t i = base + lane;
-        const unsigned active = __ballot_sync(0xFFFFFFFFu, i < end);
-        if (i < end) {
-            const int32_t e = moe_expert_at(experts, i, E, err);
-            const unsigned peers = __match_any_sync(active, e);
-            row_of[i] = mine[e] + __popc(peers & lt);
+            int64_t *mine = cnt + (int64_t)e * nseg + s;
+            if (rank) row_of[i] = *mine + __popc(peers & lt);
             __syncwarp(active);
-            if (lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+            if (lane == __ffs(peers) - 1) *mine += __popc(peers);
         }
         __syncwarp();
     }
+}
+
+/* m_splits[e]: expert e's pairs (off[(e+1)·nseg] − off[e·nseg], the last up to pairs), padded */
+__global__ void moe_plan_splits_kernel(int64_t pairs, int32_t E, int64_t nseg, int64_t align, const int64_t *off,
+                                       int64_t *m_splits) {
+    const int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (e >= E) return;
+    const int64_t end = e + 1 < E ? off[(int64_t)(e + 1) * nseg] : pairs;
+    const int64_t total = end - off[(int64_t)e * nseg];
+    m_splits[e] = (total + align - 1) / align * align;
 }
 
 extern "C" gln_status_t gln_cuda_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts,
@@ -246,13 +235,48 @@ extern "C" gln_status_t gln_cuda_moe_permute_plan(gln_context_t *ctx, int64_t to
     static const char *fn = "gln_moe_permute_plan";
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     const int64_t pairs = tokens * k;
-    int64_t *seg = NULL;
-    GLN_TRY(gln_cuda_scratch_alloc(ctx, (size_t)(MOE_PLAN_WARPS + 1) * (size_t)num_experts * sizeof(int64_t),
-                                   (void **)&seg, fn));
-    moe_plan_kernel<<<1, MOE_PLAN_WARPS * 32, 0, s->stream>>>(pairs, num_experts, align, experts, m_splits,
-                                                             row_of, seg, s->async_dev);
-    gln_status_t st = launched(fn, "moe_plan_kernel");
-    gln_cuda_scratch_free(ctx, seg);
+    const int64_t nseg = pairs > 0 ? (pairs + MOE_PLAN_CHUNK - 1) / MOE_PLAN_CHUNK : 1;
+    const int64_t ncnt = nseg * num_experts;
+    if (ncnt > INT32_MAX)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %lld pairs x %d experts exceed the 2^31 counters "
+                        "of the device plan", fn, (long long)pairs, (int)num_experts);
+    size_t scan_bytes = 0, split_bytes = 0;
+    GLN_TRY(gln_cuda_check(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, (const int64_t *)NULL, (int64_t *)NULL,
+                                                         (int)ncnt, s->stream), fn, "cub::DeviceScan (size)"));
+    GLN_TRY(gln_cuda_check(cub::DeviceScan::ExclusiveSum(NULL, split_bytes, (const int64_t *)NULL, (int64_t *)NULL,
+                                                         (int)num_experts, s->stream), fn, "cub::DeviceScan (size)"));
+    const size_t temp_bytes = scan_bytes > split_bytes ? scan_bytes : split_bytes;
+    const size_t words = 2 * (size_t)ncnt + (size_t)num_experts;
+    const size_t temp_at = (words * sizeof(int64_t) + 255) / 256 * 256;
+    char *buf = NULL;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, temp_at + temp_bytes, (void **)&buf, fn));
+    int64_t *cnt = (int64_t *)buf, *off = cnt + ncnt, *first = off + ncnt;
+    const unsigned blocks = (unsigned)((nseg + GLN_CUDA_THREADS / 32 - 1) / (GLN_CUDA_THREADS / 32));
+    gln_status_t st = gln_cuda_check(cudaMemsetAsync(cnt, 0, (size_t)ncnt * sizeof(int64_t), s->stream), fn,
+                                     "cudaMemsetAsync (plan counters)");
+    if (st == GLN_STATUS_SUCCESS) {
+        moe_plan_pass_kernel<<<blocks, GLN_CUDA_THREADS, 0, s->stream>>>(pairs, num_experts, nseg, 0, experts, NULL,
+                                                                         NULL, cnt, NULL, s->async_dev);
+        st = launched(fn, "moe_plan_pass_kernel (count)");
+    }
+    if (st == GLN_STATUS_SUCCESS)
+        st = gln_cuda_check(cub::DeviceScan::ExclusiveSum(buf + temp_at, scan_bytes, cnt, off, (int)ncnt, s->stream),
+                            fn, "cub::DeviceScan::ExclusiveSum (plan counts)");
+    if (st == GLN_STATUS_SUCCESS) {
+        moe_plan_splits_kernel<<<(unsigned)((num_experts + 255) / 256), 256, 0, s->stream>>>(
+            pairs, num_experts, nseg, align, off, m_splits);
+        st = launched(fn, "moe_plan_splits_kernel");
+    }
+    if (st == GLN_STATUS_SUCCESS)
+        st = gln_cuda_check(cub::DeviceScan::ExclusiveSum(buf + temp_at, split_bytes, m_splits, first,
+                                                          (int)num_experts, s->stream),
+                            fn, "cub::DeviceScan::ExclusiveSum (expert rows)");
+    if (st == GLN_STATUS_SUCCESS) {
+        moe_plan_pass_kernel<<<blocks, GLN_CUDA_THREADS, 0, s->stream>>>(pairs, num_experts, nseg, 1, experts, off,
+                                                                         first, cnt, row_of, s->async_dev);
+        st = launched(fn, "moe_plan_pass_kernel (rank)");
+    }
+    gln_cuda_scratch_free(ctx, buf);
     return st;
 }
 
