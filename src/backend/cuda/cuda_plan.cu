@@ -22,31 +22,62 @@ extern "C" {
 /* Member row offsets, and for the block-scaled modes the members' scale offsets, of one grouped
  * tensor: rows[0..num] = clamped prefix sums of the splits; srow / scol = prefix sums of
  * gln_member_scale_elems of the rowwise / columnwise copies, the layout of
- * gln_grouped_scale_offsets.  One thread: num is the expert count (small). */
+ * gln_grouped_scale_offsets.  One block, GLN_PLAN_TILE members at a time: the splits are loaded
+ * and the scale sizes computed by all threads at once; only the running sums (adds in shared
+ * memory) and the checks, whose first error must be the first member's, run on thread 0.  (The
+ * one-thread loop it replaces waited for each split's load in turn.) */
+#define GLN_PLAN_TILE 256
+
 __global__ void gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t cols, int mode,
                                       int64_t *offsets, int64_t *srow, int64_t *scol,
                                       gln_cuda_async_error_t *err) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    int64_t sum = 0;
-    offsets[0] = srow[0] = scol[0] = 0;
-    for (int32_t i = 0; i < num; i++) {
-        int64_t m = splits[i];
-        if (m < 0) {
-            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
-                err->member = i, err->value = (long long)m;
-            m = 0;
+    __shared__ int64_t m[GLN_PLAN_TILE], o[GLN_PLAN_TILE], sr[GLN_PLAN_TILE], sc[GLN_PLAN_TILE];
+    __shared__ int64_t carry[3]; /* rows, srow, scol before the tile */
+    const int j = (int)threadIdx.x;
+    if (j == 0) offsets[0] = srow[0] = scol[0] = carry[0] = carry[1] = carry[2] = 0;
+    for (int32_t first = 0; first < num; first += GLN_PLAN_TILE) {
+        const int n = num - first < GLN_PLAN_TILE ? num - first : GLN_PLAN_TILE;
+        if (j < n) m[j] = splits[first + j];
+        __syncthreads();
+        if (j == 0) { /* the checks and the clamped row sums, in member order */
+            int64_t sum = carry[0];
+            for (int q = 0; q < n; q++) {
+                const int32_t i = first + q;
+                int64_t mq = m[q];
+                if (mq < 0) {
+                    if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_NEGATIVE_SPLIT) == GLN_CUDA_ASYNC_NONE)
+                        err->member = i, err->value = (long long)mq;
+                    mq = 0;
+                }
+                if (mq > rows - sum) {
+                    if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
+                        err->member = i, err->value = (long long)(sum + mq);
+                    mq = rows - sum;
+                }
+                m[q] = mq;
+                o[q] = sum += mq;
+            }
         }
-        if (m > rows - sum) {
-            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, GLN_CUDA_ASYNC_SPLITS_PAST_ROWS) == GLN_CUDA_ASYNC_NONE)
-                err->member = i, err->value = (long long)(sum + m);
-            m = rows - sum;
+        __syncthreads();
+        if (j < n) {
+            sr[j] = gln_member_scale_elems((gln_scaling_mode_t)mode, m[j], cols, 0);
+            sc[j] = gln_member_scale_elems((gln_scaling_mode_t)mode, m[j], cols, 1);
         }
-        sum += m;
-        offsets[i + 1] = sum;
-        srow[i + 1] = srow[i] + gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 0);
-        scol[i + 1] = scol[i] + gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 1);
+        __syncthreads();
+        if (j == 0) {
+            int64_t a = carry[1], b = carry[2];
+            for (int q = 0; q < n; q++) sr[q] = a += sr[q], sc[q] = b += sc[q];
+            carry[0] = o[n - 1], carry[1] = a, carry[2] = b;
+        }
+        __syncthreads();
+        if (j < n) {
+            offsets[first + j + 1] = o[j];
+            srow[first + j + 1] = sr[j];
+            scol[first + j + 1] = sc[j];
+        }
+        __syncthreads(); /* before the next tile overwrites the shared arrays */
     }
-    __threadfence_system(); /* the error word is mapped host memory */
+    if (j == 0) __threadfence_system(); /* the error word is mapped host memory */
 }
 
 /* Host splits (checked at the boundary): the prefix sums are computed on the host and travel to
@@ -100,7 +131,7 @@ extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped
     p->scol = p->rows + 2 * n1;
     if (g->splits_on_backend) {
         gln_cuda_state_t *s = gln_cuda_state(ctx);
-        gln_group_plan_kernel<<<1, 32, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
+        gln_group_plan_kernel<<<1, GLN_PLAN_TILE, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
                                                        g->packed.cols, (int)mode, p->rows, p->srow, p->scol,
                                                        s->async_dev);
         st = gln_cuda_check_launch(call, "gln_group_plan_kernel");
