@@ -110,6 +110,7 @@ MATERIALIZE_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(Tensor))
 GRAD_BUFFER_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int32, C.POINTER(C.POINTER(C.c_float)))
 FINALIZE_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int, C.POINTER(C.c_int))
 WAIT_FN = C.CFUNCTYPE(C.c_int, C.c_void_p)
+PREFETCH_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int)
 
 
 class DistWeights(C.Structure):
@@ -117,7 +118,9 @@ class DistWeights(C.Structure):
                 ("out_features", C.c_int64), ("in_features", C.c_int64),
                 ("requires_grad", REQUIRES_GRAD_FN), ("materialize_forward", MATERIALIZE_FN),
                 ("materialize_backward", MATERIALIZE_FN), ("release", MATERIALIZE_FN),
-                ("grad_buffer", GRAD_BUFFER_FN), ("finalize_grads", FINALIZE_FN), ("wait", WAIT_FN)]
+                ("grad_buffer", GRAD_BUFFER_FN), ("finalize_grads", FINALIZE_FN), ("wait", WAIT_FN),
+                # version 2: optional (NULL when the Python object does not define prefetch)
+                ("prefetch", PREFETCH_FN)]
 
 
 class GroupedLinearParams(C.Structure):

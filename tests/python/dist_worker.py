@@ -1,12 +1,16 @@
 """One rank of test_distributed.py: ShardedExperts over a Gloo group, forward + backward of two
 microbatches under saved_tensors_hooks (an activation-offloading stand-in), checked exactly:
 small-integer data make every FP32 product and sum exact, so the sharded results must equal
-the single-process reference bit for bit.   Usage: dist_worker.py RANK WORLD INIT_FILE"""
+the single-process reference bit for bit.  Then prefetch (protocol v2): through the C table and
+directly, a prefetched materialization has the bytes of a plain one, FP32 and bf16, and a layer
+step after a prefetch gives the same output.   Usage: dist_worker.py RANK WORLD INIT_FILE"""
+import ctypes as C
 import sys
 
 import torch
 import torch.distributed as dist
 
+from grouplin import _lib
 from grouplin.torch import GroupedLinear, ShardedExperts
 
 N, K_IN, K_OUT = 3, 40, 24    # 2880 weights: the shards split expert 1 between the ranks
@@ -62,9 +66,55 @@ def main():
     mine = flat.chunk(world)[rank]
     assert torch.equal(experts.shard.main_grad, mine), "main_grad"
     assert experts.shard.grad is None
+    check_prefetch(experts, layer, rank)
+    g = torch.Generator().manual_seed(8)
+    check_prefetch(ShardedExperts(N, K_OUT, K_IN, device="cpu", dtype=torch.bfloat16,
+                                  init_method=lambda w: w.normal_(generator=g)), None, rank)
     dist.barrier()
     dist.destroy_process_group()
     print("rank %d ok" % rank)
+
+
+def raw(ws):
+    return [bytes(w.contiguous().view(torch.uint8).numpy()) for w in ws]
+
+
+def check_prefetch(experts, layer, rank):
+    plain = raw(experts.materialize_forward())
+    assert raw(experts.materialize_backward()) == plain
+    # through the C protocol table: prefetch, then materialize, both as the library calls them
+    t = experts.table()
+    assert t.size == C.sizeof(_lib.DistWeights) and t.prefetch, "the table must carry the prefetch hook"
+    nbytes = K_OUT * K_IN * experts.shard.new_empty(0, dtype=experts.dtype).element_size()
+    for direction, materialize in ((0, t.materialize_forward), (1, t.materialize_backward)):
+        assert t.prefetch(None, direction) == _lib.STATUS_SUCCESS, experts.take_exception()
+        out = (_lib.Tensor * N)()
+        assert materialize(None, out) == _lib.STATUS_SUCCESS, experts.take_exception()
+        got = [C.string_at(out[i].data, nbytes) for i in range(N)]
+        assert got == plain, "prefetched materialization (direction %d) differs" % direction
+        assert t.release(None, out) == _lib.STATUS_SUCCESS
+    # directly from Python; a second prefetch of the same direction is refused on every rank
+    experts.prefetch(1)
+    experts.prefetch(0)
+    try:
+        experts.prefetch(0)
+        raise AssertionError("a second prefetch(0) must raise")
+    except RuntimeError as e:
+        assert "prefetched already" in str(e)
+    assert raw(experts.materialize_forward()) == plain
+    assert raw(experts.materialize_backward()) == plain
+    assert experts._prefetched == [None, None]
+    try:
+        experts.prefetch(2)
+        raise AssertionError("prefetch(2) must raise")
+    except ValueError as e:
+        assert "direction" in str(e)
+    if layer is not None:                    # a layer step after a prefetch: the same output
+        x, _ = data(rank, 5)
+        with torch.no_grad():
+            want = layer(x, SPLITS)
+            experts.prefetch(0)
+            assert torch.equal(layer(x, SPLITS), want), "forward after prefetch"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Distributed weights: the Python protocol wrapped into the C table (one process), and the
 built-in ShardedExperts over 2 Gloo processes under saved_tensors_hooks."""
+import ctypes as C
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")  # the numpy part (test_ops.py) runs without it
 
+from grouplin import _lib  # noqa: E402
 from grouplin.torch import DistributedWeight, GroupedLinear  # noqa: E402
 
 N, K_IN, K_OUT = 3, 16, 8
@@ -88,6 +90,52 @@ def test_a_failing_hook_raises_its_own_exception():
                           distributed_weight=dw)
     with pytest.raises(KeyError, match="shard store unavailable"):
         layer(torch.randn(sum(SPLITS), K_IN), SPLITS)
+
+
+class PrefetchingExperts(LocalExperts):
+    """LocalExperts with the optional prefetch hook: the copy is made early and handed out by the
+    next materialize of that direction."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.early = {}
+
+    def prefetch(self, direction):
+        if direction in self.early:
+            raise RuntimeError("prefetched already")
+        self.calls.append("prefetch(%d)" % direction)
+        self.early[direction] = [w.clone() for w in self.master.detach().unbind(0)]
+
+    def materialize_forward(self):
+        return self.early.pop(0, None) or self._materialize("forward")
+
+
+def test_prefetch_hook_is_in_the_table_only_when_defined():
+    assert not LocalExperts().table().prefetch            # NULL: the C side sees no hook
+    dw = PrefetchingExperts()
+    t = dw.table()
+    assert t.prefetch and t.size == C.sizeof(_lib.DistWeights)
+    assert t.prefetch(None, 0) == _lib.STATUS_SUCCESS
+    assert dw.calls == ["prefetch(0)"]
+    # an exception in the hook becomes a failing status and is kept for the caller
+    assert t.prefetch(None, 0) != _lib.STATUS_SUCCESS
+    exc = dw.take_exception()
+    assert isinstance(exc, RuntimeError) and "prefetched already" in str(exc)
+
+
+def test_forward_after_prefetch_equals_forward_without():
+    torch.manual_seed(2)
+    dw = PrefetchingExperts()
+    layer = GroupedLinear(N, K_IN, K_OUT, bias=False, params_dtype=torch.float32, device="cpu",
+                          distributed_weight=dw)
+    x = torch.randn(sum(SPLITS), K_IN)
+    with torch.no_grad():
+        want = layer(x, SPLITS)
+        dw.calls.clear()
+        dw.prefetch(0)
+        got = layer(x, SPLITS)
+    assert torch.equal(got, want)
+    assert dw.calls == ["prefetch(0)", "release"]           # the forward used the prefetched copy
 
 
 def test_delay_wgrad_with_a_distributed_weight_is_refused():

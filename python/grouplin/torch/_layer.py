@@ -9,6 +9,7 @@ or re-allocated parameter (module.to(), a new main_grad) gets a fresh C layer.
 import ctypes as C
 import itertools
 import threading
+import weakref
 
 import torch
 
@@ -16,7 +17,7 @@ from .. import _context, _lib
 
 _DTYPES = {torch.float32: _lib.FP32, torch.bfloat16: _lib.BF16, torch.float16: _lib.FP16}
 
-_lock = threading.Lock()
+_lock = threading.RLock()   # reentrant: a finalizer (SavedGuard, _TokenMemory) may run inside a locked block
 _ids = itertools.count(1)
 _layers = {}      # id -> LayerState
 _saved = {}       # id -> Saved
@@ -159,15 +160,49 @@ def layer(layer_id):
     return st
 
 
+class _TokenMemory(bytearray):
+    """The 8 bytes under a saved context's token tensor (torch.frombuffer: the token's storage
+    keeps this object alive, and drops it when the last tensor on that storage goes, autograd's
+    saved copies included).  Going, it releases the saved context unless disarmed: so a forward
+    traced by torch.compile, whose autograd context exists only while tracing, gives its saved
+    context back when the compiled graph's saved tensors are freed, backward or not."""
+
+    def __del__(self):
+        sid = getattr(self, "saved_id", 0)
+        if sid:
+            try:
+                release_saved(sid)
+            except Exception:
+                pass
+
+
 class Saved:
     """A gln_grouped_linear_saved_t in flight between a forward and its backward."""
 
     def __init__(self, handle, ptr, rows, grouped):
         self.handle, self.ptr, self.rows, self.grouped = handle, ptr, rows, grouped
+        self._memory = None
         handle.live_saved += 1
         with _lock:
             self.id = next(_ids)
             _saved[self.id] = self
+
+    def token(self):
+        """The one-element int64 token naming this context; its storage owns the context (see
+        _TokenMemory) until disarm_token()."""
+        mem = _TokenMemory(8)
+        t = torch.frombuffer(mem, dtype=torch.int64)
+        t[0] = self.id
+        mem.saved_id = self.id
+        self._memory = weakref.ref(mem)   # weak: the context must not keep its token alive
+        return t
+
+    def disarm_token(self):
+        """Another owner (the eager autograd context's SavedGuard) releases this context: the
+        token may be copied or dropped (saved_tensors_hooks) without releasing it."""
+        mem = self._memory() if self._memory is not None else None
+        if mem is not None:
+            mem.saved_id = 0
 
     def release(self):
         if self.ptr:
@@ -187,6 +222,14 @@ def saved(saved_id):
     return s
 
 
+def live_saved_contexts():
+    """How many C saved contexts (one per training forward, holding the library's saved
+    activations and scratch) are not released yet: by their backward, or when autograd freed
+    the graph of a forward whose backward never ran."""
+    with _lock:
+        return len(_saved)
+
+
 def release_saved(saved_id):
     s = _saved.get(saved_id)
     if s is not None:
@@ -195,10 +238,14 @@ def release_saved(saved_id):
 
 class SavedGuard:
     """Eager mode: releases a saved context whose backward never ran when autograd frees the
-    graph node holding this object."""
+    graph node holding this object (and takes that duty over from the token's memory, which
+    activation offloading may copy and free long before backward)."""
 
     def __init__(self, saved_id):
         self.saved_id = saved_id
+        s = _saved.get(saved_id)
+        if s is not None:
+            s.disarm_token()
 
     def __del__(self):
         try:

@@ -2,7 +2,8 @@
 implementations, so torch.compile traces a model through them without graph breaks.
 
 The saved context of a training forward is identified by a one-element int64 CPU "token" the
-forward returns and autograd saves; everything else backward needs (the C layer, distributed
+forward returns and autograd saves (eager: released with the autograd context if backward never
+runs; torch.compile: with the token's storage, _layer._TokenMemory); everything else backward needs (the C layer, distributed
 weight objects) is found through the layer id, a plain integer on the autograd context.  No
 parameter and no distributed-weight object is ever a saved tensor, so saved_tensors_hooks
 (activation offloading) only ever see the token (plus, under torch.compile with fused wgrad
@@ -49,8 +50,10 @@ def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tens
     st.raise_from_hooks(status)
     _lib.check(status, "gln_grouped_linear_forward")
     del keep
-    sid = _layer.Saved(h, savedp, rows, grouped).id if need_saved else 0
-    return y, torch.tensor([sid], dtype=torch.int64)
+    if not need_saved:
+        return y, torch.zeros(1, dtype=torch.int64)
+    # the token's storage owns the saved context until an eager autograd context takes it over
+    return y, _layer.Saved(h, savedp, rows, grouped).token()
 
 
 @grouped_linear_forward.register_fake
@@ -125,7 +128,9 @@ def _setup_context(ctx, inputs, output):
         ctx.repeat = None
         ctx.save_for_backward(token, *main_grads)
     if need_saved and not torch.compiler.is_compiling() and not is_fake(token):
-        # eager: a forward whose backward never runs releases its saved context with the graph
+        # eager: a forward whose backward never runs releases its saved context with the graph.
+        # (Under torch.compile this runs only while tracing; there the token's storage, saved by
+        # the compiled graph, releases it: Saved.token.)
         ctx.guard = _layer.SavedGuard(int(token[0]))
 
 

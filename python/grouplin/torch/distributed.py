@@ -40,6 +40,12 @@ class DistributedWeight:
                                        (accumulate=False overwrites: first microbatch); return True
                                        when it completes asynchronously (then wait() finishes it)
       wait()                        complete a pending finalize (no-op when none)
+      prefetch(direction)           optional: start the gather of the next materialize_forward
+                                    (direction 0) or materialize_backward (1) now, so that it
+                                    overlaps the work that follows; that materialize then only
+                                    waits for it and returns the same weights.  The layer never
+                                    calls it: the caller does (e.g. for the next layer, before
+                                    this one's forward).  Collective like the materialize it serves.
       autograd_parameters()         the torch Parameters autograd should see as the layer's weights
 
     A hook that raises fails the layer call; the exception reaches the caller unchanged.
@@ -61,6 +67,12 @@ class DistributedWeight:
     def autograd_parameters(self):
         raise NotImplementedError
 
+    def prefetch(self, direction):
+        """Not overridden: the protocol table has no prefetch hook (NULL), and this does nothing."""
+
+    def _has_prefetch(self):
+        return getattr(type(self), "prefetch", None) is not DistributedWeight.prefetch
+
     # ---- the C protocol table ---------------------------------------------------------------------
     def table(self):
         """The gln_dist_weights_t for this object (built once, kept alive by the object)."""
@@ -74,6 +86,10 @@ class DistributedWeight:
                   _lib.WAIT_FN(self._c_wait))
             t = _lib.DistWeights(C.sizeof(_lib.DistWeights), None, self.num_experts, self.out_features,
                                  self.in_features, *cb)
+            if self._has_prefetch():
+                pf = _lib.PREFETCH_FN(self._c_prefetch)
+                t.prefetch = pf
+                cb = cb + (pf,)
             self._gln_callbacks = cb
             self._gln_table = t
         return t
@@ -139,6 +155,9 @@ class DistributedWeight:
     def _c_wait(self, impl):
         return self._guard(self.wait)
 
+    def _c_prefetch(self, impl, direction):
+        return self._guard(lambda: self.prefetch(int(direction)))
+
 
 class ShardedExperts(torch.nn.Module, DistributedWeight):
     """N expert weights [out_features, in_features] sharded evenly over a process group.
@@ -169,6 +188,7 @@ class ShardedExperts(torch.nn.Module, DistributedWeight):
         self.load_full(full)
         self.shard.main_grad = torch.zeros_like(self.shard)
         self._grad_flat = None
+        self._prefetched = [None, None]   # per direction: (async work handle, gathered flat buffer)
 
     def autograd_parameters(self):
         return [self.shard]
@@ -182,22 +202,42 @@ class ShardedExperts(torch.nn.Module, DistributedWeight):
             self.shard.zero_()
             self.shard[:part.numel()].copy_(part)
 
-    def _gather(self, src):
+    def _gather(self, src, async_op=False):
         out = torch.empty(self.shard_len * self.world, dtype=src.dtype, device=src.device)
-        dist.all_gather(list(out.chunk(self.world)), src.contiguous(), group=self.group)
-        return out
+        work = dist.all_gather(list(out.chunk(self.world)), src.contiguous(), group=self.group,
+                               async_op=async_op)
+        return (work, out) if async_op else out
 
     def full_weight(self):
         """All N FP32 master weights [N, out, in], gathered (a collective: call on every rank)."""
         return self._gather(self.shard.detach())[:self.total].view(self.num_experts, self.out_features,
                                                                     self.in_features)
 
-    def _materialize(self):
-        flat = self._gather(self.shard.detach().to(self.dtype))
+    def _materialize(self, direction):
+        pending, self._prefetched[direction] = self._prefetched[direction], None
+        if pending is not None:
+            work, flat = pending
+            work.wait()
+        else:
+            flat = self._gather(self.shard.detach().to(self.dtype))
         return list(flat[:self.total].view(self.num_experts, self.out_features, self.in_features).unbind(0))
 
-    materialize_forward = _materialize
-    materialize_backward = _materialize
+    def materialize_forward(self):
+        return self._materialize(0)
+
+    def materialize_backward(self):
+        return self._materialize(1)
+
+    def prefetch(self, direction):
+        """Start the all-gather of the next materialization of `direction` (0 forward, 1
+        backward) asynchronously; it reads the shard now, so update the shard (optimizer step,
+        load_full) before prefetching, not after.  A collective: call on every rank."""
+        if direction not in (0, 1):
+            raise ValueError("prefetch: direction %r must be 0 (forward) or 1 (backward)" % (direction,))
+        if self._prefetched[direction] is not None:
+            raise RuntimeError("prefetch: the %s weights are prefetched already (the next materialize "
+                               "consumes them)" % ("backward" if direction else "forward"))
+        self._prefetched[direction] = self._gather(self.shard.detach().to(self.dtype), async_op=True)
 
     def grad_buffer(self, expert):
         if self._grad_flat is None:
