@@ -19,7 +19,8 @@
  * Environment (kernel lab, comparisons): GLN_CUDA_BLOCKWISE=0 turns this path off (pow2 scales
  * then take the dequantize emulation, FP32 scales the per-expert loop); GLN_CUTLASS_BLOCKWISE=
  * pingpong runs fprop / dgrad on the pingpong 64×128 instantiation instead of the cooperative
- * 128×128 one. */
+ * 128×128 one; GLN_CUTLASS_RASTER / GLN_CUTLASS_SWIZZLE steer the tile scheduler as for every
+ * CUTLASS grouped kernel (cutlass/grouped_sm90.cuh, documented in cuda_grouped_gemm.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,18 @@ static int disabled(void) {
 static int pingpong(void) {
     const char *e = getenv("GLN_CUTLASS_BLOCKWISE");
     return e && !strcmp(e, "pingpong");
+}
+
+gln_status_t (*gln_cutlass_lab_blockwise)(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *call) = NULL;
+
+/* The lab's instantiation when it takes the call (*taken = 1), else nothing. */
+static gln_status_t lab_kernel(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *fn, int *taken) {
+    *taken = 0;
+    if (!gln_cutlass_lab_blockwise) return GLN_STATUS_SUCCESS;
+    const gln_status_t st = gln_cutlass_lab_blockwise(ctx, bw, fn);
+    if (st == GLN_STATUS_NOT_SUPPORTED) return GLN_STATUS_SUCCESS;
+    *taken = 1;
+    return st;
 }
 
 static int is_block_e4m3(const gln_tensor_t *t, gln_scaling_mode_t mode) {
@@ -148,7 +161,10 @@ static gln_status_t run_tn_nn(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, c
     GLN_CHECK(st, fail, gln_cuda_plan_make(ctx, args->b, GLN_SCALING_BLOCK_1D, &plan, fn));
     bw->g.offsets = plan.rows;
     bw->a_sf_start = plan.srow;
-    st = pingpong() ? gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn) : gln_cutlass_run_blockwise_tn(ctx, bw, fn);
+    int taken = 0;
+    GLN_CHECK(st, fail, lab_kernel(ctx, bw, fn, &taken));
+    if (!taken)
+        st = pingpong() ? gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn) : gln_cutlass_run_blockwise_tn(ctx, bw, fn);
 fail:
     gln_cuda_plan_free(ctx, &plan);
     return st;
@@ -167,7 +183,9 @@ static gln_status_t run_nt(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, cons
     bw->g.offsets = args->a_grouped->packed.rows < args->b->packed.rows ? plan_x.rows : plan_dy.rows;
     bw->a_sf_start = plan_dy.scol;
     bw->b_sf_start = plan_x.scol;
-    GLN_CHECK(st, fail, gln_cutlass_run_blockwise_wgrad(ctx, bw, fn));
+    int taken = 0;
+    GLN_CHECK(st, fail, lab_kernel(ctx, bw, fn, &taken));
+    if (!taken) GLN_CHECK(st, fail, gln_cutlass_run_blockwise_wgrad(ctx, bw, fn));
     st = gln_cuda_blockwise_wgrad_unaligned(ctx, bw, fn);
 fail:
     gln_cuda_plan_free(ctx, &plan_dy);

@@ -53,6 +53,12 @@ gln_status_t gln_cutlass_run_blockwise_tn_pingpong(gln_context_t *ctx, const gln
 gln_status_t gln_cutlass_run_blockwise_wgrad(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
                                              const char *call);
 
+/* cuda_grouped_blockwise.c: the kernel lab's hook (bench/lab/grouped_tiles.c --recipe block): when
+ * set, it is offered every block-scaled call first and runs its own instantiation, or returns
+ * GLN_STATUS_NOT_SUPPORTED to leave the call to the kernels above.  NULL outside the lab. */
+extern gln_status_t (*gln_cutlass_lab_blockwise)(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
+                                                 const char *call);
+
 /* cuda_grouped_blockwise_scales.cu: repack the scales of one chunk of experts into CUTLASS's
  * layouts (see above).  sfa: [packed_rows · nkb] floats, expert i's at offsets[i] · nkb, written
  * only for experts with m_i % 4 != 0; sfb: [num · nkb · nnb], expert i's at i · nkb · nnb. */

@@ -28,6 +28,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -175,6 +176,44 @@ __global__ void zero_empty_kernel(gln_cutlass_grouped_t g, Chunk c) {
 
 static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
+/* The persistent group tile scheduler's two knobs, for sweeps and the kernel lab, read once per
+ * process from the environment (an unset or unknown value keeps the default, CUTLASS's):
+ *   GLN_CUTLASS_RASTER=m (default) | n | auto  the order in which consecutive tiles of one expert
+ *       are handed out: along M (CTAs next to each other share an N column: the same weight tile
+ *       in fprop / dgrad), along N (they share the rows of x / dy), or CUTLASS's heuristic, which
+ *       compares the tile grid's M and N extents; with the problem shapes on the device the group
+ *       scheduler's grid is (SM count × 1), so `auto` always resolves to along N;
+ *   GLN_CUTLASS_SWIZZLE=1 (default) | 2 | 4 | 8  the maximum swizzle (tiles of the minor mode
+ *       grouped before the major one advances).  Passed through as asked, but CUTLASS 4.2's group
+ *       scheduler derives the swizzle it applies from that same (tiles × 1) grid, whose smaller
+ *       extent is 1: get_log_swizzle_size() then returns 0 whatever the maximum, so the knob has no
+ *       effect with this CUTLASS (a sweep over it measures noise; kept for newer versions). */
+struct SchedulerKnobs {
+    int raster; /* 0 along M, 1 along N, 2 heuristic */
+    int swizzle;
+};
+
+inline const SchedulerKnobs &scheduler_knobs() {
+    static const SchedulerKnobs knobs = [] {
+        SchedulerKnobs k{0, 1};
+        const char *r = getenv("GLN_CUTLASS_RASTER");
+        if (r && !strcmp(r, "n")) k.raster = 1;
+        if (r && !strcmp(r, "auto")) k.raster = 2;
+        const char *s = getenv("GLN_CUTLASS_SWIZZLE");
+        if (s && (!strcmp(s, "2") || !strcmp(s, "4") || !strcmp(s, "8"))) k.swizzle = atoi(s);
+        return k;
+    }();
+    return knobs;
+}
+
+/* The knobs into one kernel's scheduler arguments (every grouped kernel we launch). */
+template <class Args> inline void set_scheduler(Args &args) {
+    using Raster = decltype(args.scheduler.raster_order);
+    const SchedulerKnobs &k = scheduler_knobs();
+    args.scheduler.raster_order = k.raster == 1 ? Raster::AlongN : k.raster == 2 ? Raster::Heuristic : Raster::AlongM;
+    args.scheduler.max_swizzle_size = k.swizzle;
+}
+
 static inline gln_status_t cutlass_status(cutlass::Status s, const char *fn, const char *what) {
     if (s == cutlass::Status::kSuccess) return GLN_STATUS_SUCCESS;
     return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: CUTLASS %s failed: %s", fn, what, cutlassGetStatusString(s));
@@ -256,6 +295,7 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
                                         {t.a, t.sa, t.b, t.sb},
                                         {ep, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
                                         hw};
+        set_scheduler(args);
         return args;
     };
     /* The workspace size depends only on the group count and the device, not on addresses. */
