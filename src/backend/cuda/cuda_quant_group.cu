@@ -660,6 +660,132 @@ __global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODES, PIPE)) gq
     if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not);
 }
 
+/* ---- TENSOR, v2 (the default; GLN_CUDA_QUANT_V2=0 selects the kernel above) -----------------
+ * Load-then-use over U tiles at a time: a thread issues all U x GQ_RPT chunk loads of its next U
+ * tiles (U x 64 bytes of bf16 / fp16), then reduces and encodes them.  What this buys over the
+ * pipelined kernel above: (a) no spills — the pipelined kernel holds two tiles with their full
+ * index state (two cursors, i0[], n[]) under its 80-register bound and spills in the hot loop;
+ * here a tile keeps only its member, first row, rows and column tile, the rest is recomputed;
+ * (b) more bytes in flight per thread (amax pass: 3 tiles = 192 bytes per thread, 96 KB per SM
+ * at 2 blocks per SM; cast: 2 tiles, 64 KB per SM).  Numerics are those of gq_tensor_kernel, element for
+ * element: the same amax fold (gq_amax_chunk), the same encode (gq_encode), the same stores. */
+
+/* Tiles per step: what fits the register bound with the tile's words live (FP32 chunks are
+ * twice the words). */
+__host__ __device__ constexpr int gq2_tiles(int dt, int mode) {
+    return mode == GQ_AMAX ? (dt == GQ_F32 ? 2 : 3) : (dt == GQ_F32 ? 1 : 2); /* 2-byte amax at 4: spills */
+}
+/* Blocks per SM: 2 (128 registers).  At 3 (80 registers) ptxas spills 100-600 bytes in every
+ * mode; 2 blocks of U tiles keep more bytes in flight per SM than 3 blocks of the pipelined
+ * kernel (cast: 512 threads x 128 bytes; amax: 512 x 192 bytes).  The current-scaling passes
+ * share one grid (the smaller of the two kernels' occupancy). */
+#define GQ2_MIN_BLOCKS 2
+
+/* What a loaded tile needs later: its member, the member's first packed row and rows, the tile's
+ * first member row and column tile. */
+typedef struct gq2_meta {
+    int64_t row0, m, r0;
+    int32_t i, ct;
+} gq2_meta_t;
+
+/* x·s for a whole chunk with one scale: gq_encode with a uniform multiplier. */
+template <int DT>
+__device__ __forceinline__ void gq2_encode(const uint32_t (&w)[gq_traits<DT>::W], float s, int e5m2, uint32_t (&b)[4]) {
+    float mult[GQ_CHUNK];
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+    gq_encode<DT>(w, mult, e5m2, b);
+}
+
+/* gq_tensor_codes from a tile's meta: the rowwise copy and, through the shared tile, the
+ * member's transposed copy.  Every thread of the block calls it (it synchronizes). */
+template <int DT>
+__device__ __forceinline__ void gq2_codes(const gq_args_t &a, uint8_t (*tile)[GQ_TC], const gq2_meta_t &M, float s,
+                                          const uint32_t (&w)[GQ_RPT][gq_traits<DT>::W]) {
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t C = a.cols, c0 = (int64_t)M.ct * GQ_TC, c = c0 + k * GQ_CHUNK;
+    const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) {
+        uint32_t b[4];
+        gq2_encode<DT>(w[h], s, a.e5m2, b);
+        const int64_t r = M.r0 + rr + h * GQ_PASS;
+        if (a.q && r < M.m && nc) gq_store16(a.q + (size_t)(M.row0 + r) * (size_t)C + (size_t)c, b, nc);
+        if (a.qc) *(uint4 *)&tile[rr + h * GQ_PASS][k * GQ_CHUNK] = make_uint4(b[0], b[1], b[2], b[3]);
+    }
+    if (!a.qc) return; /* block-uniform */
+    __syncthreads();
+    const int tc = t % GQ_TC, tj = t / GQ_TC;
+    const int64_t cc = c0 + tc;
+#pragma unroll
+    for (int h = 0; h < GQ_RPT; h++) {
+        const int j = tj + h * (GQ_THREADS / GQ_TC);
+        const int64_t rs = M.r0 + j * GQ_CHUNK;
+        if (cc < C && rs < M.m) {
+            uint32_t o[4];
+            gq_tile_column(tile, j, tc, o);
+            gq_store16(a.qc + (size_t)M.row0 * (size_t)C + (size_t)cc * (size_t)M.m + (size_t)rs, o,
+                       (int)min((int64_t)GQ_CHUNK, M.m - rs));
+        }
+    }
+    __syncthreads(); /* the tile is rewritten by the next one */
+}
+
+template <int DT, bool VEC, int MODE>
+__global__ void __launch_bounds__(GQ_THREADS, GQ2_MIN_BLOCKS) gq_tensor2_kernel(const gq_args_t a) {
+    constexpr int U = gq2_tiles(DT, MODE), W = gq_traits<DT>::W;
+    __shared__ __align__(16) uint8_t tile[MODE != GQ_AMAX ? GQ_TR : 1][GQ_TC];
+    int64_t lo, hi;
+    gq_range(a, &lo, &hi);
+    if (lo >= hi) return;
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t count = hi - lo, step = a.reverse ? -1 : 1, first = a.reverse ? hi - 1 : lo;
+    gq_cursor_t lc; /* the loads' cursor: the member of the last tile loaded */
+    gq_member(a, gq_find(a, first / a.n_ct), lc);
+    int32_t ci = lc.i; /* the member whose amax partial / scale is in use */
+    float s = MODE != GQ_AMAX ? __ldg(a.scale + ci) : 0.0f;
+    uint32_t best = 0;
+    unsigned long long nan_not = 0;
+    for (int64_t done = 0; done < count; done += U) {
+        gq2_meta_t M[U];
+        uint32_t w[U][GQ_RPT][W];
+#pragma unroll
+        for (int u = 0; u < U; u++) { /* every load of the U tiles first */
+            if (done + u >= count) break; /* block-uniform */
+            const int64_t id = first + step * (done + u), rt = id / a.n_ct;
+            gq_locate(a, rt, lc);
+            M[u].i = lc.i, M[u].row0 = lc.row0, M[u].m = lc.m, M[u].r0 = (rt - lc.t0) * GQ_TR;
+            M[u].ct = (int32_t)(id - rt * a.n_ct);
+            const int64_t c = (int64_t)M[u].ct * GQ_TC + k * GQ_CHUNK;
+            const int nc = c < a.cols ? (int)min((int64_t)GQ_CHUNK, a.cols - c) : 0;
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                const int64_t r = M[u].r0 + rr + h * GQ_PASS;
+                gq_load<DT, VEC>(a.x, (size_t)(M[u].row0 + r) * (size_t)a.cols + (size_t)c, r < M[u].m ? nc : 0,
+                                 w[u][h]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (done + u >= count) break; /* block-uniform */
+            if (M[u].i != ci) { /* block-uniform: the next member */
+                if (MODE != GQ_CAST) gq_flush(a.work + ci, best, nan_not), best = 0, nan_not = 0;
+                ci = M[u].i;
+                if (MODE != GQ_AMAX) s = __ldg(a.scale + ci);
+            }
+            if (MODE != GQ_CAST) {
+                const size_t c = (size_t)M[u].ct * GQ_TC + (size_t)(k * GQ_CHUNK);
+#pragma unroll
+                for (int h = 0; h < GQ_RPT; h++)
+                    gq_amax_chunk<DT>(w[u][h], (size_t)(M[u].row0 + M[u].r0 + rr + h * GQ_PASS) * (size_t)a.cols + c,
+                                      best, nan_not);
+            }
+            if (MODE != GQ_AMAX) gq2_codes<DT>(a, tile, M[u], s, w[u]);
+        }
+    }
+    if (MODE != GQ_CAST) gq_flush(a.work + ci, best, nan_not);
+}
+
 /* One thread per member: the amax from its partial (with nan_propagate, |x| of the lowest NaN,
  * loaded the reference's way), then current: scale from amax; delayed: amax max-accumulated and
  * the given scale.  scale_inv = 1/scale in every present copy. */
@@ -863,7 +989,24 @@ template <int DT, int MODE> static gq_kernel_t gq_tensor_pick2(int vec, int pipe
     return vec ? gq_tensor_kernel<DT, true, MODE, false> : gq_tensor_kernel<DT, false, MODE, false>;
 }
 
+/* GLN_CUDA_QUANT_V2=0: the first kernels (gq_tensor_kernel for every TENSOR pass), to A/B them
+ * against the v2 ones in one run (bench/gpu_quantize prints which ran). */
+static int gq_v2_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_V2");
+    return !(e && e[0] == '0');
+}
+
+template <int DT, int MODE> static gq_kernel_t gq_tensor2_pick(int vec) {
+    return vec ? gq_tensor2_kernel<DT, true, MODE> : gq_tensor2_kernel<DT, false, MODE>;
+}
+
 template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
+    if ((MODE & GQ_DBIAS) == 0 && gq_v2_enabled()) { /* the dbias variants stay on v1 */
+        constexpr int M = MODE & GQ_MODE_MASK;
+        if (dt == GQ_F32) return gq_tensor2_pick<GQ_F32, M>(vec);
+        if (dt == GQ_BF16) return gq_tensor2_pick<GQ_BF16, M>(vec);
+        return gq_tensor2_pick<GQ_F16, M>(vec);
+    }
     const int pipe = gq_pipe_enabled();
     if (dt == GQ_F32) return gq_tensor_pick2<GQ_F32, MODE>(vec, pipe);
     if (dt == GQ_BF16) return gq_tensor_pick2<GQ_BF16, MODE>(vec, pipe);
