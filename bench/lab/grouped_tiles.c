@@ -15,11 +15,14 @@
  *
  * Build: cmake -DGLN_BUILD_LAB=ON (needs CUTLASS); run on the GPU machine, e.g.
  *   bench/lab/grouped_tiles --shape qwen3 --stage wgrad
- * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3]
+ * --recipe block: FP8 block scaling's kernels, checked and timed by lab_block.c (see there).
+ * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|block]
  *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N]   (exit 77 without a GPU) */
 #include "../bench_util.h"
 
 #include "backend/cuda/cutlass/grouped_variants.h"
+
+#include "lab_block.h"
 
 /* lab_tn.cu, lab_nt.cu */
 gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
@@ -68,11 +71,7 @@ static void activate(const variant_t *v) {
     else unsetenv("GLN_CUTLASS_TILES");
 }
 
-typedef struct shape {
-    const char *name;
-    int32_t experts;
-    int64_t tokens, k, n;
-} shape_t;
+typedef lab_shape_t shape_t;
 
 static const shape_t shapes[] = {{"mixtral-fc1", 8, 4096, 4096, 14336}, {"deepseek", 32, 512, 7168, 2048},
                                  {"qwen3", 128, 128, 2048, 768},        {"deepgemm", 8, 4096, 7168, 4096}};
@@ -247,6 +246,8 @@ int main(int argc, char **argv) {
     int son[SPLITS_COUNT_];
     if (!s || repeat < 1 || inner < 1 || !bench_splits_parse(splits_s, son) || !strcmp(splits_s, "all")) return 2;
     bench_splits_t sk = son[0] ? SPLITS_UNIFORM : son[1] ? SPLITS_ZIPF : SPLITS_EMPTY;
+    if (!strcmp(recipe, "block")) return lab_block_main(s, stage_s, sk, repeat, inner);
+    if (strcmp(recipe, "bf16") && strcmp(recipe, "e4m3")) return fprintf(stderr, "unknown recipe %s\n", recipe), 2;
     gln_context_t *cu = bench_cuda_context(), *cpu = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
     o.backend = GLN_BACKEND_CPU;
