@@ -25,14 +25,18 @@
  *             K 32, a 256-deep k-tile issues 8 before the consumer can promote);
  *             SfN = 128 with tile N 64: "FP8 scaling granularity must evenly divide tile shape
  *             along N" (so no 128×64 / 64×64 fprop tiles);
- *   accepted  (SfN 128) cooperative 128×128 with clusters 2×1, 1×2, 2×2; cooperative 256×128 and
- *             128×256 (1×1); pingpong 64×128 1×2 and pingpong 128×128; (SfN 1, wgrad)
- *             cooperative 128×128 2×1 / 1×2 and 128×256.
- * Built here: the clusters 2×1 / 1×2 of both stages, 128×256 of both, pingpong 64×128 1×2; not
- * built (compile time, and the register budget: each consumer thread holds the accumulator and
- * its per-block copy, 2 × 64 floats at 128×128 cooperative): 256×128 and pingpong 128×128 (2 × 128
- * floats, as 128×256), 2×2 clusters.  The stage count stays the builder's (smem carveout; a
- * 128×128×128 E4M3 stage is 32 KB of operands plus its scales). */
+ *             SfN = 128 with tile N 256 (two weight scales per tile): the types pass, the kernel
+ *             body does not — fp8_accumulation.hpp:120 "Accumulator and scaleB must have same
+ *             shape" (the promotion multiplies by one B scale per tile along N);
+ *   accepted  (types instantiated) SfN 128: cooperative 128×128 with clusters 2×1, 1×2, 2×2;
+ *             cooperative 256×128; pingpong 64×128 1×2 and pingpong 128×128; SfN 1 (wgrad):
+ *             cooperative 128×128 2×1 / 1×2 and 128×256 (whole kernel built: it spills).
+ * Built here: the clusters 2×1 / 1×2 of both stages, pingpong 64×128 1×2, the wgrad's 128×256;
+ * not built (compile time, and the register budget: each consumer thread holds the accumulator
+ * and its per-block copy, 2 × 64 floats at 128×128 cooperative, 2 × 128 at 256×128 or pingpong
+ * 128×128, where the wgrad's 128×256 already spills): 256×128, pingpong 128×128, 2×2 clusters.
+ * The stage count stays the builder's (smem carveout; a 128×128×128 E4M3 stage is 32 KB of
+ * operands plus its scales).
  *
  * The tile scheduler's raster order (GLN_CUTLASS_RASTER) is read once a process: sweep it by
  * running the lab once per value. */
@@ -47,7 +51,6 @@
 /* lab_blockwise_*.cu */
 gln_status_t gln_cutlass_run_lab_bw_tn_c2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_tn_c1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
-gln_status_t gln_cutlass_run_lab_bw_tn_n256(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_tn_pp1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
@@ -71,7 +74,6 @@ static const bvariant_t bvariants[] = {
     {"library pingpong 64x128", NULL, "pingpong", NULL, 0},
     {"lab coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_tn_c2x1, 0},
     {"lab coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_tn_c1x2, 0},
-    {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bw_tn_n256, 0},
     {"lab pingpong 64x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_tn_pp1x2, 0},
     {"lab coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_c2x1, 1},
     {"lab coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_c1x2, 1},

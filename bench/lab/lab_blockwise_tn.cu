@@ -5,11 +5,10 @@
  *   c2x1   128×128×128 cooperative, clusters of 2 CTAs along M: the pair works on the same N
  *          column, so each W tile is fetched once and multicast to both (TMA multicast);
  *   c1x2   the same along N: each x / dy tile is multicast to the two CTAs of its row;
- *   n256   128×256×128 cooperative, no cluster: half the x / dy re-reads, two weight scales per
- *          tile along N (SfN = 128 divides 256), but 128 + 128 FP32 registers a thread for the
- *          accumulator and its promotion copy (ptxas's spill report tells);
- *   pp1x2  pingpong 64×128×128 with x multicast across a 1×2 cluster.
- * What CUTLASS 4.2's blockwise mainloop rejects at compile time (probed, see lab_block.c). */
+ *   pp1x2  pingpong 64×128×128 with x multicast across a 1×2 cluster (lab_blockwise_tn2.cu).
+ * What CUTLASS 4.2's blockwise mainloop rejects at compile time: see lab_block.c (128×256 among
+ * them: two weight scales per tile along N pass the collective's static_asserts but not the
+ * kernel body's promotion, "Accumulator and scaleB must have same shape"). */
 #include "backend/cuda/cutlass/grouped_blockwise_sm90.cuh"
 
 GLN_CUTLASS_BLOCKWISE(lab_bw_tn_c2x1, cutlass::bfloat16_t, 128, cute::Shape<cute::_128, cute::_128, cute::_128>,
