@@ -78,6 +78,14 @@ typedef struct gln_backend_ops {
     gln_status_t (*grouped_quantize_dbias)(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                            gln_tensor_t *dbias, int accumulate);
+    /* Delayed scaling's grouped_quantize (grouped_quantize_dbias when dbias is not NULL) followed
+     * by fp8_state_record(history_row0, first, stride, in->num, out->packed.amax, nan_propagate),
+     * with the record fused into the launch that finishes the amaxes.  NULL slot:
+     * gln_op_grouped_quantize_record makes the two calls. */
+    gln_status_t (*grouped_quantize_record)(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                            gln_tensor_t *dbias, int accumulate, float *history_row0,
+                                            int32_t first, int32_t stride, int nan_propagate);
     gln_status_t (*amax)(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
     /* amax[i] = the amax slot's value for member i of x (host splits; rows of x->packed), 0 for
      * an empty member, i < x->num; amax is a backend array written in stream order.  One launch

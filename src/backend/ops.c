@@ -64,3 +64,17 @@ gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_
     if (!ctx->ops->cast) return gln_backend_missing(ctx, "gln_cast", "cast");
     return ctx->ops->cast(ctx, in, out);
 }
+
+gln_status_t gln_op_grouped_quantize_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                            gln_tensor_t *dbias, int accumulate, float *history_row0, int32_t first,
+                                            int32_t stride, int nan_propagate) {
+    if (ctx->ops->grouped_quantize_record)
+        return ctx->ops->grouped_quantize_record(ctx, cfg, in, out, dbias, accumulate != 0, history_row0, first,
+                                                 stride, nan_propagate);
+    GLN_TRY(dbias ? gln_op_grouped_quantize_dbias(ctx, cfg, in, out, dbias, accumulate)
+                  : gln_op_grouped_quantize(ctx, cfg, in, out));
+    if (in->num == 0) return GLN_STATUS_SUCCESS;
+    if (!ctx->ops->fp8_state_record) return gln_backend_missing(ctx, "delayed scaling", "fp8_state_record");
+    return ctx->ops->fp8_state_record(ctx, history_row0, first, stride, in->num, out->packed.amax, nan_propagate);
+}

@@ -25,6 +25,13 @@ gln_status_t gln_op_grouped_gemm(gln_context_t *ctx, const gln_grouped_gemm_args
 gln_status_t gln_op_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                            gln_tensor_t *dbias, int accumulate);
+/* Delayed scaling: grouped quantize (+ dbias when dbias is not NULL), then the amax history record
+ * history_row0[first + i·stride] = gln_f32_max_amax(that, out->packed.amax[i], nan_propagate) —
+ * fused into one launch where the backend can (backend.h, grouped_quantize_record). */
+gln_status_t gln_op_grouped_quantize_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                            gln_tensor_t *dbias, int accumulate, float *history_row0, int32_t first,
+                                            int32_t stride, int nan_propagate);
 gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
                                   int accumulate);
 gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);

@@ -4,7 +4,9 @@
  * gln_grouped_quantize.  Both produce the same bytes per member (per-member statistics), which
  * is what makes the two paths bitwise identical on the CPU.  Under delayed scaling the role's
  * slots (input 3i of the forward state, grad_output 2i of the backward state) are staged into
- * the buffer's per-member scale array before and their amaxes recorded after.
+ * the buffer's per-member scale array before and their amaxes recorded after (grouped path: by
+ * the quantize itself, gln_op_grouped_quantize_record, which a backend may fuse into its amax
+ * finalize launch).
  *
  * With dbias (dy of a layer with bias): the bias gradients come from the same read of dy on the
  * grouped path (gln_op_grouped_quantize_dbias); the split path quantizes per member and then sums
@@ -33,6 +35,10 @@ static gln_status_t act_quantize(gln_grouped_linear_t *L, gln_role_t role, const
             GLN_CHECK(st, fail, gln_op_quantize(ctx, &cfg, &in, &q));
         }
         if (dbias) GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, NULL, g, NULL, dbias, accumulate));
+    } else if (L->recipe.delayed) { /* the history record in the quantize's own amax finalize */
+        GLN_CHECK(st, fail, gln_op_grouped_quantize_record(ctx, &cfg, g, &out->g, dbias, accumulate, fs->amax_history,
+                                                           0, stride, fs->opts.amax_nan_propagate));
+        return GLN_STATUS_SUCCESS;
     } else if (dbias) {
         GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, &cfg, g, &out->g, dbias, accumulate));
     } else {

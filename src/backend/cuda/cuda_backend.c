@@ -333,6 +333,7 @@ static const gln_backend_ops_t cuda_ops = {
     .grouped_gemm = gln_cuda_grouped_gemm,
     .grouped_dbias = gln_cuda_grouped_dbias,
     .grouped_quantize_dbias = gln_cuda_grouped_quantize_dbias,
+    .grouped_quantize_record = gln_cuda_grouped_quantize_record,
     .amax = gln_cuda_amax,
     .grouped_amax = gln_cuda_grouped_amax,
     .cast = gln_cuda_cast,

@@ -190,6 +190,12 @@ gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_confi
 gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                              const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                              gln_tensor_t *dbias, int accumulate);
+/* The grouped_quantize_record slot (backend.h): delayed TENSOR with the history record fused into
+ * the amax finalize launch; other configs quantize, then record. */
+gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                              const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                              gln_tensor_t *dbias, int accumulate, float *history_row0,
+                                              int32_t first, int32_t stride, int nan_propagate);
 /* MXFP8_1D grouped quantize (cfg->mode MXFP8_1D, arguments as gln_grouped_quantize accepts them)
  * writing both scale grids straight in the swizzled GEMM layout: member i's grid at its compact
  * offset, equal to gln_mxfp8_swizzle_scales of its compact grid (padding 0). */
@@ -245,6 +251,19 @@ gln_status_t gln_cuda_quantize_members_dbias(gln_context_t *ctx, const gln_quant
                                              const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                              const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
                                              const char *call);
+/* Where a delayed-scaling quantize records its per-member amaxes (history NULL: nowhere):
+ * history[first + i·stride] = gln_f32_max_amax(that, amax of member i, nan_propagate). */
+typedef struct gln_cuda_amax_record {
+    float *history;
+    int32_t first, stride;
+    int nan_propagate;
+} gln_cuda_amax_record_t;
+/* gln_cuda_quantize_members(_dbias when dbias) whose delayed-scaling finalize kernel also
+ * records into rec (cfg TENSOR delayed; otherwise rec is ignored). */
+gln_status_t gln_cuda_quantize_members_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                              const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                              const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
+                                              const gln_cuda_amax_record_t *rec, const char *call);
 /* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
  * host wait); the first member where out_splits[i] != in_splits[i] sets
  * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */

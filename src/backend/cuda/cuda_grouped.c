@@ -60,6 +60,35 @@ gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant
     return st;
 }
 
+/* Grouped quantize (+ dbias) under delayed scaling with the amax history record fused into the
+ * finalize kernel that max-accumulates the members' amaxes (backend slot grouped_quantize_record):
+ * one launch fewer than quantize + fp8_state_record, the same bytes.  Configs without a per-tensor
+ * delayed amax (or without an output) quantize, then record. */
+gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                              const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                              gln_tensor_t *dbias, int accumulate, float *history_row0,
+                                              int32_t first, int32_t stride, int nan_propagate) {
+    static const char *fn = "grouped quantize + amax record (cuda)";
+    if (cfg->mode != GLN_SCALING_TENSOR || !cfg->delayed || !(cfg->rowwise || cfg->columnwise)) {
+        GLN_TRY(dbias ? gln_cuda_grouped_quantize_dbias(ctx, cfg, in, out, dbias, accumulate)
+                      : gln_cuda_grouped_quantize(ctx, cfg, in, out));
+        return gln_cuda_fp8_state_record(ctx, history_row0, first, stride, in->num, out->packed.amax,
+                                         nan_propagate);
+    }
+    if (in->splits_on_backend && out->splits != in->splits)
+        GLN_TRY(gln_cuda_check_out_splits(ctx, in->num, in->splits, out->splits, fn));
+    gln_grouped_tensor_t g = *in;
+    if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
+    gln_cuda_plan_t plan;
+    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    const gln_cuda_amax_record_t rec = {history_row0, first, stride, nan_propagate};
+    /* the packed input as each unfused call passes it (dbias: rows clamped like the plan) */
+    const gln_status_t st = gln_cuda_quantize_members_record(ctx, cfg, dbias ? &g.packed : &in->packed, &out->packed,
+                                                             in->num, &plan, dbias, accumulate, &rec, fn);
+    gln_cuda_plan_free(ctx, &plan);
+    return st;
+}
+
 gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                       const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
     static const char *fn = "grouped MXFP8 quantize, swizzled scales (cuda)";

@@ -788,10 +788,13 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ2_MIN_BLOCKS) gq_tensor2_kernel(
 
 /* One thread per member: the amax from its partial (with nan_propagate, |x| of the lowest NaN,
  * loaded the reference's way), then current: scale from amax; delayed: amax max-accumulated and
- * the given scale.  scale_inv = 1/scale in every present copy. */
+ * the given scale, and with rec.history the fused fp8_state_record: history slot first + i·stride
+ * max-accumulates the member's amax exactly as gln_fp8_state_record_kernel would right after.
+ * scale_inv = 1/scale in every present copy. */
 __global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int dtype, int32_t num, int nanp,
                                        int current, float fp8_max, int pow2, float epsilon, float *amax,
-                                       float *scale, float *scale_inv, float *col_scale_inv) {
+                                       float *scale, float *scale_inv, float *col_scale_inv,
+                                       gln_cuda_amax_record_t rec) {
     const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= num) return;
     const gq_amax_t w = work[i];
@@ -803,7 +806,12 @@ __global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int
         scale[i] = s;
         if (amax) amax[i] = a;
     } else {
-        amax[i] = gln_f32_max_amax(amax[i], a, nanp);
+        const float acc = gln_f32_max_amax(amax[i], a, nanp);
+        amax[i] = acc;
+        if (rec.history) {
+            float *h = &rec.history[rec.first + (int64_t)i * rec.stride];
+            *h = gln_f32_max_amax(*h, acc, rec.nan_propagate);
+        }
         s = scale[i];
     }
     const float inv = 1.0f / s;
@@ -1130,7 +1138,10 @@ static int gq_reverse_enabled(void) {
 }
 
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
-                                  const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles, const char *call) {
+                                  const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles,
+                                  const gln_cuda_amax_record_t *rec, const char *call) {
+    gln_cuda_amax_record_t no_rec;
+    memset(&no_rec, 0, sizeof no_rec);
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     const int dt = gq_dt(in->dtype), vec = gq_vec_ok(a);
     /* current scaling: both passes on one grid (the fewer blocks of the two kernels' occupancy), so
@@ -1151,7 +1162,8 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
     gq_tensor_scale_kernel<<<(unsigned int)gln_ceil_div(a->num, GQ_THREADS), GQ_THREADS, 0, st>>>(
         a->work, in->data, (int)in->dtype, a->num, cfg->amax_nan_propagate, !cfg->delayed, a->fp8_max,
         cfg->power_2_scale, cfg->amax_epsilon, out->amax, (float *)a->scale,
-        cfg->rowwise ? (float *)out->scale_inv : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL);
+        cfg->rowwise ? (float *)out->scale_inv : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL,
+        rec && cfg->delayed ? *rec : no_rec);
     GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
     gq_args_t r = *a;
@@ -1186,7 +1198,7 @@ static gln_status_t gq_dbias_finalize(gln_context_t *ctx, const float *part, con
 /* cfg NULL: the dbias alone (the amax kernel reading x once, its amaxes discarded). */
 static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
-                               int accumulate, int swizzled, const char *call) {
+                               int accumulate, int swizzled, const gln_cuda_amax_record_t *rec, const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     gln_quant_config_t only_dbias = GLN_QUANT_CONFIG_INIT;
     if (!cfg) {
@@ -1222,7 +1234,7 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
                 st = gq_launch(gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec), &a, tiles, s->stream, call,
                                "gq_tensor_kernel<dbias>");
         } else if (tensor) {
-            st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, call);
+            st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, rec, call);
         } else {
             st = gq_launch(gq_mx_pick(dt, vec, a.dpart != NULL), &a, tiles, s->stream, call, "gq_mx_kernel");
         }
@@ -1237,20 +1249,28 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
 extern "C" gln_status_t gln_cuda_quantize_members(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                   const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                                   const gln_cuda_plan_t *plan, const char *call) {
-    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 0, call);
+    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 0, NULL, call);
 }
 
 extern "C" gln_status_t gln_cuda_quantize_members_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                            const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                                            const gln_cuda_plan_t *plan, const char *call) {
-    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 1, call);
+    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 1, NULL, call);
 }
 
 extern "C" gln_status_t gln_cuda_quantize_members_dbias(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                         const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                                         const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
                                                         int accumulate, const char *call) {
-    return gq_members(ctx, cfg, in, out, num, plan, dbias, accumulate, 0, call);
+    return gq_members(ctx, cfg, in, out, num, plan, dbias, accumulate, 0, NULL, call);
+}
+
+extern "C" gln_status_t gln_cuda_quantize_members_record(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                         const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                                         const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
+                                                         int accumulate, const gln_cuda_amax_record_t *rec,
+                                                         const char *call) {
+    return gq_members(ctx, cfg, in, out, num, plan, dbias, accumulate, 0, rec, call);
 }
 
 /* ---- the standalone MXFP8 scale swizzle (backend slot mxfp8_swizzle) ----------------------- */
