@@ -9,6 +9,8 @@
  * out->splits: the public boundary compares host splits; device-resident ones are compared on the
  * device (gln_cuda_check_out_splits) when out has its own array, and the kernels follow in's
  * splits, as the CPU backend's per-member loop does. */
+#include <stdlib.h>
+
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
@@ -69,7 +71,9 @@ gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quan
                                               gln_tensor_t *dbias, int accumulate, float *history_row0,
                                               int32_t first, int32_t stride, int nan_propagate) {
     static const char *fn = "grouped quantize + amax record (cuda)";
-    if (cfg->mode != GLN_SCALING_TENSOR || !cfg->delayed || !(cfg->rowwise || cfg->columnwise)) {
+    const char *v2 = getenv("GLN_CUDA_QUANT_V2"); /* "0": the unfused v1 flow, for A/B runs */
+    if (cfg->mode != GLN_SCALING_TENSOR || !cfg->delayed || !(cfg->rowwise || cfg->columnwise) ||
+        (v2 && v2[0] == '0')) {
         GLN_TRY(dbias ? gln_cuda_grouped_quantize_dbias(ctx, cfg, in, out, dbias, accumulate)
                       : gln_cuda_grouped_quantize(ctx, cfg, in, out));
         return gln_cuda_fp8_state_record(ctx, history_row0, first, stride, in->num, out->packed.amax,
