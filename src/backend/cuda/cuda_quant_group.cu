@@ -23,7 +23,11 @@
  *                   pass walks each block's tiles in reverse (GLN_CUDA_QUANT_REVERSE=0: forward),
  *                   so it starts on the tiles the amax pass read last, still in the 50 MB L2.
  *   TENSOR delayed  cast kernel with the given scales, accumulating the amax in the same pass ->
- *                   finalize kernel (amax max-accumulated, scale_inv).
+ *                   finalize kernel (amax max-accumulated, scale_inv; with an amax record, the
+ *                   layer's history row 0 too: gln_cuda_quantize_members_record).
+ *   TENSOR v2       the default for every TENSOR pass without dbias (gq_tensor2_kernel): load U
+ *                   tiles, then use them, no spills; GLN_CUDA_QUANT_V2=0 selects the kernels
+ *                   above (and the unfused history record) for A/B runs.
  *   MXFP8           one kernel: a chunk's amax with its neighbour lane's gives the rowwise 1x32
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
  *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
