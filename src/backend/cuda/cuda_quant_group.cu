@@ -112,6 +112,7 @@ typedef struct gq_args {
     int32_t num;
     int e5m2, nanp, floor_rule, emax;
     int reverse;                                /* walk each block's tiles last to first */
+    int strided;                                /* tile order across blocks (gq_walk) */
     int swz;                                    /* MXFP8: grids in the swizzled GEMM layout */
     float fp8_max;
     float *dpart; /* dbias: per (row tile, column) partial sums [row tiles][cols] (NULL: none) */
@@ -375,6 +376,36 @@ __device__ __forceinline__ void gq_range(const gq_args_t &a, int64_t *lo, int64_
     *hi = q * (b + 1) + r * (b + 1) / G;
 }
 
+/* The tiles one block walks: first, first + step, ... (count of them; ids over all members, row
+ * tile-major).  Contiguous (the default): the block's range of gq_range, each block streaming
+ * its own band of the tensor.  Strided (GLN_CUDA_QUANT_ORDER=strided): block b takes tiles b,
+ * b + G, b + 2G, ... so the blocks resident together cover neighbouring tiles — whole rows of
+ * the input read and whole rows of the transposed copy written at one time, the access pattern
+ * of a plain copy — instead of 128-byte pieces of ~400 rows scattered over the tensor (which is
+ * what the DRAM sees from the contiguous order).  Tile order changes no byte: amax partials are
+ * max-reduced and every tile's output is its own. */
+typedef struct gq_walk {
+    int64_t first, step, count;
+} gq_walk_t;
+
+__device__ __forceinline__ gq_walk_t gq_walk(const gq_args_t &a) {
+    gq_walk_t w;
+    if (a.strided) {
+        const int64_t row_tiles = a.rows ? __ldg(a.tstart + a.num) : (a.single_rows + GQ_TR - 1) / GQ_TR;
+        const int64_t T = row_tiles * a.n_ct, G = gridDim.x, b = blockIdx.x;
+        w.count = b < T ? (T - 1 - b) / G + 1 : 0;
+        w.first = a.reverse ? T - 1 - b : b;
+        w.step = a.reverse ? -G : G;
+    } else {
+        int64_t lo, hi;
+        gq_range(a, &lo, &hi);
+        w.count = hi - lo;
+        w.first = a.reverse ? hi - 1 : lo;
+        w.step = a.reverse ? -1 : 1;
+    }
+    return w;
+}
+
 /* ---- setup: tile starts, amax partials, the out->splits check ---------------------------- */
 
 /* Exclusive prefix sum over the block (GQ_THREADS threads); *total = the sum of all. */
@@ -619,11 +650,10 @@ __global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODES, PIPE)) gq
     constexpr bool DBIAS = (MODES & GQ_DBIAS) != 0; /* with the dbias partials (a.dpart) */
     __shared__ __align__(16) uint8_t tile[GQ_TR][GQ_TC];
     __shared__ float dsum[DBIAS ? GQ_THREADS / 32 : 1][GQ_TC]; /* dbias: the warps' sums */
-    int64_t lo, hi;
-    gq_range(a, &lo, &hi);
-    if (lo >= hi) return;
-    const int64_t count = hi - lo, step = a.reverse ? -1 : 1;
-    int64_t id = a.reverse ? hi - 1 : lo;
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
+    const int64_t count = wk.count, step = wk.step;
+    int64_t id = wk.first;
     gq_cursor_t cur, nxt;
     gq_member(a, gq_find(a, id / a.n_ct), cur);
     nxt = cur;
@@ -739,11 +769,10 @@ template <int DT, bool VEC, int MODE>
 __global__ void __launch_bounds__(GQ_THREADS, GQ2_MIN_BLOCKS) gq_tensor2_kernel(const gq_args_t a) {
     constexpr int U = gq2_tiles(DT, MODE), W = gq_traits<DT>::W;
     __shared__ __align__(16) uint8_t tile[MODE != GQ_AMAX ? GQ_TR : 1][GQ_TC];
-    int64_t lo, hi;
-    gq_range(a, &lo, &hi);
-    if (lo >= hi) return;
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
     const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
-    const int64_t count = hi - lo, step = a.reverse ? -1 : 1, first = a.reverse ? hi - 1 : lo;
+    const int64_t count = wk.count, step = wk.step, first = wk.first;
     gq_cursor_t lc; /* the loads' cursor: the member of the last tile loaded */
     gq_member(a, gq_find(a, first / a.n_ct), lc);
     int32_t ci = lc.i; /* the member whose amax partial / scale is in use */
@@ -891,26 +920,27 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
     __shared__ float dsum[DBIAS ? GQ_THREADS / 32 : 1][GQ_TC]; /* dbias: the warps' sums */
     const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
     const int64_t C = a.cols;
-    int64_t lo, hi;
-    gq_range(a, &lo, &hi);
-    if (lo >= hi) return;
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
+    const int64_t lo = wk.first, step = wk.step;
     gq_cursor_t cur, nxt;
     gq_member(a, gq_find(a, lo / a.n_ct), cur);
     nxt = cur;
     gq_tile<DT> T, N;
     if (PIPE) gq_tile_load<DT, VEC>(a, cur, lo, T);
-    for (int64_t id = lo; id < hi; id++) {
+    int64_t id = lo;
+    for (int64_t j = 0; j < wk.count; j++, id += step) {
         if (!PIPE) { /* load, then use */
             gq_locate(a, id / a.n_ct, cur);
             gq_tile_load<DT, VEC>(a, cur, id, T);
         } else {
-            if (id > lo) { /* the tile loaded during the previous one */
+            if (j > 0) { /* the tile loaded during the previous one */
                 cur = nxt;
                 T = N;
             }
-            if (id + 1 < hi) { /* block-uniform: the next tile's loads, in flight during this one */
-                gq_locate(a, (id + 1) / a.n_ct, nxt);
-                gq_tile_load<DT, VEC>(a, nxt, id + 1, N);
+            if (j + 1 < wk.count) { /* block-uniform: the next tile's loads, in flight during this one */
+                gq_locate(a, (id + step) / a.n_ct, nxt);
+                gq_tile_load<DT, VEC>(a, nxt, id + step, N);
             }
         }
         const int64_t ct = id % a.n_ct, r0 = T.r0, c0 = T.c0;
@@ -1099,10 +1129,22 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
     return GLN_STATUS_SUCCESS;
 }
 
+/* GLN_CUDA_QUANT_ORDER=strided: the blocks take tiles round-robin (gq_walk), =contiguous (the
+ * default) each block a band of consecutive tiles; read once per process. */
+static int gq_strided_enabled(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *e = getenv("GLN_CUDA_QUANT_ORDER");
+        cached = e && !strcmp(e, "strided");
+    }
+    return cached;
+}
+
 static gq_args_t gq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t *in, const gln_tensor_t *out,
                               int32_t num, const gln_cuda_plan_t *plan, const gq_scratch_t *sc) {
     gq_args_t a;
     memset(&a, 0, sizeof a);
+    a.strided = gq_strided_enabled();
     const int tensor = cfg->mode == GLN_SCALING_TENSOR;
     a.x = in->data;
     a.q = cfg->rowwise ? (uint8_t *)out->data : NULL;
