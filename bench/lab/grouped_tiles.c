@@ -42,7 +42,7 @@ typedef struct variant {
 
 static const variant_t variants[] = {
     {"loop (cuBLASLt)", "1", NULL, NULL, 0},
-    {"small (pingpong)", NULL, "small", NULL, 0},
+    {"small regime", NULL, "small", NULL, 0},
     {"medium (coop 128x128)", NULL, "medium", NULL, 0},
     {"large (coop 256x128 1x2)", NULL, "large", NULL, 0},
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},

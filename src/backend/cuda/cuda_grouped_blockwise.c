@@ -18,8 +18,8 @@
  *
  * Environment (kernel lab, comparisons): GLN_CUDA_BLOCKWISE=0 turns this path off (pow2 scales
  * then take the dequantize emulation, FP32 scales the per-expert loop); GLN_CUTLASS_BLOCKWISE=
- * pingpong runs fprop / dgrad on the pingpong 64×128 instantiation instead of the cooperative
- * 128×128 one; GLN_CUTLASS_RASTER / GLN_CUTLASS_SWIZZLE steer the tile scheduler as for every
+ * coop | cluster | pingpong forces the fprop / dgrad instantiation (tn_variant below);
+ * GLN_CUTLASS_RASTER / GLN_CUTLASS_SWIZZLE steer the tile scheduler as for every
  * CUTLASS grouped kernel (cutlass/grouped_sm90.cuh, documented in cuda_grouped_gemm.c). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,11 +39,19 @@ static int disabled(void) {
     return e && !strcmp(e, "0");
 }
 
-/* The fprop / dgrad instantiation: the cooperative 128×128 one, or the pingpong 64×128 lab
- * variant with GLN_CUTLASS_BLOCKWISE=pingpong. */
-static int pingpong(void) {
+/* The fprop / dgrad instantiation, from shapes the host knows (never the device splits): the
+ * cooperative 128×128 kernel on 2×1 clusters for large experts (avg = packed rows / experts >=
+ * 1024, the large regime of cuda_grouped_gemm.c; the lab's winner on DeepGEMM's shape), on 1×1
+ * clusters otherwise (an expert of one or two M tiles would idle half a cluster).
+ * GLN_CUTLASS_BLOCKWISE=coop, =cluster or =pingpong (the 64×128 lab variant) forces one. */
+typedef enum bw_tn { BW_TN_COOP, BW_TN_CLUSTER, BW_TN_PINGPONG } bw_tn_t;
+
+static bw_tn_t tn_variant(int64_t packed_rows, int32_t num) {
     const char *e = getenv("GLN_CUTLASS_BLOCKWISE");
-    return e && !strcmp(e, "pingpong");
+    if (e && !strcmp(e, "pingpong")) return BW_TN_PINGPONG;
+    if (e && !strcmp(e, "coop")) return BW_TN_COOP;
+    if (e && !strcmp(e, "cluster")) return BW_TN_CLUSTER;
+    return num > 0 && packed_rows / num >= 1024 ? BW_TN_CLUSTER : BW_TN_COOP;
 }
 
 gln_status_t (*gln_cutlass_lab_blockwise)(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *call) = NULL;
@@ -163,8 +171,13 @@ static gln_status_t run_tn_nn(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, c
     bw->a_sf_start = plan.srow;
     int taken = 0;
     GLN_CHECK(st, fail, lab_kernel(ctx, bw, fn, &taken));
-    if (!taken)
-        st = pingpong() ? gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn) : gln_cutlass_run_blockwise_tn(ctx, bw, fn);
+    if (!taken) {
+        switch (tn_variant(args->b->packed.rows, args->b->num)) {
+        case BW_TN_CLUSTER: st = gln_cutlass_run_blockwise_tn_large(ctx, bw, fn); break;
+        case BW_TN_PINGPONG: st = gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn); break;
+        default: st = gln_cutlass_run_blockwise_tn(ctx, bw, fn); break;
+        }
+    }
 fail:
     gln_cuda_plan_free(ctx, &plan);
     return st;

@@ -42,7 +42,8 @@
  *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256) and at least GLN_CUTLASS_SMALL_EXPERTS (8)
  *           experts (Qwen3-like: 128 × 128 rows): the pingpong instantiations of
  *           cutlass/grouped_variants.h (128×128 tiles; 64×128 for promoted FP8, whose doubled
- *           accumulator would spill at 128 rows), no cluster.  An expert of ≤ 256 rows has one or
+ *           accumulator would spill at 128 rows), no cluster — except the bf16 wgrad into FP32,
+ *           cooperative 128×256 (the lab measured pingpong slowest of four there).  An expert of ≤ 256 rows has one or
  *           two M tiles (wgrad: one or two K blocks), so a CTA switches experts — new TMA
  *           descriptors — almost every tile, and the fprop / dgrad are bound by streaming the
  *           weights, the wgrad by main_grad's FP32 read and write: pingpong is chosen to hide
