@@ -23,8 +23,9 @@
  * (>= 2.5x torch.compile for R+T).  E.g. --torch "/work/main/.venv/bin/python bench/peer_torch_quant.py".
  * GLN_CUDA_QUANT_PIPE=0 / GLN_CUDA_QUANT_REVERSE=0 in the environment select the load-then-use
  * kernels / the forward-order cast pass, GLN_CUDA_QUANT_V2=0 the first per-tensor kernels (v1)
- * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided the round-robin tile order across blocks,
- * to measure what each change gains; the variant is printed.
+ * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
+ * for every kernel (default: strided for MXFP8 only), to measure what each change gains; the
+ * variant is printed.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
  *                     [--torch CMD]   (exit 77 without a GPU) */
@@ -312,7 +313,7 @@ int main(int argc, char **argv) {
         const char *order = getenv("GLN_CUDA_QUANT_ORDER");
         printf("quantize kernels: %s (GLN_CUDA_QUANT_V2=%s), pipeline %s (GLN_CUDA_QUANT_PIPE=%s), tile order %s\n",
                v2 && v2[0] == '0' ? "v1" : "v2", v2 ? v2 : "unset", pipe && pipe[0] == '0' ? "off" : "on",
-               pipe ? pipe : "unset", order && !strcmp(order, "strided") ? "strided" : "contiguous");
+               pipe ? pipe : "unset", order ? order : "default (MXFP8 strided)");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
     for (size_t m = 0; m < sizeof moes / sizeof moes[0]; m++) {

@@ -377,8 +377,8 @@ __device__ __forceinline__ void gq_range(const gq_args_t &a, int64_t *lo, int64_
 }
 
 /* The tiles one block walks: first, first + step, ... (count of them; ids over all members, row
- * tile-major).  Contiguous (the default): the block's range of gq_range, each block streaming
- * its own band of the tensor.  Strided (GLN_CUDA_QUANT_ORDER=strided): block b takes tiles b,
+ * tile-major).  Contiguous (per-tensor kernels): the block's range of gq_range, each block streaming
+ * its own band of the tensor.  Strided (MXFP8; gq_strided): block b takes tiles b,
  * b + G, b + 2G, ... so the blocks resident together cover neighbouring tiles — whole rows of
  * the input read and whole rows of the transposed copy written at one time, the access pattern
  * of a plain copy — instead of 128-byte pieces of ~400 rows scattered over the tensor (which is
@@ -1129,22 +1129,25 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
     return GLN_STATUS_SUCCESS;
 }
 
-/* GLN_CUDA_QUANT_ORDER=strided: the blocks take tiles round-robin (gq_walk), =contiguous (the
- * default) each block a band of consecutive tiles; read once per process. */
-static int gq_strided_enabled(void) {
-    static int cached = -1;
-    if (cached < 0) {
+/* The tile order (gq_walk): round-robin across blocks for MXFP8, whose one pass it made 13 %
+ * faster on the H200 (16384 x 8192 bf16: 253 us against 289); a band of consecutive tiles per
+ * block for the per-tensor kernels, where it measured the same and the current-scaling cast pass
+ * relies on the band to find its tiles in L2 (bench/RESULTS.md, 2026-12-03 third session).
+ * GLN_CUDA_QUANT_ORDER=strided or =contiguous forces one order; read once per process. */
+static int gq_strided(gln_scaling_mode_t mode) {
+    static int forced = -2; /* -2: not read yet; -1: not forced; else the forced order */
+    if (forced == -2) {
         const char *e = getenv("GLN_CUDA_QUANT_ORDER");
-        cached = e && !strcmp(e, "strided");
+        forced = e && !strcmp(e, "strided") ? 1 : e && !strcmp(e, "contiguous") ? 0 : -1;
     }
-    return cached;
+    return forced >= 0 ? forced : mode == GLN_SCALING_MXFP8_1D;
 }
 
 static gq_args_t gq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t *in, const gln_tensor_t *out,
                               int32_t num, const gln_cuda_plan_t *plan, const gq_scratch_t *sc) {
     gq_args_t a;
     memset(&a, 0, sizeof a);
-    a.strided = gq_strided_enabled();
+    a.strided = gq_strided(cfg->mode);
     const int tensor = cfg->mode == GLN_SCALING_TENSOR;
     a.x = in->data;
     a.q = cfg->rowwise ? (uint8_t *)out->data : NULL;
