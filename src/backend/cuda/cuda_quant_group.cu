@@ -1129,11 +1129,13 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
     return GLN_STATUS_SUCCESS;
 }
 
-/* The tile order (gq_walk): round-robin across blocks for MXFP8, whose one pass it made 13 %
- * faster on the H200 (16384 x 8192 bf16: 253 us against 289); a band of consecutive tiles per
- * block for the per-tensor kernels, where it measured the same and the current-scaling cast pass
- * relies on the band to find its tiles in L2 (bench/RESULTS.md, 2026-12-03 third session).
- * GLN_CUDA_QUANT_ORDER=strided or =contiguous forces one order; read once per process. */
+/* The tile order (gq_walk): round-robin across blocks for MXFP8, a band of consecutive tiles per
+ * block for the per-tensor kernels (whose current-scaling cast pass relies on the band to find
+ * its tiles in L2).  The order matters little: in one H200 run on 16384 x 8192 bf16, MXFP8 took
+ * 253 us strided against 257 contiguous, current R 199 / 214, current R+T 291 / 301, delayed
+ * R+T 224 / 220 (bench/RESULTS.md, 2026-12-03 third session) — the DRAM locality of the tile
+ * walk is not what holds these kernels at ~50 % of a copy.  GLN_CUDA_QUANT_ORDER=strided or
+ * =contiguous forces one order; read once per process. */
 static int gq_strided(gln_scaling_mode_t mode) {
     static int forced = -2; /* -2: not read yet; -1: not forced; else the forced order */
     if (forced == -2) {
