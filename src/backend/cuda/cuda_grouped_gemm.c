@@ -42,8 +42,10 @@
  *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256) and at least GLN_CUTLASS_SMALL_EXPERTS (8)
  *           experts (Qwen3-like: 128 × 128 rows): the pingpong instantiations of
  *           cutlass/grouped_variants.h (128×128 tiles; 64×128 for promoted FP8, whose doubled
- *           accumulator would spill at 128 rows), no cluster — except the bf16 wgrad into FP32,
- *           cooperative 128×256 (the lab measured pingpong slowest of four there).  An expert of ≤ 256 rows has one or
+ *           accumulator would spill at 128 rows), no cluster — except the wgrads into FP32: bf16
+ *           on cooperative 128×256, E4M3 on the medium kernel (the lab measured the pingpong
+ *           kernels slowest there: Qwen3-like bf16 0.643 ms against 0.514, E4M3 0.568 against
+ *           0.534).  An expert of ≤ 256 rows has one or
  *           two M tiles (wgrad: one or two K blocks), so a CTA switches experts — new TMA
  *           descriptors — almost every tile, and the fprop / dgrad are bound by streaming the
  *           weights, the wgrad by main_grad's FP32 read and write: pingpong is chosen to hide
@@ -315,7 +317,6 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
             st = g->d_dtype == GLN_DTYPE_BF16 ? gln_cutlass_run_e5m2_e4m3_wgrad_bf16(ctx, g, fn)
                                               : gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
         else if (g->d_dtype == GLN_DTYPE_BF16) st = gln_cutlass_run_e4m3_wgrad_bf16(ctx, g, fn);
-        else if (g->small_tiles) st = gln_cutlass_run_e4m3_wgrad_small(ctx, g, fn);
         else st = gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
         /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
         if (st != GLN_STATUS_SUCCESS || g->k_align <= 1) return st;

@@ -1,7 +1,8 @@
 /* More instantiations of cutlass/grouped_sm90.cuh, same contract as the entry points declared in
  * cuda_backend.h; cuda_grouped_gemm.c picks them:
  *   the small-expert regime (grouped_*_small.cu): many experts of at most a few hundred rows,
- *   pingpong schedule, no cluster (see the tile-regime heuristic there);
+ *   pingpong schedule (the bf16 wgrad: cooperative 128×256), no cluster (see the tile-regime
+ *   heuristic there; the E4M3 wgrad uses the medium kernel in this regime);
  *   other output dtypes (g->d_dtype): fp16 / fp32 from E4M3 × E4M3 TN / NN, bf16 wgrads. */
 #ifndef GLN_BACKEND_CUDA_CUTLASS_GROUPED_VARIANTS_H
 #define GLN_BACKEND_CUDA_CUTLASS_GROUPED_VARIANTS_H
@@ -15,8 +16,6 @@ gln_status_t gln_cutlass_run_bf16_nt_f32_small(gln_context_t *ctx, const gln_cut
 gln_status_t gln_cutlass_run_e4m3_tn_fast_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                                 const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
-gln_status_t gln_cutlass_run_e4m3_wgrad_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
-                                              const char *call);
 
 gln_status_t gln_cutlass_run_e4m3_tn_fast_f16(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                               const char *call);
