@@ -686,7 +686,7 @@ GLN_API gln_status_t gln_grouped_linear_destroy(gln_grouped_linear_t *layer);
 
 typedef struct gln_grouped_linear_forward_args {
     size_t size;
-    const gln_tensor_t *x;          /* [rows, K_in], activation dtype */
+    const gln_tensor_t *x;          /* [rows, K_in], activation dtype (NULL with x_quantized) */
     const int64_t *m_splits;        /* [N] */
     int splits_on_backend;          /* split path: must be 0 */
     gln_tensor_t *y;                /* [rows, K_out]; y->data == NULL: the library allocates it
@@ -694,9 +694,34 @@ typedef struct gln_grouped_linear_forward_args {
                                        is not requested) and sets y->data */
     gln_microbatch_t microbatch;
     int input_requires_grad;        /* dgrad wanted in backward */
+    /* --- version 2 (version 1 ends here: size = GLN_GROUPED_LINEAR_FORWARD_ARGS_V1_SIZE) */
+    /* An input that is already quantized (NULL = quantize args->x as usual).  When set, the layer
+     * uses these quantized copies instead of quantizing args->x, which may then be NULL (it is
+     * ignored, and so is save_original_input: backward never needs the high-precision x).  It
+     * must be what gln_grouped_quantize with gln_grouped_linear_input_quant_config() produces:
+     *   - packed.scaling and packed.dtype = the config's mode and FP8 format; the scale options
+     *     (amax epsilon, power-of-two scales, E8M0 rounding) are the caller's promise — the layer
+     *     cannot see them in the bytes;
+     *   - the rowwise copy (data, scale_inv), used by fprop;
+     *   - the columnwise copy (col_data, col_scale_inv) when backward will run a wgrad: the
+     *     layer's weights require grad and `saved` is requested.  An inference forward (saved ==
+     *     NULL) never needs it;
+     *   - num = N experts, packed.cols = in_features, packed.rows = the call's rows (y's rows;
+     *     that of args->x when given), splits equal to args->m_splits (same values; on a CUDA
+     *     context with backend-resident splits the same pointer, since the device values cannot
+     *     be compared without a synchronization) and splits_on_backend = args->splits_on_backend.
+     * Otherwise GLN_STATUS_INVALID_ARGUMENT naming args->x_quantized and the mismatch.  Refused
+     * with GLN_STATUS_NOT_SUPPORTED under recipe NONE (nothing to quantize) and FP8_DELAYED (the
+     * layer's input amax history would not see this input, so its scales could not follow it).
+     * The layer keeps the columnwise copy BY REFERENCE for the wgrad: the caller keeps
+     * col_data / col_scale_inv alive and unchanged until backward returns (with
+     * delay_wgrad_compute, until the gln_grouped_linear_backward_dw that runs this wgrad) or
+     * until the saved context is released; the rowwise copy may be reused once forward returns. */
+    const gln_grouped_tensor_t *x_quantized;
 } gln_grouped_linear_forward_args_t;
+#define GLN_GROUPED_LINEAR_FORWARD_ARGS_V1_SIZE offsetof(gln_grouped_linear_forward_args_t, x_quantized)
 #define GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT                                                    \
-    {sizeof(gln_grouped_linear_forward_args_t), 0, 0, 0, 0, GLN_MICROBATCH_UNSET, 1}
+    {sizeof(gln_grouped_linear_forward_args_t), 0, 0, 0, 0, GLN_MICROBATCH_UNSET, 1, NULL}
 
 /* saved == NULL: inference (nothing kept for backward; under FP8_DELAYED the amaxes are
  * recorded into history row 0 but no scale changes and the window does not roll — TE updates
@@ -717,6 +742,14 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * call (including completing a distributed finalize still in flight and the group's
  * grad_buffer lookups) runs before anything is written: a refused call leaves dx, all
  * gradients and the saved context untouched, so it can be retried. */
+/* The quantization config the layer applies to its input x (rowwise = 1; columnwise as asked:
+ * 1 for the copy a training forward's wgrad needs), for producing args->x_quantized with
+ * gln_grouped_quantize.  out->size must be a known version of gln_quant_config_t (start from
+ * GLN_QUANT_CONFIG_INIT); only that many bytes are written.  GLN_STATUS_NOT_SUPPORTED for recipes
+ * NONE and FP8_DELAYED (see args->x_quantized). */
+GLN_API gln_status_t gln_grouped_linear_input_quant_config(const gln_grouped_linear_t *layer, int columnwise,
+                                                           gln_quant_config_t *out);
+
 GLN_API gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
                                          gln_tensor_t *dx);
 /* Run the oldest queued wgrad (FIFO).  GLN_STATUS_INVALID_STATE when the queue is empty. */

@@ -9,9 +9,13 @@
  * at autocast exit only when gradients are enabled, so the recorded amaxes enter the next
  * training forward's update, as in TE).
  *
+ * With args->x_quantized (prequant.c) the quantize step is skipped: fprop reads the caller's
+ * rowwise copy and the wgrad operand is a view of the caller's columnwise copy.
+ *
  * What the saved context owns: the wgrad operand (the quantized columnwise copy of x with its
  * rowwise half freed, or a copy of the high-precision x for recipe NONE / save_original_input;
- * the caller may reuse x as soon as forward returns), a reference to the cached (or a cast)
+ * the caller may reuse x as soon as forward returns — except a caller-quantized input, whose
+ * columnwise copy is only referenced and must live until backward), a reference to the cached (or a cast)
  * weight set for dgrad (plain weights; caller parameters are referenced, not copied, and must
  * not change until backward, as with autograd), a copy of the splits, library-allocated y/dx.
  * Distributed weights keep nothing: backward materializes them again. */
@@ -41,7 +45,7 @@ static gln_status_t saved_create(gln_grouped_linear_t *L, const gln_grouped_line
     *out = s;
     s->layer = L;
     s->microbatch = a->microbatch;
-    s->rows = a->x->rows;
+    s->rows = a->x_quantized ? a->x_quantized->packed.rows : a->x->rows;
     s->splits_on_backend = a->splits_on_backend;
     size_t bytes = (size_t)L->n * sizeof(int64_t);
     if (a->splits_on_backend) {
@@ -106,10 +110,16 @@ static gln_status_t bias_list(gln_grouped_linear_t *L, gln_weight_set_t *b) {
     return st;
 }
 
-/* The wgrad operand kept by the saved context. */
+/* The wgrad operand kept by the saved context.  A caller-quantized input (prequant: xq views
+ * the caller's buffers, owning none) is kept by reference: a view of its columnwise copy. */
 static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved_t *s,
-                               const gln_group_buffer_t *xw, gln_group_buffer_t *xq) {
-    if (L->recipe.quantized && !L->cfg.save_original_input) {
+                               const gln_group_buffer_t *xw, gln_group_buffer_t *xq, int prequant) {
+    if (prequant) {
+        s->x = *xq;
+        s->x.g.packed.data = NULL;
+        s->x.g.packed.scale_inv = NULL;
+        memset(xq, 0, sizeof *xq);
+    } else if (L->recipe.quantized && !L->cfg.save_original_input) {
         gln_group_buffer_drop_rowwise(L->ctx, xq);
         s->x = *xq;
         memset(xq, 0, sizeof *xq);
@@ -134,14 +144,18 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     if (saved) *saved = NULL; /* a failed forward hands out no context, as create does */
     GLN_REQUIRE_NOT_NULL(FN, layer);
     GLN_REQUIRE_NOT_NULL(FN, args);
-    /* Exactly the sizes of known versions (today one). */
-    GLN_REQUIRE_ARG(args->size == sizeof *args,
-                    "%s: args->size %zu is not a known version (expected %zu; start from "
+    /* Exactly the sizes of known versions: version 1 (no x_quantized) and the current one; the
+     * fields a version lacks keep their defaults. */
+    const size_t v1 = GLN_GROUPED_LINEAR_FORWARD_ARGS_V1_SIZE;
+    GLN_REQUIRE_ARG(args->size == v1 || args->size == sizeof *args,
+                    "%s: args->size %zu is not a known version (%zu or %zu; start from "
                     "GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT)",
-                    FN, args->size, sizeof *args);
+                    FN, args->size, v1, sizeof *args);
     gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
-    memcpy(&a, args, sizeof a);
-    GLN_TRY(gln_validate_forward(layer, &a));
+    memcpy(&a, args, args->size);
+    a.size = sizeof a;
+    int need_wgrad = saved && weights_need_grad(layer);
+    GLN_TRY(gln_validate_forward(layer, &a, need_wgrad));
     GLN_TRY(gln_dist_agree_call(layer, FN, GLN_CALL_LAYER_FORWARD, 0, 0, 1));
 
     gln_grouped_linear_t *L = layer;
@@ -153,7 +167,7 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     gln_weight_set_t bias = {0};
     void *ybuf = NULL;
     int quant = L->recipe.quantized;
-    int need_wgrad = saved && weights_need_grad(L);
+    int prequant = a.x_quantized != NULL; /* xq views the caller's quantized input */
     int need_dgrad = saved && a.input_requires_grad;
     int keep_xcol = need_wgrad && quant && !L->cfg.save_original_input;
 
@@ -169,8 +183,12 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
         GLN_STEP(st, fail, FN, "allocating args->y", gln_output_alloc(ctx, &y, &ybuf));
         y.data = ybuf;
     }
-    GLN_STEP(st, fail, FN, "grouping args->x",
-             gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
+    if (prequant)
+        GLN_STEP(st, fail, FN, "grouping args->x_quantized",
+                 gln_group_buffer_wrap(&a.x_quantized->packed, L->n, a.m_splits, a.splits_on_backend, &xq));
+    else
+        GLN_STEP(st, fail, FN, "grouping args->x",
+                 gln_group_buffer_wrap(a.x, L->n, a.m_splits, a.splits_on_backend, &xw));
     GLN_STEP(st, fail, FN, "grouping args->y",
              gln_group_buffer_wrap(&y, L->n, a.m_splits, a.splits_on_backend, &yw));
     if (need_dgrad && L->dist && L->recipe.delayed)
@@ -178,7 +196,7 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     GLN_STEP(st, fail, FN, "materializing the weights",
                        gln_materialize(L, GLN_MATERIALIZE_STAGE_FORWARD, a.microbatch, 1, need_dgrad && !L->dist, NULL,
                                        &mw));
-    if (quant)
+    if (quant && !prequant)
         GLN_STEP(st, fail, FN, "quantizing args->x", gln_act_quantize(L, GLN_ROLE_INPUT, &xw, 1, keep_xcol, &xq));
     if (L->cfg.bias) GLN_STEP(st, fail, FN, "preparing the biases", bias_list(L, &bias));
     GLN_STEP(st, fail, FN, "fprop GEMM into args->y",
@@ -190,7 +208,8 @@ static gln_status_t forward_impl(gln_grouped_linear_t *layer,
     } else {
         GLN_STEP(st, fail, FN, "releasing the weights", gln_materialize_release(L, &mw));
     }
-    if (need_wgrad) GLN_STEP(st, fail, FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq));
+    if (need_wgrad)
+        GLN_STEP(st, fail, FN, "saving args->x for the wgrad", save_input(L, s, &xw, &xq, prequant));
     if (L->recipe.delayed && saved)
         GLN_STEP(st, fail, FN, "updating the delayed scales",
                            gln_fp8_state_update(ctx, &L->fp8_fwd, L->cfg.margin, L->cfg.amax_algo));

@@ -272,8 +272,14 @@ void gln_saved_free(gln_grouped_linear_saved_t *s);
 
 /* ---------------------------------------------------------------- validate.c */
 
+/* need_wgrad: the call saves a context whose backward runs a wgrad (an x_quantized input must
+ * then carry its columnwise copy). */
 gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
-                                  const gln_grouped_linear_forward_args_t *args);
+                                  const gln_grouped_linear_forward_args_t *args, int need_wgrad);
+/* prequant.c: args->x_quantized is what the layer's input quantization would produce (recipe,
+ * mode, FP8 format, copies, shape, experts, splits). */
+gln_status_t gln_validate_x_quantized(const gln_grouped_linear_t *L, const gln_grouped_linear_forward_args_t *a,
+                                      int need_col);
 gln_status_t gln_validate_backward(const gln_grouped_linear_saved_t *s, const gln_tensor_t *dy,
                                    const gln_tensor_t *dx);
 /* Σ splits (host-readable splits only) and the check against `rows` for the layer's path; each

@@ -58,13 +58,20 @@ gln_status_t gln_validate_splits(const char *fn, const gln_context_t *ctx, const
 }
 
 gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
-                                  const gln_grouped_linear_forward_args_t *a) {
+                                  const gln_grouped_linear_forward_args_t *a, int need_wgrad) {
     gln_dtype_t act = L->cfg.activation_dtype;
-    GLN_REQUIRE_NOT_NULL(FWD, a->x);
     GLN_REQUIRE_NOT_NULL(FWD, a->m_splits);
     GLN_REQUIRE_NOT_NULL(FWD, a->y);
-    GLN_TRY(check_act(FWD, "args->x", a->x, act, -1, L->kin, 0));
-    GLN_TRY(check_act(FWD, "args->y", a->y, act, a->x->rows, L->kout, 1));
+    int64_t rows;
+    if (a->x_quantized) { /* args->x is ignored */
+        GLN_TRY(gln_validate_x_quantized(L, a, need_wgrad));
+        rows = a->x_quantized->packed.rows;
+    } else {
+        GLN_REQUIRE_NOT_NULL(FWD, a->x);
+        GLN_TRY(check_act(FWD, "args->x", a->x, act, -1, L->kin, 0));
+        rows = a->x->rows;
+    }
+    GLN_TRY(check_act(FWD, "args->y", a->y, act, rows, L->kout, 1));
     GLN_REQUIRE_ARG(a->microbatch >= GLN_MICROBATCH_UNSET && a->microbatch <= GLN_MICROBATCH_NEXT,
                     "%s: args->microbatch %d must be 0 (unset), 1 (first) or 2 (next)", FWD,
                     (int)a->microbatch);
@@ -76,8 +83,7 @@ gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
     /* Backend-resident splits are host-readable on the CPU backend only; on CUDA the grouped
      * kernels check them on the device. */
     if (!a->splits_on_backend || L->ctx->kind == GLN_BACKEND_CPU)
-        GLN_TRY(gln_validate_splits(FWD, L->ctx, "args->m_splits", L->cfg.path, L->n, a->m_splits,
-                                    a->x->rows));
+        GLN_TRY(gln_validate_splits(FWD, L->ctx, "args->m_splits", L->cfg.path, L->n, a->m_splits, rows));
     return GLN_STATUS_SUCCESS;
 }
 
