@@ -82,4 +82,45 @@ static inline unsigned int gln_dev_blocks(size_t work, unsigned int per_block) {
     return (unsigned int)b;
 }
 
+/* No NaN seen: the sentinel of the lowest-NaN-index reductions. */
+#define GLN_NO_NAN_INDEX 0xFFFFFFFFFFFFFFFFull
+
+/* The amax partial of one block over elements first, first + stride, ... below hi (first: this
+ * thread's start; stride: the grid's threads): the largest non-NaN |x| as FP32 bits (they order
+ * like the values) and the lowest NaN index, reduced over the block; thread 0 folds them into
+ * *bits (atomicMax, when nonzero) and *nan_index (atomicMin, when a NaN was seen).  Every thread
+ * of a block of GLN_CUDA_THREADS calls it.  The CPU reference: max |x| ignoring NaN, or |x| of the
+ * first NaN under nan_propagate (the caller's finalize picks between the two). */
+__device__ __forceinline__ void gln_dev_amax_partial(const void *x, int dtype, size_t first, size_t hi,
+                                                     size_t stride, unsigned int *bits,
+                                                     unsigned long long *nan_index) {
+    __shared__ unsigned int s_bits[GLN_CUDA_THREADS / 32];
+    __shared__ unsigned long long s_nan[GLN_CUDA_THREADS / 32];
+    unsigned int best = 0;
+    unsigned long long nan_i = GLN_NO_NAN_INDEX;
+    for (size_t i = first; i < hi; i += stride) {
+        const unsigned int b = gln_f32_bits(gln_dev_load(x, dtype, i)) & 0x7FFFFFFFu;
+        if (b > 0x7F800000u) {
+            if (nan_i == GLN_NO_NAN_INDEX) nan_i = i; /* i grows: the first one is this thread's lowest */
+        } else if (b > best) {
+            best = b;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        best = max(best, __shfl_xor_sync(0xFFFFFFFFu, best, off));
+        nan_i = min(nan_i, __shfl_xor_sync(0xFFFFFFFFu, nan_i, off));
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) s_bits[warp] = best, s_nan[warp] = nan_i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x / 32); w++) {
+            best = max(best, s_bits[w]);
+            nan_i = min(nan_i, s_nan[w]);
+        }
+        if (best) atomicMax(bits, best);
+        if (nan_i != GLN_NO_NAN_INDEX) atomicMin(nan_index, nan_i);
+    }
+}
+
 #endif

@@ -23,7 +23,6 @@ extern "C" {
 #include "backend/cuda/cuda_device.h"
 
 enum { GA_BATCH = 256, GA_MAX_BLOCKS_X = 1024 };
-#define GA_NO_NAN 0xFFFFFFFFFFFFFFFFull
 
 /* Element offsets of a batch's members from the packed data: member m is [off[m], off[m+1]). */
 typedef struct ga_offsets {
@@ -32,37 +31,11 @@ typedef struct ga_offsets {
 
 __global__ void gln_grouped_amax_partial_kernel(const void *x, int dtype, ga_offsets_t offs,
                                                 unsigned int *bits, unsigned long long *nan_index) {
-    __shared__ unsigned int s_bits[GLN_CUDA_THREADS / 32];
-    __shared__ unsigned long long s_nan[GLN_CUDA_THREADS / 32];
     const int m = blockIdx.y;
     const size_t lo = (size_t)offs.off[m], hi = (size_t)offs.off[m + 1];
     if (lo + (size_t)blockIdx.x * blockDim.x >= hi) return; /* the whole block: uniform exit */
-    unsigned int best = 0;
-    unsigned long long nan_i = GA_NO_NAN;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = lo + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < hi; i += stride) {
-        const unsigned int b = gln_f32_bits(gln_dev_load(x, dtype, i)) & 0x7FFFFFFFu;
-        if (b > 0x7F800000u) {
-            if (nan_i == GA_NO_NAN) nan_i = i; /* i grows: this thread's first NaN is its lowest */
-        } else if (b > best) {
-            best = b;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        best = max(best, __shfl_xor_sync(0xFFFFFFFFu, best, off));
-        nan_i = min(nan_i, __shfl_xor_sync(0xFFFFFFFFu, nan_i, off));
-    }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) s_bits[warp] = best, s_nan[warp] = nan_i;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < (int)(blockDim.x / 32); w++) {
-            best = max(best, s_bits[w]);
-            nan_i = min(nan_i, s_nan[w]);
-        }
-        if (best) atomicMax(&bits[m], best);
-        if (nan_i != GA_NO_NAN) atomicMin(&nan_index[m], nan_i);
-    }
+    gln_dev_amax_partial(x, dtype, lo + (size_t)blockIdx.x * blockDim.x + threadIdx.x, hi,
+                         (size_t)gridDim.x * blockDim.x, &bits[m], &nan_index[m]);
 }
 
 __global__ void gln_grouped_amax_final_kernel(const void *x, int dtype, int count, const unsigned int *bits,
@@ -70,7 +43,7 @@ __global__ void gln_grouped_amax_final_kernel(const void *x, int dtype, int coun
                                               float *amax) {
     const int m = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (m >= count) return;
-    amax[m] = nan_propagate && nan_index[m] != GA_NO_NAN ? gln_f32_abs(gln_dev_load(x, dtype, nan_index[m]))
+    amax[m] = nan_propagate && nan_index[m] != GLN_NO_NAN_INDEX ? gln_f32_abs(gln_dev_load(x, dtype, nan_index[m]))
                                                          : gln_f32_from_bits(bits[m]);
 }
 

@@ -22,39 +22,11 @@ extern "C" {
 
 #include "backend/cuda/cuda_device.h"
 
-#define GLN_NO_NAN_INDEX 0xFFFFFFFFFFFFFFFFull
-
 /* ---- amax --------------------------------------------------------------------------------- */
 
 __global__ void gln_amax_partial_kernel(const void *x, int dtype, size_t n, gln_cuda_amax_work_t *work) {
-    __shared__ unsigned int s_bits[GLN_CUDA_THREADS / 32];
-    __shared__ unsigned long long s_nan[GLN_CUDA_THREADS / 32];
-    unsigned int best = 0;
-    unsigned long long nan_i = GLN_NO_NAN_INDEX;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const unsigned int b = gln_f32_bits(gln_dev_load(x, dtype, i)) & 0x7FFFFFFFu;
-        if (b > 0x7F800000u) {
-            if (nan_i == GLN_NO_NAN_INDEX) nan_i = i; /* i grows: the first one is this thread's lowest */
-        } else if (b > best) {
-            best = b;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        best = max(best, __shfl_xor_sync(0xFFFFFFFFu, best, off));
-        nan_i = min(nan_i, __shfl_xor_sync(0xFFFFFFFFu, nan_i, off));
-    }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) s_bits[warp] = best, s_nan[warp] = nan_i;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < (int)(blockDim.x / 32); w++) {
-            best = max(best, s_bits[w]);
-            nan_i = min(nan_i, s_nan[w]);
-        }
-        if (best) atomicMax(&work->max_bits, best);
-        if (nan_i != GLN_NO_NAN_INDEX) atomicMin(&work->nan_index, nan_i);
-    }
+    gln_dev_amax_partial(x, dtype, (size_t)blockIdx.x * blockDim.x + threadIdx.x, n, (size_t)gridDim.x * blockDim.x,
+                         &work->max_bits, &work->nan_index);
 }
 
 __global__ void gln_amax_final_kernel(const void *x, int dtype, const gln_cuda_amax_work_t *work, float *amax,
