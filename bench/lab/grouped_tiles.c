@@ -27,7 +27,6 @@
 /* lab_tn.cu, lab_nt.cu */
 gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_tn_pp_64x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
-gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
@@ -47,7 +46,6 @@ static const variant_t variants[] = {
     {"large (coop 256x128 1x2)", NULL, "large", NULL, 0},
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN},
-    {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256, GLN_CUTLASS_BF16_NT_F32},
     {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
