@@ -567,8 +567,32 @@ GLN_API gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, co
  * elements past the real weights are zero and stay zero) and its offset in the flat buffer. */
 GLN_API gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
                                        int64_t *shard_len, int64_t *shard_offset);
-/* After the optimizer changed the master shard: refresh the working copy. */
+/* After the optimizer changed the master shard: refresh the working copy (working[i] = master[i]
+ * rounded to nearest even in the working dtype, for every i of the shard, padding included).
+ * INVALID_STATE while a prefetched gather is outstanding (it still reads the working shard). */
 GLN_API gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw);
+/* This rank's working-dtype shard, for an optimizer that writes it itself in the pass that
+ * updates the master (no separate sync_working pass): *working = the buffer (backend memory,
+ * shard_len elements of *dtype = cfg.working_dtype, the same slice as the master shard of
+ * gln_sharded_weights_shard), *len = shard_len.  dtype and len may be NULL; working may not.
+ * An optimizer that writes working[i] = master[i] rounded to nearest even in the working dtype
+ * (gln_fp32_to_bf16's rounding, NaN kept) for every i of the shard, after its last change to
+ * master[i], has done exactly what gln_sharded_weights_sync_working does and need not call it.
+ * The padding elements hold zero in both buffers; writing them (as the rounded zero master) or
+ * skipping them keeps them zero.  For an FP32 working dtype the working copy may alias the
+ * master (the optimizer's write is then a no-op); callers must work whether or not it does.
+ * What the group derives from the working shard is recomputed from it at every materialization
+ * (the gathered copies, the FP8 shard and its scales of fp8_gather), never cached across
+ * materializations, so the next materialize sees the new values.  Rules, the same as for
+ * sync_working: write only while no prefetched gather is outstanding (this call fails with
+ * INVALID_STATE while one is, and a prefetch issued after it and before the write would gather
+ * the old or a torn shard); write in the order of the context's stream (on a GPU: a kernel on
+ * that stream), so that gathers enqueued before the write read the old values and later ones
+ * the new; a materialization that is still live keeps the values it gathered.  The buffer is
+ * the group's for its whole life (the same pointer on every call).  Call
+ * gln_grouped_linear_weights_updated after the step exactly as with sync_working. */
+GLN_API gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw, void **working,
+                                               gln_dtype_t *dtype, int64_t *len);
 /* Gather the full FP32 masters [N, K_out, K_in] / main_grads into a host array on every rank. */
 GLN_API gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full);
 GLN_API gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full);

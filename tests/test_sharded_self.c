@@ -4,6 +4,7 @@
  * and prefetch, the FP8 all-gather.
  *
  * Data are small integers (and hand-picked bf16 rounding cases), so every check is exact. */
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -155,6 +156,213 @@ static void test_sync_working_bf16_rounding(void) {
     for (int i = 0; i < 4; i++)
         CHECK_MSG(gln_load(w[0].data, GLN_DTYPE_BF16, (size_t)i) == want[i], "elem %d: %g != %g",
                   i, gln_load(w[0].data, GLN_DTYPE_BF16, (size_t)i), (double)want[i]);
+    CHECK_OK(f.p->release(f.p->impl, w));
+    teardown(&f);
+}
+
+/* ---- an optimizer that writes the working shard itself (gln_sharded_weights_working_shard) ---- */
+
+/* One "optimizer step" on the master shard: every real element moves off the bf16 grid (normal
+ * noise), and the first elements are exact bf16 rounding ties (to even: down, then up); the
+ * padding (past K_out·K_in in each expert's stride of `stride` elements) stays zero. */
+static void step_master(float *master, int64_t stride, uint64_t seed) {
+    gln_rng_t r = gln_rng_seed(seed);
+    for (int e = 0; e < NE; e++)
+        for (int j = 0; j < KO * KI; j++) master[(int64_t)e * stride + j] += (float)(0.37 * gln_rng_normal(&r));
+    master[0] = 1.0f + 0x1p-8f;      /* tie: rounds down to 1 */
+    master[1] = 1.0f + 3 * 0x1p-8f;  /* tie: rounds up to 1 + 2^-6 */
+    master[2] = -(2.0f + 0x1p-8f);   /* below the tie: rounds to -2 */
+}
+
+/* What the optimizer does instead of sync_working: working[i] = RNE(master[i]) for every i of
+ * the shard, padding included (through the public scalar conversion). */
+static void write_working_by_hand(gln_sharded_weights_t *sw) {
+    float *master = NULL;
+    void *working = NULL;
+    gln_dtype_t dt = GLN_DTYPE_COUNT_;
+    int64_t len = -1, len2 = -2;
+    CHECK_OK(gln_sharded_weights_shard(sw, &master, NULL, &len, NULL));
+    CHECK_OK(gln_sharded_weights_working_shard(sw, &working, &dt, &len2));
+    CHECK(len == len2 && working != NULL && master != NULL);
+    if (!working || !master || len != len2) return;
+    for (int64_t i = 0; i < len; i++) {
+        if (dt == GLN_DTYPE_BF16)
+            ((uint16_t *)working)[i] = gln_fp32_to_bf16(master[i]);
+        else if (working != (void *)master) /* FP32: may alias the master */
+            ((float *)working)[i] = master[i];
+    }
+}
+
+/* Both materializations of two groups: the same tensors, the same bytes (data and scales). */
+static void check_same_materializations(fixture_t *a, fixture_t *b, const char *what) {
+    for (int dir = 0; dir < 2; dir++) {
+        gln_tensor_t wa[NE], wb[NE];
+        memset(wa, 0, sizeof wa);
+        memset(wb, 0, sizeof wb);
+        if (dir) {
+            CHECK_OK(a->p->materialize_backward(a->p->impl, wa));
+            CHECK_OK(b->p->materialize_backward(b->p->impl, wb));
+        } else {
+            CHECK_OK(a->p->materialize_forward(a->p->impl, wa));
+            CHECK_OK(b->p->materialize_forward(b->p->impl, wb));
+        }
+        for (int e = 0; e < NE; e++) {
+            CHECK(wa[e].dtype == wb[e].dtype && wa[e].scaling == wb[e].scaling);
+            CHECK(wa[e].data && wb[e].data);
+            if (!wa[e].data || !wb[e].data) continue;
+            gln_quant_layout_t lay;
+            size_t bytes = (size_t)KO * KI * gln_dtype_size(wa[e].dtype), sbytes = 0;
+            if (wa[e].scaling == GLN_SCALING_TENSOR) sbytes = sizeof(float);
+            if (wa[e].scaling == GLN_SCALING_BLOCK_2D &&
+                gln_quant_layout(GLN_SCALING_BLOCK_2D, wa[e].dtype, KO, KI, &lay) == GLN_STATUS_SUCCESS)
+                sbytes = lay.scale_bytes;
+            char msg[96];
+            snprintf(msg, sizeof msg, "%s: %s expert %d", what, dir ? "backward" : "forward", e);
+            CHECK(gln_check_bitwise(msg, wa[e].data, wb[e].data, bytes));
+            if (sbytes) CHECK(gln_check_bitwise(msg, wa[e].scale_inv, wb[e].scale_inv, sbytes));
+        }
+        CHECK_OK(a->p->release(a->p->impl, wa));
+        CHECK_OK(b->p->release(b->p->impl, wb));
+    }
+}
+
+/* Forward + backward of a layer over the group: y, dx and the main_grad shard. */
+static void run_layer(fixture_t *f, gln_recipe_t recipe, gln_dtype_t act, void *y, void *dx, float *mg) {
+    const int64_t m[NE] = {3, 0, 4}, rows = 7;
+    gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    lc.num_experts = NE, lc.out_features = KO, lc.in_features = KI, lc.bias = 0;
+    lc.param_dtype = act, lc.activation_dtype = act, lc.recipe = recipe;
+    lc.params.distributed = f->p;
+    gln_grouped_linear_t *L = NULL;
+    CHECK_OK(gln_grouped_linear_create(f->ctx, &lc, &L));
+    if (!L) return;
+    float x32[7 * KI], dy32[7 * KO], x[7 * KI], dy[7 * KO]; /* x, dy: act dtype, float-aligned */
+    fill_ints(x32, (size_t)(rows * KI), 31);
+    fill_ints(dy32, (size_t)(rows * KO), 32);
+    for (int64_t i = 0; i < rows * KI; i++) gln_store(x, act, (size_t)i, x32[i]);
+    for (int64_t i = 0; i < rows * KO; i++) gln_store(dy, act, (size_t)i, dy32[i]);
+    gln_poison(y, act, (size_t)(rows * KO));
+    gln_poison(dx, act, (size_t)(rows * KI));
+    gln_tensor_t xt = gln_tensor_make(act, rows, KI, x), yt = gln_tensor_make(act, rows, KO, y);
+    gln_tensor_t dyt = gln_tensor_make(act, rows, KO, dy), dxt = gln_tensor_make(act, rows, KI, dx);
+    gln_grouped_linear_forward_args_t a = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
+    a.x = &xt, a.m_splits = m, a.y = &yt, a.input_requires_grad = 1;
+    gln_grouped_linear_saved_t *saved = NULL;
+    CHECK_OK(gln_grouped_linear_forward(L, &a, &saved));
+    CHECK(saved != NULL);
+    if (saved) {
+        CHECK_OK(gln_grouped_linear_backward(saved, &dyt, &dxt));
+        CHECK_OK(gln_grouped_linear_saved_release(saved));
+    }
+    gln_poison(mg, GLN_DTYPE_FP32, TOTAL);
+    CHECK_OK(gln_sharded_weights_gather_main_grad(f->sw, mg));
+    CHECK_OK(gln_grouped_linear_destroy(L));
+}
+
+/* Writing the working shard by hand equals sync_working: the materializations (also the FP8
+ * all-gather, which quantizes the working shard, and the padded 128x128 layout) and a layer's
+ * forward / backward give the same bytes as a group refreshed by sync_working. */
+static void test_working_shard_by_hand(void) {
+    static const struct {
+        gln_dtype_t wdt;
+        int fp8_gather;
+        gln_scaling_mode_t mode;
+        gln_recipe_t recipe; /* GLN_RECIPE_FP8_BLOCK: materializations only, no layer */
+    } cases[] = {
+        {GLN_DTYPE_BF16, 0, GLN_SCALING_TENSOR, GLN_RECIPE_NONE},
+        {GLN_DTYPE_BF16, 0, GLN_SCALING_TENSOR, GLN_RECIPE_FP8_CURRENT},
+        {GLN_DTYPE_BF16, 1, GLN_SCALING_TENSOR, GLN_RECIPE_FP8_CURRENT},
+        {GLN_DTYPE_BF16, 1, GLN_SCALING_BLOCK_2D, GLN_RECIPE_FP8_BLOCK},
+        {GLN_DTYPE_FP32, 0, GLN_SCALING_TENSOR, GLN_RECIPE_NONE},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gln_sharded_weights_config_t cfg = config(cases[c].wdt, 0);
+        cfg.fp8_gather = cases[c].fp8_gather;
+        cfg.fp8_quant.mode = cases[c].mode;
+        fixture_t a, b;
+        if (!setup_cfg(&a, &cfg)) return;
+        if (!setup_cfg(&b, &cfg)) {
+            teardown(&a);
+            return;
+        }
+        float full[TOTAL];
+        fill_ints(full, TOTAL, 40 + c);
+        CHECK_OK(gln_sharded_weights_load_full(a.sw, full));
+        CHECK_OK(gln_sharded_weights_load_full(b.sw, full));
+        float *ma = NULL, *mb = NULL;
+        int64_t len = 0;
+        CHECK_OK(gln_sharded_weights_shard(a.sw, &ma, NULL, &len, NULL));
+        CHECK_OK(gln_sharded_weights_shard(b.sw, &mb, NULL, NULL, NULL));
+        if (!ma || !mb) break;
+        CHECK(cases[c].mode != GLN_SCALING_BLOCK_2D || len > TOTAL); /* the padded case has padding */
+        step_master(ma, len / NE, 50 + c);
+        step_master(mb, len / NE, 50 + c);
+        int moved = 0;
+        for (int64_t i = 0; i < len; i++) moved += gln_bf16_to_fp32(gln_fp32_to_bf16(ma[i])) != ma[i];
+        CHECK_MSG(moved > TOTAL / 2, "case %zu: the step left the master on the bf16 grid", c);
+
+        CHECK_OK(gln_sharded_weights_sync_working(a.sw));
+        write_working_by_hand(b.sw);
+        char what[64];
+        snprintf(what, sizeof what, "case %zu", c);
+        check_same_materializations(&a, &b, what);
+        /* the new weights are what the group gathers: the backward gather is the rounded master */
+        gln_tensor_t w[NE];
+        CHECK_OK(b.p->materialize_backward(b.p->impl, w));
+        for (int e = 0; e < NE; e++)
+            for (int j = 0; j < KO * KI; j++) {
+                float want = ma[(int64_t)e * (len / NE) + j];
+                if (cases[c].wdt == GLN_DTYPE_BF16) want = gln_bf16_to_fp32(gln_fp32_to_bf16(want));
+                CHECK_MSG(gln_load(w[e].data, cases[c].wdt, (size_t)j) == want, "case %zu expert %d elem %d", c, e, j);
+            }
+        CHECK_OK(b.p->release(b.p->impl, w));
+        if (cases[c].recipe != GLN_RECIPE_FP8_BLOCK) {
+            const gln_dtype_t act = cases[c].wdt;
+            float ya[7 * KO], yb[7 * KO], dxa[7 * KI], dxb[7 * KI]; /* act dtype */
+            float mga[TOTAL], mgb[TOTAL];
+            run_layer(&a, cases[c].recipe, act, ya, dxa, mga);
+            run_layer(&b, cases[c].recipe, act, yb, dxb, mgb);
+            const size_t es = gln_dtype_size(act);
+            snprintf(what, sizeof what, "case %zu: layer y", c);
+            CHECK(gln_check_bitwise(what, ya, yb, 7 * KO * es));
+            snprintf(what, sizeof what, "case %zu: layer dx", c);
+            CHECK(gln_check_bitwise(what, dxa, dxb, 7 * KI * es));
+            snprintf(what, sizeof what, "case %zu: main_grad", c);
+            CHECK(gln_check_bitwise(what, mga, mgb, sizeof mga));
+            int nan = 0;
+            for (int i = 0; i < 7 * KO; i++) nan += gln_load(ya, act, (size_t)i) != gln_load(ya, act, (size_t)i);
+            CHECK_MSG(nan == 0, "case %zu: %d unwritten (NaN) outputs", c, nan);
+        }
+        teardown(&a);
+        teardown(&b);
+    }
+}
+
+/* The call's arguments and state: the shard's buffer, dtype and length; NULL outputs; refused
+ * while a prefetched gather still reads the shard. */
+static void test_working_shard_arguments(void) {
+    fixture_t f;
+    if (!setup(&f, GLN_DTYPE_BF16, 0)) return;
+    void *w1 = NULL, *w2 = (void *)&f;
+    gln_dtype_t dt = GLN_DTYPE_COUNT_;
+    int64_t len = -1, shard_len = -2;
+    CHECK_OK(gln_sharded_weights_shard(f.sw, NULL, NULL, &shard_len, NULL));
+    CHECK_OK(gln_sharded_weights_working_shard(f.sw, &w1, &dt, &len));
+    CHECK(w1 != NULL && dt == GLN_DTYPE_BF16 && len == shard_len);
+    CHECK_OK(gln_sharded_weights_working_shard(f.sw, &w2, NULL, NULL)); /* dtype, len optional */
+    CHECK(w2 == w1);
+    CHECK_STATUS(gln_sharded_weights_working_shard(NULL, &w2, &dt, &len), GLN_STATUS_INVALID_ARGUMENT, "sw");
+    CHECK(w2 == NULL);
+    CHECK_STATUS(gln_sharded_weights_working_shard(f.sw, NULL, &dt, &len), GLN_STATUS_INVALID_ARGUMENT,
+                 "working");
+    CHECK_OK(f.p->prefetch(f.p->impl, 0));
+    w2 = (void *)&f;
+    CHECK_STATUS(gln_sharded_weights_working_shard(f.sw, &w2, NULL, NULL), GLN_STATUS_INVALID_STATE, "prefetch");
+    CHECK(w2 == NULL);
+    gln_tensor_t w[NE];
+    CHECK_OK(f.p->materialize_forward(f.p->impl, w)); /* consumes the prefetch */
+    CHECK_OK(gln_sharded_weights_working_shard(f.sw, &w2, NULL, NULL));
+    CHECK(w2 == w1);
     CHECK_OK(f.p->release(f.p->impl, w));
     teardown(&f);
 }
@@ -502,4 +710,5 @@ GLN_TEST_MAIN(GLN_CASE(test_layout_and_round_trip), GLN_CASE(test_materialize),
               GLN_CASE(test_async_finalize), GLN_CASE(test_requires_grad_off),
               GLN_CASE(test_destroy_with_live_materialization), GLN_CASE(test_invalid_arguments),
               GLN_CASE(test_cuda_context_refused), GLN_CASE(test_buffers_reused_and_prefetch),
-              GLN_CASE(test_fp8_gather))
+              GLN_CASE(test_fp8_gather), GLN_CASE(test_working_shard_by_hand),
+              GLN_CASE(test_working_shard_arguments))

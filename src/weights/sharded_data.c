@@ -38,6 +38,23 @@ gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
     return ctx->ops->cast(ctx, &in, &out);
 }
 
+/* The working shard for an optimizer that writes it itself (grouplin.h): nothing is cached from
+ * the working copy across materializations (each one gathers it, or quantizes it into the FP8
+ * shard, anew), so writing it directly is the same as sync_working; only an outstanding prefetch
+ * still reads it. */
+gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw, void **working,
+                                               gln_dtype_t *dtype, int64_t *len) {
+    static const char *fn = "gln_sharded_weights_working_shard";
+    if (working) *working = NULL;
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    GLN_REQUIRE_NOT_NULL(fn, working);
+    GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
+    *working = sw->working;
+    if (dtype) *dtype = sw->cfg.working_dtype;
+    if (len) *len = sw->shard_len;
+    return GLN_STATUS_SUCCESS;
+}
+
 gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full) {
     static const char *fn = "gln_sharded_weights_load_full";
     GLN_REQUIRE_NOT_NULL(fn, sw);
