@@ -143,5 +143,6 @@ gln_status_t lm_model_step(lm_model_t *m) {
     TRY(moe_model_step(m->moe));
     float bc1, bc2;
     adam_bias_corrections(++m->step, &bc1, &bc2);
-    return top_adam(m->ctx, m->param, m->grad, m->adam.m, m->adam.v, m->nparam, m->lr, bc1, bc2, m->clock);
+    return top_adam(m->ctx, m->param, m->grad, m->adam.m, m->adam.v, m->nparam, m->lr, bc1, bc2, m->clock, NULL,
+                    GLN_DTYPE_FP32);
 }

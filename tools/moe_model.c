@@ -308,15 +308,25 @@ gln_status_t moe_model_step(moe_model_t *m) {
     adam_bias_corrections(m->step, &bc1, &bc2);
     const top_clock_t *clock = m->cfg.clock;
     const int64_t rn = (int64_t)m->E * m->H;
-    TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock));
+    TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock, NULL,
+                 GLN_DTYPE_FP32));
     if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
     for (int i = 0; i < 2; i++) {
         float *master, *grad;
         int64_t len;
         TRY(layer_shard(m, i, &master, &grad, &len));
-        TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock));
+        /* A bf16 / fp16 working copy is written by Adam itself, in the pass that updates the
+         * master (gln_sharded_weights_working_shard: the same bits as sync_working, one pass
+         * less).  FP32 keeps sync_working (a copy), and --exact-data too: it rounds the master
+         * onto its grid after Adam, so the working copy must be made after that. */
+        void *working = NULL;
+        gln_dtype_t wdt = GLN_DTYPE_FP32;
+        if (!m->cfg.exact) TRY(gln_sharded_weights_working_shard(m->sw[i], &working, &wdt, NULL));
+        if (wdt == GLN_DTYPE_FP32) working = NULL;
+        TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, working,
+                     wdt));
         if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
-        TRY(gln_sharded_weights_sync_working(m->sw[i]));
+        if (!working) TRY(gln_sharded_weights_sync_working(m->sw[i]));
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;

@@ -4,7 +4,8 @@
  * context's stream on CUDA (train_ops_cuda.cu), so a whole training step stays on the GPU.
  *
  * Each CPU loop is the reference its kernel is tested against (tools/test_train_ops.c):
- *   bitwise    zero fill, Adam (given the same bias corrections), embedding forward and
+ *   bitwise    zero fill, Adam and its working-dtype output (given the same bias corrections),
+ *              embedding forward and
  *              backward (FP32 sums in token order), dlogits and the bias gradient, the loss sum
  *              (double, token order), the training / validation windows;
  *   tolerance  softmax cross-entropy and the probabilities (device expf / log), the bias
@@ -44,9 +45,13 @@ gln_status_t top_clock_tick(gln_context_t *ctx, top_clock_t *clock);
 
 /* Adam on n FP32 weights: m = b1·m + (1-b1)·g, v = b2·v + (1-b2)·g², w -= lr·(m/bc1) /
  * (sqrt(v/bc2) + eps).  The bias corrections come from *clock when clock is non-NULL (backend
- * memory), else from bc1 / bc2. */
+ * memory), else from bc1 / bc2.  working (optional, NULL: none): n elements of working_dtype
+ * (bf16 or fp16; ignored when working is NULL) that get the updated w[i] rounded to nearest
+ * even in the same pass -- the library's conversion (gln_fp32_to_bf16 / _fp16, the device
+ * cast's numerics.h), so the bits equal gln_cast of w, i.e. gln_sharded_weights_sync_working
+ * into the group's working shard (gln_sharded_weights_working_shard). */
 gln_status_t top_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                      float bc1, float bc2, const top_clock_t *clock);
+                      float bc1, float bc2, const top_clock_t *clock, void *working, gln_dtype_t working_dtype);
 
 /* x[t] = Σ_c emb[c·256 + bytes[t·C + c]] (rows of H FP32), summed from 0 in c order. */
 gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,

@@ -15,6 +15,9 @@ extern "C" {
 #include "cli.h"
 #include "train_ops_cuda.h"
 }
+/* The library's header-only scalar conversions (not its API: the tool compiles them into its own
+ * kernels), so that a value this file rounds has the bits of the library's cast. */
+#include "numerics/numerics.h"
 
 #define THREADS 256
 
@@ -56,8 +59,12 @@ extern "C" gln_status_t topc_clock(gln_context_t *ctx, top_clock_t *clock, int r
     return check(cudaSuccess, "clock_kernel");
 }
 
+/* OUT: the working-dtype copy written right after w -- 0 none, GLN_DTYPE_BF16 or GLN_DTYPE_FP16,
+ * rounded to nearest even by the library's own conversions (numerics.h, which its cast kernel
+ * uses), so the bits equal gln_cast of the updated w. */
+template <int OUT>
 __global__ void adam_kernel(float *w, const float *g, float *m, float *v, int64_t n, float lr, float bc1,
-                            float bc2, const top_clock_t *clock) {
+                            float bc2, const top_clock_t *clock, uint16_t *working) {
     if (clock) {
         bc1 = clock->bc1;
         bc2 = clock->bc2;
@@ -70,14 +77,25 @@ __global__ void adam_kernel(float *w, const float *g, float *m, float *v, int64_
         m[i] = mi;
         v[i] = vi;
         const float mh = __fdiv_rn(mi, bc1), vh = __fdiv_rn(vi, bc2);
-        w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), TOP_ADAM_EPS)));
+        const float wi = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), TOP_ADAM_EPS)));
+        w[i] = wi;
+        if (OUT == GLN_DTYPE_BF16) working[i] = gln_f32_to_bf16_bits(wi);
+        if (OUT == GLN_DTYPE_FP16) working[i] = gln_f32_to_fp16_bits(wi);
     }
 }
 
 extern "C" gln_status_t topc_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n,
-                                  float lr, float bc1, float bc2, const top_clock_t *clock) {
+                                  float lr, float bc1, float bc2, const top_clock_t *clock, void *working,
+                                  gln_dtype_t working_dtype) {
     if (n <= 0) return GLN_STATUS_SUCCESS;
-    adam_kernel<<<blocks_for(n, THREADS * 4), THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock);
+    const unsigned blocks = blocks_for(n, THREADS * 4);
+    uint16_t *out = (uint16_t *)working; /* train_ops.c checked its dtype: bf16 or fp16 */
+    if (!out)
+        adam_kernel<0><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, NULL);
+    else if (working_dtype == GLN_DTYPE_BF16)
+        adam_kernel<GLN_DTYPE_BF16><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, out);
+    else
+        adam_kernel<GLN_DTYPE_FP16><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, out);
     return check(cudaSuccess, "adam_kernel");
 }
 

@@ -1,7 +1,8 @@
 /* The training tool's kernels (tools/train_ops_cuda.cu) against their CPU loops (tools/train_ops.c):
  * each op runs on a CPU context into host buffers and on a CUDA context into device buffers from
  * the same inputs (device outputs poisoned first), and the results must agree -- bit for bit for
- * zero fill, Adam, the embedding and its backward, dlogits and the windows; within TOL_* for
+ * zero fill, Adam (and its bf16 / fp16 working output, also against the library's cast), the
+ * embedding and its backward, dlogits and the windows; within TOL_* for
  * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
  * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
  * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
@@ -106,8 +107,8 @@ static void test_clock_adam(void) {
                  got->bc2, (long long)hc.step, hc.bc1, hc.bc2);
         free(got);
         /* Adam with the host's corrections on both: bitwise */
-        OK(top_adam(cpu, w, g, m, v, n, 1e-3f, hc.bc1, hc.bc2, NULL));
-        OK(top_adam(cu, dw, dg, dm, dv, n, 1e-3f, hc.bc1, hc.bc2, NULL));
+        OK(top_adam(cpu, w, g, m, v, n, 1e-3f, hc.bc1, hc.bc2, NULL, NULL, GLN_DTYPE_FP32));
+        OK(top_adam(cu, dw, dg, dm, dv, n, 1e-3f, hc.bc1, hc.bc2, NULL, NULL, GLN_DTYPE_FP32));
     }
     same_bits("adam w", w, dw, n * 4);
     same_bits("adam m", m, dm, n * 4);
@@ -115,6 +116,66 @@ static void test_clock_adam(void) {
     void *d[] = {dc, dw, dg, dm, dv};
     for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
     free(w), free(g), free(m), free(v);
+}
+
+/* Adam's working-dtype output (out: bf16, fp16, or fp32 for none): w, m, v and the output bitwise the
+ * CPU's, and the output equal to the library's cast of the updated w on each backend (what
+ * gln_sharded_weights_sync_working computes).  Elements with g = m = 0 keep w exactly, so they
+ * carry hand-picked rounding cases: ties to even, fp16 overflow to Inf, fp16 subnormals, -0. */
+static void test_adam_working(gln_dtype_t out) {
+    tool_rng_t r = tool_rng_seed(5, (uint64_t)out);
+    const int64_t n = 4099;
+    float *w = randf(&r, n, 1), *g = randf(&r, n, 1e-3), *m = randf(&r, n, 1e-4), *v = randf(&r, n, 0);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)fabs(g[i]) * 1e-3f;
+    const float kept[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f,
+                          65520.0f,       -65519.0f,          3e-6f,           -0.0f,
+                          0x1p-24f * 1.5f, 3.0e38f,           -1e-30f,         0.5f + 0x1p-10f};
+    const int64_t nk = (int64_t)(sizeof kept / sizeof kept[0]);
+    for (int64_t k = 0; k < nk; k++) {
+        const int64_t i = 97 * k + 13; /* spread over several threads and blocks */
+        w[i] = kept[k];
+        g[i] = m[i] = 0.0f;
+    }
+    const size_t ob = out == GLN_DTYPE_FP32 ? 0 : (size_t)n * 2;
+    uint16_t *hw = ob ? malloc(ob) : NULL;
+    float *dw = dev(w, n * 4), *dg = dev(g, n * 4), *dm = dev(m, n * 4), *dv = dev(v, n * 4);
+    uint16_t *dwk = ob ? dev(NULL, ob) : NULL;
+    for (int step = 1; step <= 2; step++) {
+        const float bc1 = 1.0f - powf(TOP_ADAM_BETA1, (float)step), bc2 = 1.0f - powf(TOP_ADAM_BETA2, (float)step);
+        OK(top_adam(cpu, w, g, m, v, n, 1e-3f, bc1, bc2, NULL, hw, out));
+        OK(top_adam(cu, dw, dg, dm, dv, n, 1e-3f, bc1, bc2, NULL, dwk, out));
+    }
+    for (int64_t k = 0; k < nk; k++)
+        if (memcmp(&w[97 * k + 13], &kept[k], 4) != 0) FAIL("adam moved a weight with g = m = 0 (case %lld)", (long long)k);
+    char what[64];
+    snprintf(what, sizeof what, "adam w (out %s)", gln_dtype_name(out));
+    same_bits(what, w, dw, n * 4);
+    snprintf(what, sizeof what, "adam m (out %s)", gln_dtype_name(out));
+    same_bits(what, m, dm, n * 4);
+    snprintf(what, sizeof what, "adam v (out %s)", gln_dtype_name(out));
+    same_bits(what, v, dv, n * 4);
+    if (ob) {
+        snprintf(what, sizeof what, "adam working %s", gln_dtype_name(out));
+        same_bits(what, hw, dwk, ob);
+        /* the library's cast of the updated FP32 weights: on the CPU, and on the device */
+        uint16_t *hc = malloc(ob), *dc = dev(NULL, ob);
+        gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, 1, n, w), o = gln_tensor_make(out, 1, n, hc);
+        OK(gln_cast(cpu, &in, &o));
+        if (memcmp(hc, hw, ob) != 0) FAIL("adam working %s (cpu) differs from gln_cast of w", gln_dtype_name(out));
+        gln_tensor_t din = gln_tensor_make(GLN_DTYPE_FP32, 1, n, dw), dout = gln_tensor_make(out, 1, n, dc);
+        OK(gln_cast(cu, &din, &dout));
+        snprintf(what, sizeof what, "device gln_cast of w vs adam working %s", gln_dtype_name(out));
+        same_bits(what, hw, dc, ob);
+        free(hc);
+        OK(gln_free(cu, dc));
+        OK(gln_free(cu, dwk));
+    }
+    /* a dtype other than bf16 / fp16 for the output is refused (before anything runs) */
+    if (top_adam(cpu, w, g, m, v, n, 1e-3f, 0.1f, 0.1f, NULL, w, GLN_DTYPE_FP32) != GLN_STATUS_INVALID_ARGUMENT)
+        FAIL("top_adam accepted an fp32 working output");
+    void *d[] = {dw, dg, dm, dv};
+    for (size_t i = 0; i < 4; i++) OK(gln_free(cu, d[i]));
+    free(w), free(g), free(m), free(v), free(hw);
 }
 
 static void test_embed(int64_t T, int64_t C, int64_t H) {
@@ -209,6 +270,9 @@ int main(void) {
     gln_context_options_t oc = GLN_CONTEXT_OPTIONS_INIT;
     OK(gln_context_create(&oc, &cpu));
     test_clock_adam();
+    test_adam_working(GLN_DTYPE_FP32); /* no output */
+    test_adam_working(GLN_DTYPE_BF16);
+    test_adam_working(GLN_DTYPE_FP16);
     test_embed(1, 1, 1);
     test_embed(777, 8, 96);
     test_embed(300, 3, 2100); /* several column blocks, the last one partial */
