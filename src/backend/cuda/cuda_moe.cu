@@ -28,6 +28,7 @@ extern "C" {
 #include "numerics/numerics.h"
 }
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
 
 /* Record the first out-of-range index a kernel met (entry i, value v) in the async error word. */
@@ -560,36 +561,14 @@ extern "C" gln_status_t gln_cuda_moe_unpermute_backward(gln_context_t *ctx, int6
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-#define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
+/* The per-element math is cuda_act.cuh's (gln_act_fwd / gln_act_bwd), shared with the
+ * quantizers' activation-on-load, so that gln_activation_forward_quantize gives the bits of this
+ * kernel followed by the quantize.  The scalar and the vector kernels call the same functions
+ * (same operations, same bits). */
+__device__ __forceinline__ float act_fwd(int act, float a, float b) { return gln_act_fwd(act, a, b); }
 
-__device__ __forceinline__ float dev_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
-
-__device__ __forceinline__ float dev_gelu(float x) {
-    return 0.5f * x * (1.0f + tanhf(GELU_C * (x + GELU_A * x * x * x)));
-}
-
-__device__ __forceinline__ float dev_gelu_grad(float x) {
-    const float t = tanhf(GELU_C * (x + GELU_A * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
-}
-
-/* The per-element math, shared by the scalar and the vector kernels (same operations, same bits).
- * a is the gate half's element (the only input of GELU), b the up half's. */
-__device__ __forceinline__ float act_fwd(int act, float a, float b) {
-    return act == GLN_ACT_GELU ? dev_gelu(a) : a * dev_sigmoid(a) * b;
-}
-
-/* d(out)/da · d and (SwiGLU) d(out)/db · d */
 __device__ __forceinline__ void act_bwd(int act, float a, float b, float d, float *da, float *db) {
-    if (act == GLN_ACT_GELU) {
-        *da = d * dev_gelu_grad(a);
-        *db = 0.0f;
-    } else {
-        const float s = dev_sigmoid(a);
-        *da = d * b * (s + a * s * (1.0f - s));
-        *db = d * a * s;
-    }
+    gln_act_bwd(act, a, b, d, da, db);
 }
 
 /* Element (r, c) of the [rows, h] output: in is [rows, cols] (cols = 2h for SwiGLU). */
