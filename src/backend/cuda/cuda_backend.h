@@ -201,6 +201,10 @@ gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quan
  * offset, equal to gln_mxfp8_swizzle_scales of its compact grid (padding 0). */
 gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                       const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
+/* cuda_act_quant.c: the activation_forward_quantize slot (arguments already valid) */
+gln_status_t gln_cuda_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
+                                                  const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                                  gln_grouped_tensor_t *out);
 /* cuda_quant_group.cu: the mxfp8_swizzle slot (arguments already valid) */
 gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                     const uint8_t *compact, uint8_t *swizzled);
@@ -277,6 +281,21 @@ gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_
 gln_status_t gln_cuda_grouped_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                              const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
                                              const gln_cuda_plan_t *plan, const char *call);
+/* Activation on load (cuda_act.cuh), for gln_activation_forward_quantize: the two launchers above
+ * (gln_cuda_quantize_members with a plan; gln_cuda_grouped_quantize_block) quantizing the bf16
+ * output of activation `act` without writing it.  `in` describes that output — dtype bf16,
+ * [rows, H], the plan's members — while in->data points to the activation's bf16 input, ld
+ * elements per row (2H for SwiGLU, H for GELU).  The caller guarantees H % 8 == 0, a 16-byte
+ * aligned input and (TENSOR) cfg->amax_nan_propagate = 0: the per-tensor NaN rule re-reads its
+ * input, which here is not the quantized tensor.  The bytes equal those of the launcher run on
+ * the activation kernel's bf16 output. */
+gln_status_t gln_cuda_quantize_members_act(gln_context_t *ctx, const gln_quant_config_t *cfg, gln_activation_t act,
+                                           int64_t ld, const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
+                                           const gln_cuda_plan_t *plan, const char *call);
+gln_status_t gln_cuda_grouped_quantize_block_act(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                 gln_activation_t act, int64_t ld, const gln_grouped_tensor_t *in,
+                                                 gln_grouped_tensor_t *out, const gln_cuda_plan_t *plan,
+                                                 const char *call);
 /* cuda_block.cu, for the tests: the block kernels' fast conversions against numerics.h over every
  * input: counts[0] / counts[1] = FP32 -> E4M3 / E5M2 encodings (all 2^32 values) that differ from
  * gln_f32_to_e4m3_bits / gln_f32_to_e5m2_bits, counts[2] = fp16 -> FP32 widenings (all 2^16) that

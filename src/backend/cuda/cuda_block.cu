@@ -42,6 +42,7 @@ extern "C" {
 #include "tensor/tensor.h"
 }
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_group.cuh"
 
@@ -69,6 +70,9 @@ typedef struct bq_args {
     int pow2;
     int vec_in, vec_q;    /* 16-byte input loads / 8-byte rowwise stores are aligned */
     int prefetch;         /* persistent grid: each tile prefetches the block's next into L2 */
+    int act;              /* activation on load (bq_load): GLN_ACT_LOAD_NONE, or x is the bf16 input
+                             of an activation whose [rows, cols] bf16 output is quantized */
+    int64_t ld;           /* with act: x's row stride in elements (SwiGLU 2·cols, GELU cols) */
 } bq_args_t;
 
 /* One 128x128 tile of one member. */
@@ -226,9 +230,13 @@ __device__ __forceinline__ int bq_find(const bq_args_t &a, int64_t t, bq_tile_t 
 template <int IN>
 __device__ __forceinline__ void bq_prefetch(const bq_args_t &a, const bq_tile_t &tl) {
     const int es = IN == BQ_IN_FP32 ? 4 : 2, row_bytes = tl.nc * es, lines = (row_bytes + 127) / 128;
-    for (int k = (int)threadIdx.x; k < tl.nr * lines; k += BQ_THREADS) {
-        const int r = k / lines, l = k % lines;
-        const char *p = (const char *)a.x + ((size_t)(tl.mrow0 + tl.rs + r) * (size_t)a.cols + (size_t)tl.c0) * es +
+    /* with act: the activation input's rows, both halves for SwiGLU */
+    const size_t ld = a.act != GLN_ACT_LOAD_NONE ? (size_t)a.ld : (size_t)a.cols;
+    const int halves = a.act == gln_act_load_kind(GLN_ACT_SWIGLU) ? 2 : 1, per_row = lines * halves;
+    for (int k = (int)threadIdx.x; k < tl.nr * per_row; k += BQ_THREADS) {
+        const int r = k / per_row, l = k % per_row % lines, half = k % per_row / lines;
+        const char *p = (const char *)a.x +
+                        ((size_t)(tl.mrow0 + tl.rs + r) * ld + (size_t)tl.c0 + (size_t)half * (size_t)a.cols) * es +
                         (size_t)l * 128;
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
     }
@@ -245,7 +253,19 @@ __device__ __forceinline__ void bq_load(const bq_args_t &a, const bq_tile_t &tl,
         const int r = rg * 8 + p;
         if (r >= tl.nr) continue;
         const size_t base = (size_t)(tl.mrow0 + tl.rs + r) * (size_t)a.cols + (size_t)tl.c0;
-        if (!a.vec_in) {
+        if (IN == BQ_IN_BF16 && a.act != GLN_ACT_LOAD_NONE) {
+            /* the activation's bf16 outputs, computed from its input (cuda_act.cuh): the values the
+             * load below reads from a buffer the activation kernel wrote.  The host sets act only
+             * for cols % 8 == 0 and a 16-byte aligned input, so a chunk is whole or absent. */
+            if (cg * 8 < tl.nc) {
+                uint32_t o[4];
+                gln_act_load_bf16x8(a.act, a.x, a.ld, a.cols, tl.mrow0 + tl.rs + r, tl.c0 + cg * 8, o);
+                bq_unpack2<IN>(o[0], &v[p][0], &v[p][1]);
+                bq_unpack2<IN>(o[1], &v[p][2], &v[p][3]);
+                bq_unpack2<IN>(o[2], &v[p][4], &v[p][5]);
+                bq_unpack2<IN>(o[3], &v[p][6], &v[p][7]);
+            }
+        } else if (!a.vec_in) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 if (bq_col<IN>(cg, j) < tl.nc) v[p][j] = bq_load1<IN>(a.x, base + (size_t)bq_col<IN>(cg, j));
@@ -636,6 +656,19 @@ extern "C" gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_qu
     bq_args_t a = bq_args_make(cfg, in, out);
     a.num = 1, a.single_rows = in->rows;
     return bq_launch(ctx, cfg, in->dtype, &a, gln_ceil_div(in->rows, BQ_EDGE), call);
+}
+
+/* Activation on load (gln_activation_forward_quantize): `in` describes the activation's bf16
+ * output [rows, H] but its data is the activation's input, ld elements per row (cuda_backend.h). */
+extern "C" gln_status_t gln_cuda_grouped_quantize_block_act(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                            gln_activation_t act, int64_t ld,
+                                                            const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out,
+                                                            const gln_cuda_plan_t *plan, const char *call) {
+    bq_args_t a = bq_args_make(cfg, &in->packed, &out->packed);
+    a.rows = plan->rows, a.srow = plan->srow, a.scol = plan->scol, a.num = plan->num;
+    a.act = gln_act_load_kind((int)act), a.ld = ld;
+    return bq_launch(ctx, cfg, in->packed.dtype, &a, gln_group_tiles_bound(in->packed.rows, plan->num, BQ_EDGE),
+                     call);
 }
 
 /* ---- self-check of the fast conversions ------------------------------------------------------ */

@@ -72,6 +72,7 @@ extern "C" {
 #include "tensor/tensor.h"
 }
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
 
 #ifndef GLN_CUDA_FP8_CVT
@@ -116,6 +117,9 @@ typedef struct gq_args {
     int swz;                                    /* MXFP8: grids in the swizzled GEMM layout */
     float fp8_max;
     float *dpart; /* dbias: per (row tile, column) partial sums [row tiles][cols] (NULL: none) */
+    int act;      /* activation on load (gq_xload): GLN_ACT_LOAD_NONE, or x is the bf16 input of an
+                     activation whose [rows, cols] bf16 output the kernel quantizes */
+    int64_t ld;   /* with act: x's row stride in elements (SwiGLU 2·cols, GELU cols) */
 } gq_args_t;
 
 typedef void (*gq_kernel_t)(gq_args_t);
@@ -172,6 +176,30 @@ __device__ __forceinline__ void gq_load(const void *x, size_t i0, int n, uint32_
             else w[e >> 1] |= (uint32_t)__ldg((const unsigned short *)x + i0 + e) << ((e & 1) * 16);
         }
     }
+}
+
+/* The 16 activation outputs of a bf16 chunk (8 words) at packed row `row`, column c: n of them
+ * computed (n is 16, 8 or 0; see gq_xload), the rest +0 like gq_load's missing elements. */
+__device__ __forceinline__ void gq_act_load(const gq_args_t &a, int64_t row, int64_t c, int n, uint32_t *w) {
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        uint32_t o[4] = {0u, 0u, 0u, 0u};
+        if (8 * p < n) gln_act_load_bf16x8(a.act, a.x, a.ld, a.cols, row, c + 8 * p, o);
+#pragma unroll
+        for (int v = 0; v < 4; v++) w[4 * p + v] = o[v];
+    }
+}
+
+/* gq_load of the chunk at packed row `row`, column c (element i0 = row·cols + c), or with a.act
+ * the activation's bf16 outputs there, computed from its input (cuda_act.cuh): the words a bf16
+ * buffer written by the activation kernel would hold, so the rest of the kernel cannot tell the
+ * two apart.  a.act is a kernel argument (warp-uniform); the host sets it only for bf16 with
+ * cols % 8 == 0 and a 16-byte aligned input, so n is 16, 8 or 0 and the loads are 16 bytes. */
+template <int DT, bool VEC>
+__device__ __forceinline__ void gq_xload(const gq_args_t &a, int64_t row, int64_t c, size_t i0, int n,
+                                         uint32_t (&w)[gq_traits<DT>::W]) {
+    if (DT == GQ_BF16 && a.act != GLN_ACT_LOAD_NONE) gq_act_load(a, row, c, n, w);
+    else gq_load<DT, VEC>(a.x, i0, n, w);
 }
 
 /* Largest |x| bits of a chunk, NaN included (a NaN's bits exceed every other's). */
@@ -364,7 +392,7 @@ __device__ __forceinline__ void gq_tile_load(const gq_args_t &a, const gq_cursor
         const int64_t r = T.r0 + rr + h * GQ_PASS;
         T.n[h] = r < cur.m ? nc : 0;
         T.i0[h] = (size_t)(cur.row0 + r) * (size_t)a.cols + (size_t)c;
-        gq_load<DT, VEC>(a.x, T.i0[h], T.n[h], T.w[h]);
+        gq_xload<DT, VEC>(a, cur.row0 + r, c, T.i0[h], T.n[h], T.w[h]);
     }
 }
 
@@ -794,8 +822,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ2_MIN_BLOCKS) gq_tensor2_kernel(
 #pragma unroll
             for (int h = 0; h < GQ_RPT; h++) {
                 const int64_t r = M[u].r0 + rr + h * GQ_PASS;
-                gq_load<DT, VEC>(a.x, (size_t)(M[u].row0 + r) * (size_t)a.cols + (size_t)c, r < M[u].m ? nc : 0,
-                                 w[u][h]);
+                gq_xload<DT, VEC>(a, M[u].row0 + r, c, (size_t)(M[u].row0 + r) * (size_t)a.cols + (size_t)c,
+                                  r < M[u].m ? nc : 0, w[u][h]);
             }
         }
 #pragma unroll
@@ -1246,10 +1274,12 @@ static gln_status_t gq_dbias_finalize(gln_context_t *ctx, const float *part, con
     return GLN_STATUS_SUCCESS;
 }
 
-/* cfg NULL: the dbias alone (the amax kernel reading x once, its amaxes discarded). */
+/* cfg NULL: the dbias alone (the amax kernel reading x once, its amaxes discarded).  act, ld:
+ * gq_args_t's activation on load (GLN_ACT_LOAD_NONE: none). */
 static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                                gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan, gln_tensor_t *dbias,
-                               int accumulate, int swizzled, const gln_cuda_amax_record_t *rec, const char *call) {
+                               int accumulate, int swizzled, const gln_cuda_amax_record_t *rec, const char *call,
+                               int act = GLN_ACT_LOAD_NONE, int64_t ld = 0) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
     gln_quant_config_t only_dbias = GLN_QUANT_CONFIG_INIT;
     if (!cfg) {
@@ -1266,6 +1296,7 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
     GLN_TRY(gq_scratch_get(ctx, cfg, out, num, plan != NULL, &sc, call));
     gq_args_t a = gq_args_make(cfg, in, out, num, plan, &sc);
     a.swz = swizzled && cfg->mode == GLN_SCALING_MXFP8_1D;
+    a.act = act, a.ld = ld;
     /* tiles: a bound from what the host knows (each member adds at most one partial row tile) */
     const int64_t row_tiles = gln_ceil_div(in->rows, GQ_TR) + (plan ? num : 0), tiles = row_tiles * a.n_ct;
     void *part = NULL;
@@ -1322,6 +1353,15 @@ extern "C" gln_status_t gln_cuda_quantize_members_record(gln_context_t *ctx, con
                                                          int accumulate, const gln_cuda_amax_record_t *rec,
                                                          const char *call) {
     return gq_members(ctx, cfg, in, out, num, plan, dbias, accumulate, 0, rec, call);
+}
+
+/* Activation on load (gln_activation_forward_quantize): `in` describes the activation's bf16
+ * output [rows, H] but its data is the activation's input, ld elements per row (cuda_backend.h). */
+extern "C" gln_status_t gln_cuda_quantize_members_act(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                                      gln_activation_t act, int64_t ld, const gln_tensor_t *in,
+                                                      gln_tensor_t *out, int32_t num, const gln_cuda_plan_t *plan,
+                                                      const char *call) {
+    return gq_members(ctx, cfg, in, out, num, plan, NULL, 0, 0, NULL, call, gln_act_load_kind((int)act), ld);
 }
 
 /* ---- the standalone MXFP8 scale swizzle (backend slot mxfp8_swizzle) ----------------------- */
