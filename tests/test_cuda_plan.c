@@ -1,11 +1,14 @@
 /* The device group plan (gln_cuda_plan_make with device-resident splits, cuda_plan.cu's
  * gln_group_plan_kernel) against the same sums made on the host here, for every scaling mode and
- * member counts around the kernel's tile of 256 members: row offsets (clamped prefix sums of the
+ * member counts from 1 to 600 and around the kernel's pass of 1024 members (one, two and three
+ * passes): row offsets (clamped prefix sums of the
  * splits) and the rowwise / columnwise scale offsets (prefix sums of gln_member_scale_elems),
  * every entry exact.  Bad splits: the first bad member in member order is the one reported
- * (a negative split counts as 0, a sum past the rows is clamped to the rows).
+ * (a negative split counts as 0, a sum past the rows is clamped to the rows), also when the bad
+ * member is in a later pass or the splits are near INT64_MAX (the device sums saturate).
  *
  * Skips (exit 77) without a CUDA device. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,7 @@ static gln_status_t plan_case(const int64_t *splits, int32_t num, int64_t rows, 
 }
 
 static void test_plan_sums(void) {
-    static const int32_t nums[] = {1, 3, 64, 255, 256, 257, 600};
+    static const int32_t nums[] = {1, 2, 3, 31, 32, 33, 64, 128, 255, 256, 257, 600, 1023, 1024, 1025, 2100};
     gln_rng_t r = gln_rng_seed(11);
     for (size_t n = 0; n < sizeof nums / sizeof nums[0]; n++) {
         const int32_t num = nums[n];
@@ -83,6 +86,20 @@ static void test_plan_bad_splits(void) {
     s[3] = -1;
     CHECK_STATUS(plan_case(s, 300, 100, 64, GLN_SCALING_BLOCK_1D), GLN_STATUS_INVALID_ARGUMENT, "negative");
     CHECK_OK(gln_context_async_error(g_cu)); /* cleared */
+    /* a later pass of the kernel: past the rows at member 1500, negative at 1800 */
+    int64_t *t = malloc(2100 * sizeof *t);
+    for (int i = 0; i < 2100; i++) t[i] = 1;
+    t[1800] = -3;
+    CHECK_STATUS(plan_case(t, 2100, 1500, 64, GLN_SCALING_BLOCK_2D), GLN_STATUS_INVALID_ARGUMENT, "past");
+    /* negative at 1100 (second pass) before the sum passes the rows */
+    t[1100] = -7;
+    CHECK_STATUS(plan_case(t, 2100, 3000, 64, GLN_SCALING_MXFP8_1D), GLN_STATUS_INVALID_ARGUMENT, "negative");
+    free(t);
+    CHECK_OK(gln_context_async_error(g_cu));
+    /* splits near INT64_MAX: clamped to the rows without overflowing the sums */
+    const int64_t huge[4] = {3, INT64_MAX - 5, INT64_MAX - 5, 2};
+    CHECK_STATUS(plan_case(huge, 4, 10, 256, GLN_SCALING_MXFP8_1D), GLN_STATUS_INVALID_ARGUMENT, "past");
+    CHECK_OK(gln_context_async_error(g_cu));
 }
 
 int main(int argc, char **argv) {
