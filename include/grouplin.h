@@ -860,6 +860,22 @@ GLN_API gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t
                                     gln_tensor_t *out);
 GLN_API gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
                                      const gln_tensor_t *dout, gln_tensor_t *din);
+/* The activation with its output quantized in the same pass: the input of an FP8 FC2 (produce it
+ * with gln_grouped_linear_input_quant_config(fc2) and pass it as args->x_quantized), without
+ * writing the high-precision activation and reading it back.  in: grouped [rows, 2H] (SwiGLU) or
+ * [rows, H] (GELU), high precision; out: grouped quantized [rows, H] with in's num and splits,
+ * laid out exactly as gln_grouped_quantize(cfg) lays it out; hp_dtype (fp32 / bf16 / fp16): the
+ * dtype the activation's output would be rounded to.  Every byte of out (data, col_data,
+ * scale_inv, col_scale_inv, amax, scale; under delayed scaling the max-accumulated amax) equals
+ * gln_activation_forward of in's packed rows into an hp_dtype tensor followed by
+ * gln_grouped_quantize(cfg) on it, on the same backend.  Arguments as those two calls take them
+ * (out->packed.cols = H; the rest of gln_grouped_quantize's checks on the [rows, H] output).
+ * The CUDA backend fuses bf16 in and hp_dtype with H % 8 == 0 and a 16-byte aligned input (not
+ * per-tensor scaling with amax_nan_propagate = 1); other calls, and the CPU, compose the two
+ * operations (docs/design.md). */
+GLN_API gln_status_t gln_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
+                                                     const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                                     gln_grouped_tensor_t *out);
 
 /* ============================================================================================
  * What a backend supports: ask before calling, fall back instead of failing inside
@@ -881,6 +897,8 @@ GLN_API gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_
  *   MOE_UNPERMUTE_BACKWARD      yp                      dy               dyp
  *   ACTIVATION_FORWARD          in                      -                out
  *   ACTIVATION_BACKWARD         in                      dout             din
+ *   ACTIVATION_FORWARD_QUANTIZE in                      hp_dtype         out (FP8; scaling = cfg->mode)
+ *                                                       (b_scaling NONE)
  *   MXFP8_SWIZZLE, MOE_ROUTER_*, MOE_PERMUTE_PLAN: no tensor fields (fixed FP32 / integer data).
  * The high-precision fields take fp32 / bf16 / fp16 with GLN_SCALING_NONE; quantized fields an
  * FP8 dtype with a quantized scaling mode; GEMM operands either. */
@@ -903,7 +921,8 @@ typedef enum gln_op {
     GLN_OP_MOE_UNPERMUTE_BACKWARD = 15,
     GLN_OP_ACTIVATION_FORWARD = 16,
     GLN_OP_ACTIVATION_BACKWARD = 17,
-    GLN_OP_COUNT_ = 18
+    GLN_OP_ACTIVATION_FORWARD_QUANTIZE = 18,
+    GLN_OP_COUNT_ = 19
 } gln_op_t;
 
 typedef struct gln_op_query {

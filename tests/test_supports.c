@@ -133,6 +133,17 @@ static void test_cuda_rules(void) {
     }
     q = query(GLN_OP_DEQUANTIZE, E5, GLN_SCALING_BLOCK_2D, BF, N, GLN_DTYPE_FP16);
     CHECK(cuda_answer(&q) == built);
+    /* the fused activation + quantize: every valid combination on both backends (CUDA composes
+     * what it does not fuse) */
+    for (int m = GLN_SCALING_TENSOR; m <= GLN_SCALING_BLOCK_2D; m++) {
+        q = query(GLN_OP_ACTIVATION_FORWARD_QUANTIZE, BF, N, GLN_DTYPE_FP32, N, E5);
+        q.out_scaling = (gln_scaling_mode_t)m;
+        CHECK(cuda_answer(&q) == built);
+        int s = -1;
+        CHECK_OK(gln_backend_supports(GLN_BACKEND_CPU, &q, &s));
+        CHECK(s == 1);
+    }
+    if (built) CHECK(gln_backend_cuda_ops()->activation_forward_quantize != NULL);
 }
 
 static void test_query_errors(void) {
@@ -145,7 +156,7 @@ static void test_query_errors(void) {
     CHECK_STATUS(gln_backend_supports(GLN_BACKEND_CPU, &q, &s), GLN_STATUS_INVALID_ARGUMENT, "GLN_OP_QUERY_INIT");
     q.size = sizeof q;
     q.op = GLN_OP_COUNT_;
-    CHECK_STATUS(gln_backend_supports(GLN_BACKEND_CPU, &q, &s), GLN_STATUS_INVALID_ARGUMENT, "query->op 18");
+    CHECK_STATUS(gln_backend_supports(GLN_BACKEND_CPU, &q, &s), GLN_STATUS_INVALID_ARGUMENT, "query->op 19");
     q.op = (gln_op_t)-1;
     CHECK_STATUS(gln_backend_supports(GLN_BACKEND_CPU, &q, &s), GLN_STATUS_INVALID_ARGUMENT, "query->op -1");
     q.op = GLN_OP_GEMM;

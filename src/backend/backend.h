@@ -125,6 +125,14 @@ typedef struct gln_backend_ops {
                                        gln_tensor_t *out);
     gln_status_t (*activation_backward)(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
                                         const gln_tensor_t *dout, gln_tensor_t *din);
+    /* gln_activation_forward_quantize: the bytes of activation_forward into an hp_dtype tensor
+     * followed by grouped_quantize(cfg) on it (in: grouped [rows, 2H] or [rows, H]; out: grouped
+     * quantized [rows, H]; not called when in has no elements).  NULL slot: the funnel runs that
+     * composition itself (gln_op_activation_forward_quantize_composed), which is the CPU backend's
+     * implementation and the reference of every fused one. */
+    gln_status_t (*activation_forward_quantize)(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
+                                                const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                                gln_grouped_tensor_t *out);
 
     /* capability query (gln_backend_supports): 1 when this backend runs the query's op with its
      * dtypes / modes / layout.  Called only for a valid query whose op has its slot set and

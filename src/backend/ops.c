@@ -78,3 +78,43 @@ gln_status_t gln_op_grouped_quantize_record(gln_context_t *ctx, const gln_quant_
     if (!ctx->ops->fp8_state_record) return gln_backend_missing(ctx, "delayed scaling", "fp8_state_record");
     return ctx->ops->fp8_state_record(ctx, history_row0, first, stride, in->num, out->packed.amax, nan_propagate);
 }
+
+/* Rows of `in` the composition activates: up to the last member's end when the host can read the
+ * splits (rows past them are never quantized), else all of in's rows. */
+static int64_t act_rows(const gln_context_t *ctx, const gln_grouped_tensor_t *in) {
+    if (in->splits_on_backend && ctx->kind != GLN_BACKEND_CPU) return in->packed.rows;
+    int64_t sum = 0;
+    for (int32_t i = 0; i < in->num; i++) sum += in->splits[i];
+    return sum;
+}
+
+gln_status_t gln_op_activation_forward_quantize_composed(gln_context_t *ctx, gln_activation_t act,
+                                                         gln_dtype_t hp_dtype, const gln_quant_config_t *cfg,
+                                                         const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    static const char *fn = "gln_activation_forward_quantize";
+    if (!ctx->ops->activation_forward) return gln_backend_missing(ctx, fn, "activation_forward");
+    if (!ctx->ops->grouped_quantize) return gln_backend_missing(ctx, fn, "grouped_quantize");
+    const int64_t h = act == GLN_ACT_SWIGLU ? in->packed.cols / 2 : in->packed.cols, rows = act_rows(ctx, in);
+    const size_t bytes = (size_t)(rows * h) * gln_dtype_size(hp_dtype);
+    void *buf = NULL;
+    GLN_TRY(gln_ctx_alloc(ctx, bytes ? bytes : 16, &buf)); /* never NULL: the quantize's member views */
+    gln_grouped_tensor_t a = *in; /* the activation's output, members as in's */
+    a.packed = gln_tensor_make(hp_dtype, rows, h, buf);
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (rows * h > 0) {
+        gln_tensor_t x = in->packed;
+        x.rows = rows;
+        st = ctx->ops->activation_forward(ctx, act, &x, &a.packed);
+    }
+    if (st == GLN_STATUS_SUCCESS) st = ctx->ops->grouped_quantize(ctx, cfg, &a, out);
+    gln_ctx_free(ctx, buf);
+    return st;
+}
+
+gln_status_t gln_op_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
+                                                const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                                gln_grouped_tensor_t *out) {
+    if (ctx->ops->activation_forward_quantize && in->packed.rows * in->packed.cols > 0)
+        return ctx->ops->activation_forward_quantize(ctx, act, hp_dtype, cfg, in, out);
+    return gln_op_activation_forward_quantize_composed(ctx, act, hp_dtype, cfg, in, out);
+}

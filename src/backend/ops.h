@@ -35,5 +35,18 @@ gln_status_t gln_op_grouped_quantize_record(gln_context_t *ctx, const gln_quant_
 gln_status_t gln_op_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,
                                   int accumulate);
 gln_status_t gln_op_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
+/* The activation (SwiGLU: in [rows, 2H]; GELU: in [rows, H]) with its output quantized like
+ * grouped_quantize(cfg) does an hp_dtype [rows, H] tensor (backend.h, activation_forward_quantize):
+ * the backend's fused slot, or the composition below. */
+gln_status_t gln_op_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
+                                                const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                                gln_grouped_tensor_t *out);
+/* The composition: activation_forward into a scratch hp_dtype [rows, H] tensor, then
+ * grouped_quantize on it with in's splits (rows past the splits, when the host can read them, are
+ * neither activated nor quantized).  The reference of every fused implementation; a backend's
+ * slot calls it for what it does not fuse. */
+gln_status_t gln_op_activation_forward_quantize_composed(gln_context_t *ctx, gln_activation_t act,
+                                                         gln_dtype_t hp_dtype, const gln_quant_config_t *cfg,
+                                                         const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
 
 #endif

@@ -48,6 +48,8 @@ static const op_rule_t op_rules[GLN_OP_COUNT_] = {
                                    FIELD_HIGH_PRECISION, 0},
     [GLN_OP_ACTIVATION_BACKWARD] = {"activation_backward", FIELD_HIGH_PRECISION, FIELD_HIGH_PRECISION,
                                     FIELD_HIGH_PRECISION, 0},
+    [GLN_OP_ACTIVATION_FORWARD_QUANTIZE] = {"activation_forward_quantize", FIELD_HIGH_PRECISION,
+                                            FIELD_HIGH_PRECISION, FIELD_QUANTIZED, 0},
 };
 
 static const char *kind_text(field_kind_t k) {
@@ -107,6 +109,9 @@ static int slot_present(const gln_backend_ops_t *ops, gln_op_t op) {
     case GLN_OP_MOE_UNPERMUTE_BACKWARD: return ops->moe_unpermute_backward != NULL;
     case GLN_OP_ACTIVATION_FORWARD: return ops->activation_forward != NULL;
     case GLN_OP_ACTIVATION_BACKWARD: return ops->activation_backward != NULL;
+    case GLN_OP_ACTIVATION_FORWARD_QUANTIZE: /* a NULL slot: the funnel composes these two */
+        return ops->activation_forward_quantize != NULL ||
+               (ops->activation_forward != NULL && ops->grouped_quantize != NULL);
     default: return 0;
     }
 }

@@ -5,6 +5,7 @@
 #include "backend/ops.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
+#include "quant/quant_check.h"
 #include "tensor/tensor.h"
 
 /* Copy a versioned config and check each field.  Known versions: the first (up to
@@ -122,16 +123,13 @@ gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int colu
     return gln_op_dequantize(ctx, in, columnwise, out);
 }
 
-gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
-                                  const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
-    static const char *fn = "gln_grouped_quantize";
-    gln_quant_config_t c;
-    GLN_REQUIRE_NOT_NULL(fn, ctx);
-    GLN_TRY(gln_quant_config_read(fn, cfg, &c));
+gln_status_t gln_grouped_quantize_check(const char *fn, const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
+                                        const gln_grouped_tensor_t *out, gln_quant_config_t *c) {
+    GLN_TRY(gln_quant_config_read(fn, cfg, c));
     GLN_TRY(gln_grouped_validate(fn, "in", in));
     GLN_TRY(gln_grouped_validate(fn, "out", out));
     GLN_TRY(gln_check_high_precision(fn, "in->packed", &in->packed));
-    GLN_TRY(gln_check_quant_out(fn, "out->packed", &c, &out->packed, in->packed.rows * in->packed.cols > 0));
+    GLN_TRY(gln_check_quant_out(fn, "out->packed", c, &out->packed, in->packed.rows * in->packed.cols > 0));
     GLN_REQUIRE_ARG(out->num == in->num, "%s: out->num %d must equal in->num %d", fn, (int)out->num,
                     (int)in->num);
     GLN_REQUIRE_ARG(out->packed.cols == in->packed.cols,
@@ -145,6 +143,15 @@ gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *
             GLN_REQUIRE_ARG(out->splits[i] == in->splits[i],
                             "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
                             (long long)out->splits[i], (int)i, (long long)in->splits[i]);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_grouped_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg,
+                                  const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out) {
+    static const char *fn = "gln_grouped_quantize";
+    gln_quant_config_t c;
+    GLN_REQUIRE_NOT_NULL(fn, ctx);
+    GLN_TRY(gln_grouped_quantize_check(fn, cfg, in, out, &c));
     return gln_op_grouped_quantize(ctx, &c, in, out);
 }
 

@@ -163,6 +163,17 @@ static gln_status_t run_moe(gln_test_probe_t *p, const gln_op_query_t *q) {
         gln_tensor_t din = out_t(p, 0, q->out_dtype, q->out_scaling, T, 2 * H);
         return gln_activation_backward(ctx, GLN_ACT_SWIGLU, &in, &dout, &din);
     }
+    case GLN_OP_ACTIVATION_FORWARD_QUANTIZE: {
+        gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
+        cfg.mode = q->out_scaling;
+        cfg.fp8_dtype = q->out_dtype;
+        cfg.columnwise = 1;
+        gln_grouped_tensor_t in = grouped(in_t(p, q->a_dtype, q->a_scaling, DIM, 2 * H));
+        gln_grouped_tensor_t out = grouped(out_t(p, 0, q->out_dtype, q->out_scaling, DIM, H));
+        /* hp_dtype is a dtype alone: a query's b field with a scaling mode matches no call */
+        const gln_dtype_t hp = q->b_scaling == GLN_SCALING_NONE ? q->b_dtype : (gln_dtype_t)-1;
+        return gln_activation_forward_quantize(ctx, GLN_ACT_SWIGLU, hp, &cfg, &in, &out);
+    }
     default: return GLN_STATUS_INTERNAL_ERROR;
     }
 }
@@ -233,6 +244,7 @@ static const probe_op_t probe_ops[] = {
     {GLN_OP_MOE_UNPERMUTE_BACKWARD, F_HP, F_HP, F_HP, 0},
     {GLN_OP_ACTIVATION_FORWARD, F_HP, F_UNUSED, F_HP, 0},
     {GLN_OP_ACTIVATION_BACKWARD, F_HP, F_HP, F_HP, 0},
+    {GLN_OP_ACTIVATION_FORWARD_QUANTIZE, F_HP, F_HP, F_QUANT, 0},
 };
 
 typedef struct field_value {

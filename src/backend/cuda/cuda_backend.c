@@ -348,6 +348,7 @@ static const gln_backend_ops_t cuda_ops = {
     .moe_unpermute_backward = gln_cuda_moe_unpermute_backward,
     .activation_forward = gln_cuda_activation_forward,
     .activation_backward = gln_cuda_activation_backward,
+    .activation_forward_quantize = gln_cuda_activation_forward_quantize,
     .supports = gln_cuda_supports,
 };
 
