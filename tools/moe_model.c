@@ -42,6 +42,15 @@ struct moe_model {
     int32_t *experts;
     int64_t *splits, *row_of;
     void *xp, *h1, *a, *yp;         /* activation dtype */
+    /* FC2's input quantized by the activation itself (gln_activation_forward_quantize) under the
+     * recipes whose layer takes a pre-quantized input (fp8-current, mxfp8, fp8-block; not under
+     * --exact-data, whose activation is rounded onto a grid first): then `a` is never written,
+     * and aq holds FC2's x, rowwise and (training) columnwise, the latter referenced by FC2's
+     * saved context until its backward. */
+    int fuse_act;
+    gln_quant_config_t aq_cfg;
+    void *aq[4];                    /* data, col_data, scale_inv, col_scale_inv */
+    float *aq_aux;                  /* per-tensor modes: amax [E], scale [E] */
     /* backward */
     float *tmp32;                   /* FP32 staging [P, max(F1, H)] for --exact-data's grids */
     float *dgates, *dlogits, *dx;
@@ -143,6 +152,41 @@ static gln_status_t create_buffers(moe_model_t *m) {
     return GLN_STATUS_SUCCESS;
 }
 
+/* The fused activation's quantized output (fuse_act): FC2's input config and buffers for any
+ * splits of the permuted rows (the scale bound: the splits may live on the device). */
+static gln_status_t create_act_quant(moe_model_t *m) {
+    const gln_recipe_t r = m->cfg.recipe->recipe;
+    m->fuse_act = !m->cfg.exact && (r == GLN_RECIPE_FP8_CURRENT || r == GLN_RECIPE_MXFP8 || r == GLN_RECIPE_FP8_BLOCK);
+    if (!m->fuse_act) return GLN_STATUS_SUCCESS;
+    gln_quant_config_t c = GLN_QUANT_CONFIG_INIT;
+    TRY(gln_grouped_linear_input_quant_config(m->fc[1], m->cfg.trainable, &c));
+    m->aq_cfg = c;
+    int64_t re = m->E, ce = m->E;
+    if (c.mode != GLN_SCALING_TENSOR) TRY(gln_grouped_scale_bound(c.mode, m->E, m->R, m->F, &re, &ce));
+    const size_t n = (size_t)(m->R * m->F), es = c.mode == GLN_SCALING_MXFP8_1D ? 1 : sizeof(float);
+    const size_t bytes[4] = {n, c.columnwise ? n : 0, (size_t)re * es, c.columnwise ? (size_t)ce * es : 0};
+    for (int i = 0; i < 4; i++)
+        if (bytes[i]) TRY(alloc_zero(m, bytes[i], &m->aq[i]));
+    if (c.mode == GLN_SCALING_TENSOR) TRY(alloc_zero(m, 2 * (size_t)m->E * sizeof(float), (void **)&m->aq_aux));
+    return GLN_STATUS_SUCCESS;
+}
+
+/* The grouped view of aq for this step's splits. */
+static gln_grouped_tensor_t act_quant_view(const moe_model_t *m) {
+    gln_grouped_tensor_t g;
+    memset(&g, 0, sizeof g);
+    g.num = m->E;
+    g.splits = m->splits;
+    g.splits_on_backend = top_on_device(m->ctx);
+    g.packed = gln_tensor_make(m->aq_cfg.fp8_dtype, m->R, m->F, m->aq[0]);
+    g.packed.scaling = m->aq_cfg.mode;
+    g.packed.col_data = m->aq[1];
+    g.packed.scale_inv = m->aq[2];
+    g.packed.col_scale_inv = m->aq[3];
+    if (m->aq_aux) g.packed.amax = m->aq_aux, g.packed.scale = m->aq_aux + m->E;
+    return g;
+}
+
 gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_model_config_t *cfg,
                               moe_model_t **model) {
     *model = NULL;
@@ -176,6 +220,7 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
     if ((st = create_layer(m, 0, m->H, m->F1)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 1, m->F, m->H)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_buffers(m)) != GLN_STATUS_SUCCESS) goto fail;
+    if ((st = create_act_quant(m)) != GLN_STATUS_SUCCESS) goto fail;
     *model = m;
     return GLN_STATUS_SUCCESS;
 fail:
@@ -194,18 +239,21 @@ void moe_model_destroy(moe_model_t *m) {
     }
     void *dev[] = {m->logits, m->gates, m->experts, m->splits, m->row_of, m->xp,      m->h1,
                    m->a,      m->yp,    m->tmp32,   m->dgates, m->dlogits, m->dx,     m->dyp,
-                   m->da,     m->dh1,   m->dxp,     m->wr,     m->wr_grad, m->wr_adam.m, m->wr_adam.v};
+                   m->da,     m->dh1,   m->dxp,     m->wr,     m->wr_grad, m->wr_adam.m, m->wr_adam.v,
+                   m->aq[0],  m->aq[1], m->aq[2],   m->aq[3],  m->aq_aux};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) gln_free(m->ctx, dev[i]);
     free(m);
 }
 
-/* Run one expert layer forward over the permuted rows. */
-static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, int64_t in_cols, void *out,
-                                  int64_t out_cols, int input_grad) {
+/* Run one expert layer forward over the permuted rows: input `in`, or (in NULL) the quantized
+ * input xq. */
+static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, const gln_grouped_tensor_t *xq,
+                                  int64_t in_cols, void *out, int64_t out_cols, int input_grad) {
     gln_tensor_t x = act_tensor(m, m->R, in_cols, in), y = act_tensor(m, m->R, out_cols, out);
     gln_grouped_linear_forward_args_t fa = GLN_GROUPED_LINEAR_FORWARD_ARGS_INIT;
-    fa.x = &x;
+    fa.x = in ? &x : NULL;
+    fa.x_quantized = xq;
     fa.m_splits = m->splits;
     fa.splits_on_backend = top_on_device(m->ctx); /* the device plan's splits, never read by the host */
     fa.y = &y;
@@ -233,9 +281,14 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
     if (m->align > 1) TRY(top_zero(m->ctx, m->xp, (size_t)(P * H) * gln_dtype_size(m->adt)));
     TRY(gln_moe_permute(m->ctx, T, m->k, m->row_of, &tx, &txp));
 
-    TRY(layer_forward(m, 0, m->xp, H, m->h1, F1, 1));
+    TRY(layer_forward(m, 0, m->xp, NULL, H, m->h1, F1, 1));
     gln_tensor_t th1 = act_tensor(m, P, F1, m->h1);
-    if (m->cfg.exact) {
+    if (m->fuse_act) { /* FC2's input quantized by the activation: `a` is never written */
+        gln_grouped_tensor_t gh1 = act_quant_view(m), xq = act_quant_view(m);
+        gh1.packed = th1;
+        TRY(gln_activation_forward_quantize(m->ctx, m->cfg.shape.act, m->adt, &m->aq_cfg, &gh1, &xq));
+        TRY(layer_forward(m, 1, NULL, &xq, F, m->yp, H, 1));
+    } else if (m->cfg.exact) {
         gln_tensor_t t32 = gln_tensor_make(GLN_DTYPE_FP32, P, F, m->tmp32);
         TRY(gln_activation_forward(m->ctx, m->cfg.shape.act, &th1, &t32));
         TRY(to_operand(m, m->tmp32, P, F, EXACT_ACT_FRAC, m->a));
@@ -243,7 +296,7 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
         gln_tensor_t ta = act_tensor(m, P, F, m->a);
         TRY(gln_activation_forward(m->ctx, m->cfg.shape.act, &th1, &ta));
     }
-    TRY(layer_forward(m, 1, m->a, F, m->yp, H, 1));
+    if (!m->fuse_act) TRY(layer_forward(m, 1, m->a, NULL, F, m->yp, H, 1));
 
     gln_tensor_t typ = act_tensor(m, P, H, m->yp), ty = gln_tensor_make(GLN_DTYPE_FP32, T, H, y);
     return gln_moe_unpermute(m->ctx, T, m->k, m->row_of, m->gates, &typ, &ty);
