@@ -102,10 +102,11 @@ static void reference(gln_scaling_mode_t mode, gln_dtype_t dt, int columnwise, c
         }
 }
 
+/* Backend memory of `bytes`, holding a copy of h when h is not NULL. */
 static void *dev_upload(const void *h, size_t bytes) {
     void *d = NULL;
     CHECK_OK(gln_malloc(g_cu, bytes ? bytes : 1, &d));
-    if (d && bytes) CHECK_OK(gln_memcpy(g_cu, d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
+    if (d && h && bytes) CHECK_OK(gln_memcpy(g_cu, d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
     return d;
 }
 
