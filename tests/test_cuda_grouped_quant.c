@@ -19,7 +19,8 @@
  *   - bad device splits (negative, past the rows, out's differing from in's): clamped on the
  *     device, reported by gln_context_async_error, results equal to the CPU on the clamped splits;
  *   - the kernels' measurement variants (GLN_CUDA_QUANT_PIPE=0, GLN_CUDA_QUANT_REVERSE=0) on the
- *     grouped cases: the same bytes.
+ *     grouped cases, and the v1 MXFP8 kernel (GLN_CUDA_QUANT_MX=1) on the single and grouped
+ *     cases: the same bytes.
  * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) on both backends and followed by
  * guard bytes on the device; a mismatch names the buffer, member, row, column, got and want.
  *
@@ -625,8 +626,8 @@ static void test_bad_splits(void) {
 }
 
 /* The measurement variants of the kernels (GLN_CUDA_QUANT_PIPE=0: load-then-use loop;
- * GLN_CUDA_QUANT_REVERSE=0: current scaling's cast pass in forward order), read at every call:
- * the same bytes as the defaults. */
+ * GLN_CUDA_QUANT_REVERSE=0: current scaling's cast pass in forward order; GLN_CUDA_QUANT_MX=1:
+ * the v1 MXFP8 kernel), read at every call: the same bytes as the defaults. */
 static void test_kernel_variants(void) {
     static const char *vars[] = {"GLN_CUDA_QUANT_PIPE", "GLN_CUDA_QUANT_REVERSE"};
     for (size_t k = 0; k < COUNT(vars); k++) {
@@ -635,6 +636,16 @@ static void test_kernel_variants(void) {
         test_many_members();
         CHECK(unsetenv(vars[k]) == 0);
     }
+    /* GLN_CUDA_QUANT_MX=1: every MXFP8 pass on the v1 kernel (gq_mx_kernel) rather than
+     * gq_mx2_kernel; the single-tensor cases too, for their NaN / Inf blocks */
+    CHECK(setenv("GLN_CUDA_QUANT_MX", "1", 1) == 0);
+    test_single();
+    test_grouped_dtypes();
+    test_many_members();
+    CHECK(setenv("GLN_CUDA_QUANT_PIPE", "0", 1) == 0); /* v1's load-then-use loop */
+    test_grouped_dtypes();
+    CHECK(unsetenv("GLN_CUDA_QUANT_PIPE") == 0);
+    CHECK(unsetenv("GLN_CUDA_QUANT_MX") == 0);
 }
 
 int main(int argc, char **argv) {

@@ -32,7 +32,10 @@
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
  *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
  *                   grids compact, or (gln_cuda_quantize_members_swizzled) straight in the
- *                   cuBLAS 128x4-tile order of gln_mxfp8_swizzle_ref.
+ *                   cuBLAS 128x4-tile order of gln_mxfp8_swizzle_ref.  bf16 / fp16 input on
+ *                   the 16-byte path without dbias runs gq_mx2_kernel (v2: fewer instructions,
+ *                   3 blocks per SM; the MXFP8 v2 section says what changed and why),
+ *                   everything else gq_mx_kernel (v1; GLN_CUDA_QUANT_MX=1: v1 for all).
  *   dbias (gln_cuda_quantize_members_dbias, grouped dy): the pass that reads x for the amax
  *                   (current: the amax pass; delayed: the cast pass; MXFP8: its one pass) also
  *                   writes each tile's column sums in the order of quant/dbias_tiled.h (a tree
@@ -1042,6 +1045,213 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
     }
 }
 
+/* ---- MXFP8, v2 (the default for bf16 / fp16 input, 16-element rows, no dbias; GLN_CUDA_QUANT_MX=1
+ * selects gq_mx_kernel above for A/B runs) --------------------------------------------------
+ * What the v1 main loop costs, and why (cuobjdump -sass of gq_mx_kernel<bf16, VEC, PIPE>, ptxas):
+ * 128 registers with a 16-byte stack frame (2 blocks of 256 threads per SM: 25 % occupancy), and
+ * a main loop of ~4,200 SASS instructions, of which the hot path runs well over half per tile
+ * (32 elements per thread): two 64-bit divisions per tile (id / n_ct and id % n_ct, for the
+ * loaded tile and again for the processed one: a 64-bit divide is an inlined ~60-instruction
+ * sequence plus a slow-path call), the whole 64-bit index state of two tiles (two cursors, i0[],
+ * n[]) copied at every tile, NaN detection on every 4 encoded codes (5 instructions per word),
+ * the columnwise amax as 32 16-bit shared loads per thread with a compare and select each (NaN
+ * bookkeeping), and a 16-entry multiplier array per chunk even for the rowwise copy's one scale.
+ * This kernel:
+ *   - walks its tiles as (row tile, column tile) pairs advanced by the precomputed quotient and
+ *     remainder of the step (no division in the loop), with one cursor;
+ *   - keeps the common case on a fast path and NaN on the v1 code: a warp whose chunks hold no
+ *     NaN (warp vote) encodes its rowwise copy without the NaN-code check (a finite or infinite
+ *     x times a finite positive power of two is never NaN, and satfinite never makes a NaN code
+ *     from a non-NaN product); a tile with no NaN (the vote of the barrier the columnwise phase
+ *     needs anyway) reduces its 32-row column blocks on packed pairs: 128 threads each take 2
+ *     columns of one 32-row block, 32 32-bit shared loads and __vmaxu2 (conflict-free: a warp
+ *     reads one 128-byte row), then encodes without the check.  A NaN tile runs v1's columnwise
+ *     code and the checked encode, a NaN warp v1's rowwise code, so their bytes are v1's;
+ *   - the E8M0 round-up code as in gln_e8m0_from_amax_impl with 1 / fp8_max computed once per
+ *     thread (the same IEEE division, so the same product), the rowwise encode with a scalar
+ *     scale;
+ *   - load-then-use under __launch_bounds__(256, 3): 80 registers, 3 blocks of 256 threads per SM
+ *     (37.5 % occupancy).  v1's software pipeline (the next tile's words held during this one)
+ *     does not fit: at 80 registers ptxas spilled the whole next tile to local memory every
+ *     tile, and at 64 (4 blocks) a load-then-use loop spills 340 bytes.  Bytes in flight per SM
+ *     are 3 x 256 x 64 against v1's 2 x 256 x 128 (its two tiles), with 50 % more warps to
+ *     overlap one block's barrier phases with another's loads.  What ptxas still spills at 80
+ *     (~190 bytes) is loop-invariant state reloaded a few times per tile (~20 local loads and
+ *     stores per tile against ~600 instructions), and the saves around the rare paths' calls.
+ * Measured on the SASS (cuobjdump -sass; hot path = the main loop compiled with the NaN paths,
+ * the grid padding, E5M2, the floor rule and the swizzled grids cut out, so what is left is what
+ * a full, NaN-free bf16 tile runs): v1 ~1,000 static instructions in the loop + its unrolled
+ * column loop (46 x 4) = ~1,140 per thread per tile of 32 elements (~35 per element; ~80 of
+ * them byte / word stores of v1's unaligned fallbacks, not run); v2 ~600 + 16 x 4 in the column
+ * loop (warps 0-3 only) = ~620 (~19 per element).  Of v2's: 64 FMUL and 32 F2FP (the two copies'
+ * products and conversions: the floor), ~64 bf16 unpacks (shift / mask), ~24 for the packed
+ * amaxes and the absbuf stores, ~60 of 64-bit index and address arithmetic, the rest scale
+ * codes, scale stores and branches.  The remaining lever is the unpack shared by both copies
+ * (ptxas recomputes it under the 80-register bound) and 32-bit in-tile offsets.
+ * Every byte equals v1's: the same loads (gq_load), amaxes (max is exact in any order), codes,
+ * multipliers, FP32 products, hardware conversions and store offsets. */
+#define GQ_MX2_MIN_BLOCKS 3
+
+/* The E8M0 code of a block whose largest |x| bits fin (no NaN in the block): gq_mx_code with
+ * nan = 0, the round-up rule's 1 / fp8_max precomputed (rinv = 1.0f / a.fp8_max). */
+template <int DT>
+__device__ __forceinline__ uint8_t gq_mx2_code(const gq_args_t &a, uint32_t fin, float rinv) {
+    const float v = gq_value<DT>(fin);
+    if (a.floor_rule) return gln_e8m0_from_amax_impl(v, a.fp8_max, a.emax, 1);
+    return gln_e8m0_round_up_bits(__fmul_rn(v, rinv));
+}
+
+/* 16 codes of x[e]·s (one scale), or of x[e]·mult[e] (MULT), four per word, with no NaN-code
+ * check: only for chunks without NaN and finite positive multipliers (the codes are then those
+ * of gq_encode_fmt, whose check would find nothing). */
+template <int DT, int E5M2, bool MULT>
+__device__ __forceinline__ void gq_mx2_encode_fmt(const uint32_t (&w)[gq_traits<DT>::W], float s,
+                                                  const float (&mult)[GQ_CHUNK], uint32_t (&b)[4]) {
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        float p[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) p[j] = __fmul_rn(gq_value<DT>(gq_elem<DT>(w, 4 * v + j)), MULT ? mult[4 * v + j] : s);
+        b[v] = gq_cvt2<E5M2>(p[0], p[1]) | (gq_cvt2<E5M2>(p[2], p[3]) << 16);
+    }
+}
+
+template <int DT, bool MULT>
+__device__ __forceinline__ void gq_mx2_encode(const uint32_t (&w)[gq_traits<DT>::W], float s,
+                                              const float (&mult)[GQ_CHUNK], int e5m2, uint32_t (&b)[4]) {
+    if (e5m2) gq_mx2_encode_fmt<DT, 1, MULT>(w, s, mult, b);
+    else gq_mx2_encode_fmt<DT, 0, MULT>(w, s, mult, b);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(const gq_args_t a) {
+    static_assert(DT != GQ_F32, "v2 takes 2-byte inputs (16 bits per |x| in absbuf)");
+    constexpr int W = gq_traits<DT>::W;
+    __shared__ __align__(16) uint16_t absbuf[GQ_TR][GQ_TC]; /* |x| bits of the tile (NaN kept) */
+    __shared__ __align__(16) float colmult[GQ_TR / 32][GQ_TC];
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int64_t C = a.cols;
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
+    const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
+    /* the walk as (row tile, column tile): id = rt · n_ct + ct, advanced by step = sq · n_ct + sr
+     * (sr in [0, n_ct): floor division, so a negative step works too) */
+    const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
+    const int64_t sr = wk.step - sq * a.n_ct;
+    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
+    gq_cursor_t cur;
+    gq_member(a, gq_find(a, rt), cur);
+    for (int64_t j = 0; j < wk.count; j++) {
+        gq_locate(a, rt, cur);
+        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_TC, c = c0 + k * GQ_CHUNK;
+        const size_t i0 = (size_t)(cur.row0 + r0 + rr) * (size_t)C + (size_t)c;
+        bool ok[GQ_RPT];    /* chunk h (rows rr, rr + 64) is in the member: 16 valid elements */
+        uint32_t w[GQ_RPT][W];
+#pragma unroll
+        for (int h = 0; h < GQ_RPT; h++) {
+            ok[h] = c < C && r0 + rr + h * GQ_PASS < cur.m;
+            gq_load<DT, true>(a.x, i0 + (size_t)(h * GQ_PASS) * (size_t)C, ok[h] ? GQ_CHUNK : 0, w[h]);
+        }
+        uint32_t m[GQ_RPT]; /* |x| maxima of the chunks (bits; NaN patterns order above Inf) */
+        bool nan = false;
+#pragma unroll
+        for (int h = 0; h < GQ_RPT; h++) {
+            m[h] = 0;
+#pragma unroll
+            for (int v = 0; v < W; v++) m[h] = __vmaxu2(m[h], w[h][v] & 0x7FFF7FFFu);
+            m[h] = max(m[h] & 0xFFFFu, m[h] >> 16);
+            nan |= m[h] > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+        }
+        float mult[GQ_CHUNK];
+        uint32_t b[4];
+        if (a.q) { /* rowwise: this chunk and its neighbour lane's form one 32-column block */
+            const bool warp_nan = __any_sync(GQ_FULL, nan);
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint8_t code;
+                if (!warp_nan) { /* warp-uniform */
+                    const uint32_t fin = max(m[h], __shfl_xor_sync(GQ_FULL, m[h], 1));
+                    code = gq_mx2_code<DT>(a, fin, rinv);
+                    gq_mx2_encode<DT, false>(w[h], gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
+                } else { /* v1's rowwise code */
+                    uint32_t fin = m[h];
+                    const int hn = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+                    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
+                    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
+                    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
+                    code = gq_mx_code<DT>(a, fin, nan2);
+                    const float s = gln_e8m0_inverse_bits(code);
+#pragma unroll
+                    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+                    gq_encode<DT>(w[h], mult, a.e5m2, b);
+                }
+                if (ok[h]) {
+                    *(uint4 *)(a.q + i0 + (size_t)(h * GQ_PASS) * (size_t)C) = make_uint4(b[0], b[1], b[2], b[3]);
+                    if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_PASS, c / 32)] = code;
+                }
+            }
+        }
+        if (a.qc) { /* columnwise: 32-row blocks of each column through shared memory */
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint4 *row = (uint4 *)&absbuf[rr + h * GQ_PASS][k * GQ_CHUNK];
+#pragma unroll
+                for (int v = 0; v < W / 4; v++)
+                    row[v] = make_uint4(w[h][4 * v] & 0x7FFF7FFFu, w[h][4 * v + 1] & 0x7FFF7FFFu,
+                                        w[h][4 * v + 2] & 0x7FFF7FFFu, w[h][4 * v + 3] & 0x7FFF7FFFu);
+            }
+            const bool tile_nan = __syncthreads_or(nan) != 0; /* block-uniform */
+            if (!tile_nan) {
+                if (t < (GQ_TR / 32) * (GQ_TC / 2)) { /* (32-row block, column pair): 128 threads */
+                    const int bb = t / (GQ_TC / 2), cp = t % (GQ_TC / 2);
+                    const uint32_t *col = (const uint32_t *)&absbuf[bb * 32][0] + cp;
+                    uint32_t pm = 0;
+#pragma unroll 8
+                    for (int i = 0; i < 32; i++) pm = __vmaxu2(pm, col[i * (GQ_TC / 2)]);
+                    const uint8_t lo = gq_mx2_code<DT>(a, pm & 0xFFFFu, rinv), hi = gq_mx2_code<DT>(a, pm >> 16, rinv);
+                    *(float2 *)&colmult[bb][2 * cp] = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
+                    const int64_t rb = r0 / 32 + bb, cc = c0 + 2 * cp;
+                    if (rb * 32 < cur.m) {
+                        if (cc < C) a.cs[cur.scol + gq_sidx_col(a, rb, cc, cur.m)] = lo;
+                        if (cc + 1 < C) a.cs[cur.scol + gq_sidx_col(a, rb, cc + 1, cur.m)] = hi;
+                    }
+                }
+            } else { /* v1's columnwise amax: one (32-row block, column) per thread */
+                const int cc = t % GQ_TC, bb = t / GQ_TC;
+                uint32_t fm = 0;
+                int nn = 0;
+#pragma unroll 8
+                for (int i = 0; i < 32; i++) {
+                    const uint32_t v = absbuf[bb * 32 + i][cc];
+                    if (v > (uint32_t)gq_traits<DT>::NAN_ABOVE) nn = 1;
+                    else fm = max(fm, v);
+                }
+                const uint8_t code = gq_mx_code<DT>(a, fm, nn);
+                colmult[bb][cc] = gln_e8m0_inverse_bits(code);
+                const int64_t rb = r0 / 32 + bb;
+                if (rb * 32 < cur.m && c0 + cc < C) a.cs[cur.scol + gq_sidx_col(a, rb, c0 + cc, cur.m)] = code;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                const float4 *cm = (const float4 *)&colmult[(rr + h * GQ_PASS) / 32][k * GQ_CHUNK];
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    const float4 f = cm[v];
+                    mult[4 * v] = f.x, mult[4 * v + 1] = f.y, mult[4 * v + 2] = f.z, mult[4 * v + 3] = f.w;
+                }
+                if (!tile_nan) gq_mx2_encode<DT, true>(w[h], 0.0f, mult, a.e5m2, b);
+                else gq_encode<DT>(w[h], mult, a.e5m2, b);
+                if (ok[h]) *(uint4 *)(a.qc + i0 + (size_t)(h * GQ_PASS) * (size_t)C) = make_uint4(b[0], b[1], b[2], b[3]);
+            }
+        }
+        gq_mx_padding(a, cur, r0, ct);
+        if (a.qc) __syncthreads(); /* absbuf and colmult are rewritten by the next tile */
+        rt += sq, ct += sr; /* the next tile */
+        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+    }
+}
+
 /* ---- host side ---------------------------------------------------------------------------- */
 
 static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN_DTYPE_BF16 ? GQ_BF16 : GQ_F16; }
@@ -1092,7 +1302,18 @@ template <int DT> static gq_kernel_t gq_mx_pick2(int vec, int pipe, int dbias) {
     return dbias ? gq_mx_pick3<DT, true>(vec, pipe) : gq_mx_pick3<DT, false>(vec, pipe);
 }
 
+/* GLN_CUDA_QUANT_MX=1: gq_mx_kernel (v1) for every MXFP8 pass, to A/B it against gq_mx2_kernel;
+ * read at every call. */
+static int gq_mx_v1_forced(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_MX");
+    return e && e[0] == '1';
+}
+
+/* gq_mx2_kernel for 2-byte inputs on the 16-byte path without dbias; gq_mx_kernel otherwise
+ * (GLN_CUDA_QUANT_PIPE=0 selects its load-then-use loop). */
 static gq_kernel_t gq_mx_pick(int dt, int vec, int dbias) {
+    if (vec && !dbias && dt != GQ_F32 && !gq_mx_v1_forced())
+        return dt == GQ_BF16 ? gq_mx2_kernel<GQ_BF16> : gq_mx2_kernel<GQ_F16>;
     const int pipe = gq_pipe_enabled();
     if (dt == GQ_F32) return gq_mx_pick2<GQ_F32>(vec, pipe, dbias);
     if (dt == GQ_BF16) return gq_mx_pick2<GQ_BF16>(vec, pipe, dbias);
