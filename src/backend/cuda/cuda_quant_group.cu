@@ -1150,7 +1150,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
 #pragma unroll
         for (int h = 0; h < GQ_RPT; h++) {
             ok[h] = c < C && r0 + rr + h * GQ_PASS < cur.m;
-            gq_load<DT, true>(a.x, i0 + (size_t)(h * GQ_PASS) * (size_t)C, ok[h] ? GQ_CHUNK : 0, w[h]);
+            gq_xload<DT, true>(a, cur.row0 + r0 + rr + h * GQ_PASS, c, i0 + (size_t)(h * GQ_PASS) * (size_t)C,
+                               ok[h] ? GQ_CHUNK : 0, w[h]);
         }
         uint32_t m[GQ_RPT]; /* |x| maxima of the chunks (bits; NaN patterns order above Inf) */
         bool nan = false;
