@@ -16,7 +16,8 @@
  *     by a few ulp, which can move a bf16 activation by one ulp and so an FP8 code by one step
  *     (and a block's scale with its amax): within TOL_STEPS FP8 steps of the value, plus an
  *     absolute term for codes near zero.
- * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) before every run.
+ * The same under the quantizers' measurement variants (environment knobs), which load through
+ * the same code.  Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) before every run.
  *
  * Skips (exit 77) without a CUDA device. */
 #define _DEFAULT_SOURCE /* setenv */
@@ -334,20 +335,34 @@ static void test_specials_and_fallbacks(void) {
         }
 }
 
-/* GLN_CUDA_ACT_QUANT_FUSED=0 forces the composition: the same bytes again. */
-static void test_forced_composition(void) {
-    setenv("GLN_CUDA_ACT_QUANT_FUSED", "0", 1);
-    const act_case_t k = {GLN_ACT_SWIGLU, 64, GLN_SCALING_MXFP8_1D, 0, 0, GLN_DTYPE_FP8_E4M3, GLN_DTYPE_BF16,
-                          GLN_DTYPE_BF16, 1, 0};
-    run_case(&k, 1000);
-    unsetenv("GLN_CUDA_ACT_QUANT_FUSED");
+/* The quantizers' measurement variants load through the same activation-on-load code: the
+ * first per-tensor kernels (GLN_CUDA_QUANT_V2=0), the load-then-use loops
+ * (GLN_CUDA_QUANT_PIPE=0), the block kernel without its persistent grid and L2 prefetch
+ * (GLN_CUDA_QUANT_PREFETCH=0); GLN_CUDA_ACT_QUANT_FUSED=0 forces the composition.  Each must
+ * give the composition's bytes again. */
+static void test_kernel_variants(void) {
+    static const char *vars[][2] = {{"GLN_CUDA_QUANT_V2", "0"},
+                                    {"GLN_CUDA_QUANT_PIPE", "0"},
+                                    {"GLN_CUDA_QUANT_PREFETCH", "0"},
+                                    {"GLN_CUDA_ACT_QUANT_FUSED", "0"}};
+    uint64_t seed = 1000;
+    for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+        setenv(vars[v][0], vars[v][1], 1);
+        for (int act = 0; act < 2; act++)
+            for (size_t m = 0; m < sizeof MODES / sizeof MODES[0]; m++) {
+                const act_case_t k = {(gln_activation_t)act, act ? 72 : 1024, MODES[m].mode, MODES[m].delayed, 0,
+                                      GLN_DTYPE_FP8_E4M3, GLN_DTYPE_BF16, GLN_DTYPE_BF16, (int)(m & 1), 0};
+                run_case(&k, seed++);
+            }
+        unsetenv(vars[v][0]);
+    }
 }
 
 int main(int argc, char **argv) {
     int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
     if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {GLN_CASE(test_swiglu), GLN_CASE(test_gelu),
-                                            GLN_CASE(test_specials_and_fallbacks), GLN_CASE(test_forced_composition)};
+                                            GLN_CASE(test_specials_and_fallbacks), GLN_CASE(test_kernel_variants)};
     int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     gln_context_destroy(g_cu);
     gln_context_destroy(g_cpu);
