@@ -336,12 +336,14 @@ static void test_specials_and_fallbacks(void) {
 }
 
 /* The quantizers' measurement variants load through the same activation-on-load code: the
- * first per-tensor kernels (GLN_CUDA_QUANT_V2=0), the load-then-use loops
+ * first per-tensor kernels (GLN_CUDA_QUANT_V2=0), the first MXFP8 kernel (GLN_CUDA_QUANT_MX=1;
+ * by default 16-element bf16 rows take gq_mx2_kernel), the load-then-use loops
  * (GLN_CUDA_QUANT_PIPE=0), the block kernel without its persistent grid and L2 prefetch
  * (GLN_CUDA_QUANT_PREFETCH=0); GLN_CUDA_ACT_QUANT_FUSED=0 forces the composition.  Each must
  * give the composition's bytes again. */
 static void test_kernel_variants(void) {
     static const char *vars[][2] = {{"GLN_CUDA_QUANT_V2", "0"},
+                                    {"GLN_CUDA_QUANT_MX", "1"},
                                     {"GLN_CUDA_QUANT_PIPE", "0"},
                                     {"GLN_CUDA_QUANT_PREFETCH", "0"},
                                     {"GLN_CUDA_ACT_QUANT_FUSED", "0"}};
