@@ -6,6 +6,7 @@
  * nvcc never contracts into an FMA.  Sums whose CPU order is one long chain (the bias gradient,
  * the loss sum) are split into fixed chunks summed in a fixed order instead: deterministic run to
  * run, within rounding of the CPU's chain. */
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,7 +152,9 @@ extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const u
  * result is bitwise the CPU's.  Column chunks in blocks of their own spread a frequent byte's
  * long list over several SMs.  (A counting sort of the (position, byte) keys followed by a
  * segmented sum was tried on 2026-12-03: 1.7 ms per step on the H200 against this kernel's
- * 0.64 ms under ncu -- its sum stage serialized on one warp per block.) */
+ * 0.64 ms under ncu -- its sum stage serialized on one warp per block.)  Version 1: every block
+ * scans all T bytes, which is its cost; version 2 below groups the pairs once per call.  Still
+ * reachable with GLN_TRAIN_EMBED_BWD_V1=1, and taken past version 2's int32 limits. */
 __global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t T, int64_t C, int64_t H,
                                  float *gemb) {
     __shared__ int64_t list[THREADS];
@@ -182,12 +185,225 @@ __global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t 
     if (h < H) gemb[row * H + h] = acc;
 }
 
+/* ---- embedding backward, v2: a stable grouping of the (token, position) pairs, then segmented sums
+
+   gemb[k, :] for key k = c·256 + v is the sum, in increasing t, of dx[t, :] over the tokens t with
+   bytes[t·C + c] == v.  Version 2 groups the T·C pairs by key ONCE per call, keeping token order
+   inside each key, into list[] (the token indices, key after key), then sums each key's rows:
+
+     ebw_count    block (chunk, c): per-byte counts of the EBW_CHUNK tokens of chunk at position c
+                  (shared-memory atomics: counts do not depend on the order), stored key-major:
+                  off[k·nchunks + chunk].
+     ebw_scan     one block: off[] := its exclusive prefix sum, over N = C·256·nchunks + 1 entries
+                  (the last counts as 0, so it receives T·C).  Key k then owns list positions
+                  [off[k·nchunks], off[(k+1)·nchunks]), and chunk j of key k starts at
+                  off[k·nchunks + j], after every earlier chunk of the same key.
+     ebw_scatter  block (chunk, c): the chunk's tokens 256 at a time, in token order; each token's
+                  rank among the earlier tokens of the chunk with the same byte is the sum of
+                  (a) the running count of the earlier rounds, (b) the counts of the earlier warps
+                  of this round, (c) the earlier lanes of its own warp (__match_any_sync).  So
+                  list[] holds each key's tokens in increasing t: a stable grouping.
+     ebw_sum      block (key, column chunk), one thread per column (a float4 of 4 columns with
+                  VEC): the key's token indices are staged through shared memory EBW_TILE at a
+                  time; each thread fetches its column of the rows EBW_UNROLL at a time with
+                  cp.async, two batches in flight, and adds them in token order -- so a long
+                  list keeps many loads in flight instead of waiting on each -- with
+                  __fadd_rn from 0.0f: the CPU loop's operations in the CPU loop's order, bitwise.
+                  A key without tokens writes 0.
+
+   Scratch (off[] and list[], 4·(N + T·C) bytes) is stream-ordered (cudaMallocAsync /
+   cudaFreeAsync, like topc_dlogits' partial sums), so a captured step records it as graph memory
+   nodes: no host synchronization and no cudaMalloc inside the call.  Traffic: bytes read twice
+   (2·T·C), list written and read once (8·T·C), off[] a few times (~16·C·256·T/EBW_CHUNK), dx read
+   once per position (4·T·C·H, from L2 or HBM), gemb written once (4·C·256·H); 4 kernels. */
+
+#define EBW_CHUNK 1024 /* tokens per counting / scatter block */
+#define EBW_TILE 1024  /* token indices staged in shared memory per step of ebw_sum */
+#define EBW_UNROLL 16  /* rows per cp.async batch of ebw_sum (two batches in flight) */
+#define EBW_SUM_THREADS 64 /* columns (or float4 columns) per ebw_sum block */
+#define EBW_SCAN_THREADS 1024
+
+__global__ void ebw_count_kernel(const uint8_t *bytes, int64_t T, int64_t C, int nchunks, int *off) {
+    __shared__ int hist[256];
+    const int64_t c = blockIdx.y, t0 = (int64_t)blockIdx.x * EBW_CHUNK;
+    hist[threadIdx.x] = 0;
+    __syncthreads();
+    for (int64_t t = t0 + threadIdx.x; t < t0 + EBW_CHUNK && t < T; t += 256) atomicAdd(&hist[bytes[t * C + c]], 1);
+    __syncthreads();
+    off[(c * 256 + threadIdx.x) * nchunks + blockIdx.x] = hist[threadIdx.x];
+}
+
+/* One block of EBW_SCAN_THREADS: thread i scans the contiguous slice [i·per, (i+1)·per) after
+ * the block's exclusive scan of the slice totals.  Entry n - 1 is read as 0. */
+__global__ void ebw_scan_kernel(int *off, int64_t n) {
+    __shared__ int warp_total[EBW_SCAN_THREADS / 32];
+    const int64_t per = (n + EBW_SCAN_THREADS - 1) / EBW_SCAN_THREADS;
+    const int64_t a = (int64_t)threadIdx.x * per, b = a + per < n ? a + per : n;
+    int sum = 0;
+    for (int64_t i = a; i < b; i++) sum += i < n - 1 ? off[i] : 0;
+    /* inclusive scan of sum over the block: within each warp, then over the warp totals */
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
+    int incl = sum;
+    for (int d = 1; d < 32; d <<= 1) {
+        const int up = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+        if (lane >= d) incl += up;
+    }
+    if (lane == 31) warp_total[wid] = incl;
+    __syncthreads();
+    if (wid == 0) {
+        int w = warp_total[lane]; /* EBW_SCAN_THREADS / 32 == 32 warps */
+        for (int d = 1; d < 32; d <<= 1) {
+            const int up = __shfl_up_sync(0xFFFFFFFFu, w, d);
+            if (lane >= d) w += up;
+        }
+        warp_total[lane] = w; /* inclusive over warps */
+    }
+    __syncthreads();
+    int run = incl - sum + (wid > 0 ? warp_total[wid - 1] : 0); /* exclusive start of this slice */
+    for (int64_t i = a; i < b; i++) {
+        const int v = i < n - 1 ? off[i] : 0;
+        off[i] = run;
+        run += v;
+    }
+}
+
+__global__ void ebw_scatter_kernel(const uint8_t *bytes, int64_t T, int64_t C, int nchunks, const int *off,
+                                   int *list) {
+    __shared__ int run[256];            /* per byte: list position of the chunk's next token */
+    __shared__ int warp_count[8][256];  /* per warp of the current round, per byte: its tokens */
+    const int64_t c = blockIdx.y, t0 = (int64_t)blockIdx.x * EBW_CHUNK;
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
+    run[threadIdx.x] = off[(c * 256 + threadIdx.x) * nchunks + blockIdx.x];
+    for (int w = 0; w < 8; w++) warp_count[w][threadIdx.x] = 0;
+    __syncthreads();
+    for (int64_t r = t0; r < t0 + EBW_CHUNK && r < T; r += 256) {
+        const int64_t t = r + threadIdx.x;
+        const int valid = t < T;
+        const int b = valid ? bytes[t * C + c] : -1; /* past T: a group of its own, never written */
+        const unsigned same = __match_any_sync(0xFFFFFFFFu, b);
+        if (valid && lane == __ffs(same) - 1) warp_count[wid][b] = __popc(same);
+        __syncthreads();
+        if (valid) {
+            int pos = run[b] + __popc(same & ((1u << lane) - 1u));
+            for (int w = 0; w < wid; w++) pos += warp_count[w][b];
+            list[pos] = (int)t;
+        }
+        __syncthreads();
+        int round = 0;
+        for (int w = 0; w < 8; w++) {
+            round += warp_count[w][threadIdx.x];
+            warp_count[w][threadIdx.x] = 0;
+        }
+        run[threadIdx.x] += round;
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ void ebw_add(float &acc, float v) { acc = __fadd_rn(acc, v); }
+__device__ __forceinline__ void ebw_add(float4 &acc, float4 v) {
+    acc.x = __fadd_rn(acc.x, v.x);
+    acc.y = __fadd_rn(acc.y, v.y);
+    acc.z = __fadd_rn(acc.z, v.z);
+    acc.w = __fadd_rn(acc.w, v.w);
+}
+
+/* T4 = float4 with cols = H / 4 (H a multiple of 4, dx and gemb 16-byte aligned), or float with
+ * cols = H; row t of dx is ((const T4 *)(dx + t·H))[0, cols).  blockDim.x == EBW_SUM_THREADS.
+ *
+ * The rows are fetched with cp.async into this thread's own slots of stage[] (no registers held,
+ * so EBW_UNROLL loads per batch are really in flight -- register-held unrolled loads are
+ * interleaved with the adds by ptxas, ~4 in flight), two batches deep: batch b + 1 is issued
+ * before batch b is waited for and added.  Each thread reads back only the slots it filled
+ * itself, after __pipeline_wait_prior, so no barrier is needed around stage[]; the adds of batch
+ * b - 1 (which consumed the slots that batch b + 1 overwrites) precede the issue in program
+ * order and needed their shared loads complete. */
+template <typename T4>
+__global__ void __launch_bounds__(EBW_SUM_THREADS)
+ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, int64_t H, int64_t cols,
+               float *gemb) {
+    __shared__ int tile[EBW_TILE];
+    __shared__ T4 stage[2][EBW_UNROLL][EBW_SUM_THREADS];
+    const int64_t key = blockIdx.x;
+    const int start = off[key * nchunks], end = off[(key + 1) * nchunks];
+    const int64_t col = (int64_t)blockIdx.y * EBW_SUM_THREADS + threadIdx.x;
+    const int live = col < cols;
+    T4 acc = T4(); /* value-initialized: +0.0f in every lane, the CPU loop's memset */
+    for (int base = start; base < end; base += EBW_TILE) {
+        const int n = end - base < EBW_TILE ? end - base : EBW_TILE;
+        for (int i = threadIdx.x; i < n; i += EBW_SUM_THREADS) tile[i] = list[base + i];
+        __syncthreads();
+        if (live) {
+            const int batches = (n + EBW_UNROLL - 1) / EBW_UNROLL;
+            /* issue batch 0: rows [0, min(EBW_UNROLL, n)) of the tile */
+            for (int u = 0; u < EBW_UNROLL && u < n; u++)
+                __pipeline_memcpy_async(&stage[0][u][threadIdx.x], (const T4 *)(dx + (int64_t)tile[u] * H) + col,
+                                        sizeof(T4));
+            __pipeline_commit();
+            for (int b = 0; b < batches; b++) {
+                const int next = (b + 1) * EBW_UNROLL;
+                for (int u = 0; u < EBW_UNROLL && next + u < n; u++)
+                    __pipeline_memcpy_async(&stage[(b + 1) & 1][u][threadIdx.x],
+                                            (const T4 *)(dx + (int64_t)tile[next + u] * H) + col, sizeof(T4));
+                __pipeline_commit();        /* possibly an empty group: keeps the count below exact */
+                __pipeline_wait_prior(1);   /* every group but the newest is complete: batch b */
+                const int rows = n - b * EBW_UNROLL < EBW_UNROLL ? n - b * EBW_UNROLL : EBW_UNROLL;
+                for (int u = 0; u < rows; u++) ebw_add(acc, stage[b & 1][u][threadIdx.x]); /* token order */
+            }
+        }
+        __syncthreads(); /* tile[] is reloaded next */
+    }
+    if (live) ((T4 *)(gemb + key * H))[col] = acc;
+}
+
+static int embed_bwd_use_v1(void) {
+    const char *e = getenv("GLN_TRAIN_EMBED_BWD_V1");
+    return e && e[0] == '1' && e[1] == '\0';
+}
+
+static gln_status_t embed_backward_v1(cudaStream_t s, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
+                                      int64_t H, float *gemb) {
+    const dim3 grid((unsigned)(C * 256), (unsigned)((H + THREADS - 1) / THREADS));
+    embed_bwd_kernel<<<grid, THREADS, 0, s>>>(dx, bytes, T, C, H, gemb);
+    return check(cudaSuccess, "embed_bwd_kernel");
+}
+
 extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
                                             int64_t C, int64_t H, float *gemb) {
     if (C * H <= 0) return GLN_STATUS_SUCCESS;
-    const dim3 grid((unsigned)(C * 256), (unsigned)((H + THREADS - 1) / THREADS));
-    embed_bwd_kernel<<<grid, THREADS, 0, stream_of(ctx)>>>(dx, bytes, T, C, H, gemb);
-    return check(cudaSuccess, "embed_bwd_kernel");
+    cudaStream_t s = stream_of(ctx);
+    if (T <= 0) return check(cudaMemsetAsync(gemb, 0, (size_t)(C * 256 * H) * sizeof(float), s), "cudaMemsetAsync");
+    const int vec = (H & 3) == 0 && aligned16(dx) && aligned16(gemb);
+    const int64_t cols = vec ? H / 4 : H;
+    const int64_t col_blocks = (cols + EBW_SUM_THREADS - 1) / EBW_SUM_THREADS;
+    /* int32 token indices and list positions; grid.y limits of the two grids */
+    if (embed_bwd_use_v1() || T * C > INT32_MAX / 2 || C > 65535 || col_blocks > 65535)
+        return embed_backward_v1(s, dx, bytes, T, C, H, gemb);
+    const int nchunks = (int)((T + EBW_CHUNK - 1) / EBW_CHUNK);
+    const int64_t n = C * 256 * nchunks + 1;
+    int *off = NULL;
+    gln_status_t st = check(cudaMallocAsync((void **)&off, (size_t)(n + T * C) * sizeof(int), s),
+                            "cudaMallocAsync(embedding backward grouping)");
+    if (st != GLN_STATUS_SUCCESS) return st;
+    int *list = off + n;
+    const dim3 chunk_grid((unsigned)nchunks, (unsigned)C);
+    ebw_count_kernel<<<chunk_grid, 256, 0, s>>>(bytes, T, C, nchunks, off);
+    st = check(cudaSuccess, "ebw_count_kernel");
+    if (st == GLN_STATUS_SUCCESS) {
+        ebw_scan_kernel<<<1, EBW_SCAN_THREADS, 0, s>>>(off, n);
+        st = check(cudaSuccess, "ebw_scan_kernel");
+    }
+    if (st == GLN_STATUS_SUCCESS) {
+        ebw_scatter_kernel<<<chunk_grid, 256, 0, s>>>(bytes, T, C, nchunks, off, list);
+        st = check(cudaSuccess, "ebw_scatter_kernel");
+    }
+    if (st == GLN_STATUS_SUCCESS) {
+        const dim3 sum_grid((unsigned)(C * 256), (unsigned)col_blocks);
+        if (vec) ebw_sum_kernel<float4><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
+        else ebw_sum_kernel<float><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
+        st = check(cudaSuccess, "ebw_sum_kernel");
+    }
+    (void)cudaFreeAsync(off, s);
+    return st;
 }
 
 /* ---- the head: softmax cross-entropy, dlogits, the bias gradient ------------------------------ */

@@ -6,6 +6,7 @@
  * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
  * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
  * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
+#define _POSIX_C_SOURCE 200809L /* setenv / unsetenv: the embedding backward's two versions */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,11 +179,40 @@ static void test_adam_working(gln_dtype_t out) {
     free(w), free(g), free(m), free(v), free(hw);
 }
 
-static void test_embed(int64_t T, int64_t C, int64_t H) {
-    tool_rng_t r = tool_rng_seed(2, (uint64_t)(T * 31 + H));
+/* skew: 1 = byte 'e' in about 90 % of the (token, position) pairs (one very long key list per
+ * position), else randb's mix (1/7 'e'). */
+static uint8_t *embed_bytes(tool_rng_t *r, size_t n, int skew) {
+    if (!skew) return randb(r, n);
+    uint8_t *p = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(tool_rng_u64(r) % 10 != 0 ? 'e' : tool_rng_u64(r));
+    return p;
+}
+
+/* The device's embedding backward under GLN_TRAIN_EMBED_BWD_V1 = v1 ("1": the per-row scan
+ * kernel; unset: the grouped version 2), into a freshly poisoned gemb, twice: both runs must have
+ * the CPU loop's bits. */
+static void embed_backward_version(int v1, const float *ge, const float *ddx, const uint8_t *db, int64_t T,
+                                   int64_t C, int64_t H, float *dge, size_t ne, const char *label) {
+    if (v1) setenv("GLN_TRAIN_EMBED_BWD_V1", "1", 1);
+    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
+    char what[128];
+    for (int run = 0; run < 2; run++) {
+        unsigned char *poison = malloc(ne * 4);
+        memset(poison, 0xFF, ne * 4);
+        OK(gln_memcpy(cu, dge, poison, ne * 4, GLN_COPY_HOST_TO_BACKEND));
+        free(poison);
+        OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
+        snprintf(what, sizeof what, "embed backward v%d%s (T %lld, C %lld, H %lld%s)", v1 ? 1 : 2,
+                 run ? " again" : "", (long long)T, (long long)C, (long long)H, label);
+        same_bits(what, ge, dge, ne * 4);
+    }
+}
+
+static void test_embed(int64_t T, int64_t C, int64_t H, int skew) {
+    tool_rng_t r = tool_rng_seed(2, (uint64_t)(T * 31 + H + skew));
     const size_t ne = (size_t)(C * 256 * H);
     float *emb = randf(&r, ne, 1), *dx = randf(&r, (size_t)(T * H), 1);
-    uint8_t *bytes = randb(&r, (size_t)(T * C));
+    uint8_t *bytes = embed_bytes(&r, (size_t)(T * C), skew);
     float *x = malloc((size_t)(T * H) * 4 + 4), *ge = malloc(ne * 4);
     float *demb = dev(emb, ne * 4), *ddx = dev(dx, (size_t)(T * H) * 4);
     uint8_t *db = dev(bytes, (size_t)(T * C));
@@ -191,10 +221,15 @@ static void test_embed(int64_t T, int64_t C, int64_t H) {
     OK(top_embed(cu, demb, db, T, C, H, dxo));
     same_bits("embed x", x, dxo, (size_t)(T * H) * 4);
     OK(top_embed_backward(cpu, dx, bytes, T, C, H, ge));
-    OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
-    same_bits("embed backward", ge, dge, ne * 4);
-    OK(top_embed_backward(cu, ddx, db, T, C, H, dge)); /* run to run */
-    same_bits("embed backward again", ge, dge, ne * 4);
+    /* both device versions, leaving the variable as it was */
+    const char *was = getenv("GLN_TRAIN_EMBED_BWD_V1");
+    char *saved = was ? strdup(was) : NULL;
+    const char *label = skew ? ", skewed" : "";
+    embed_backward_version(0, ge, ddx, db, T, C, H, dge, ne, label);
+    embed_backward_version(1, ge, ddx, db, T, C, H, dge, ne, label);
+    if (saved) setenv("GLN_TRAIN_EMBED_BWD_V1", saved, 1);
+    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
+    free(saved);
     void *d[] = {demb, ddx, db, dxo, dge};
     for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
     free(emb), free(dx), free(bytes), free(x), free(ge);
@@ -273,10 +308,15 @@ int main(void) {
     test_adam_working(GLN_DTYPE_FP32); /* no output */
     test_adam_working(GLN_DTYPE_BF16);
     test_adam_working(GLN_DTYPE_FP16);
-    test_embed(1, 1, 1);
-    test_embed(777, 8, 96);
-    test_embed(300, 3, 2100); /* several column blocks, the last one partial */
-    test_embed(5000, 2, 40); /* 20 counting chunks; the 'e' row (1/7 of the bytes) spans several sum stages */
+    test_embed(1, 1, 1, 0);
+    test_embed(777, 8, 96, 0);
+    test_embed(300, 3, 2100, 0); /* several column blocks, the last one partial */
+    test_embed(5000, 2, 40, 0);  /* 5 grouping chunks; the 'e' lists (1/7 of the bytes, ~720) span 45 cp.async batches */
+    /* one byte in ~90 % of the pairs, T not a multiple of 256 (nor of the 1024-token chunk): the
+     * 'e' list (~2700 tokens) spans 3 index tiles and ends in a partial cp.async batch */
+    test_embed(3001, 4, 264, 1); /* float4 columns: 66, two column blocks, the second nearly empty */
+    test_embed(3001, 3, 37, 1);  /* H odd: the scalar path */
+    test_embed(2500, 8, 1024, 1); /* the training shape's H and C, at a smaller T */
     test_head(1);
     test_head(1000);
     test_windows();
