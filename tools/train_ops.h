@@ -3,7 +3,7 @@
  * buffers in the memory of the context's backend: a host loop on the CPU, a small kernel on the
  * context's stream on CUDA (train_ops_cuda.cu), so a whole training step stays on the GPU.
  *
- * Each CPU loop is the reference its kernel is tested against (tools/test_train_ops.c):
+ * Each CPU loop is the reference its kernel is tested against (tests/cli/train_ops_test.c):
  *   bitwise    zero fill, Adam and its working-dtype output (given the same bias corrections),
  *              embedding forward and
  *              backward (FP32 sums in token order), dlogits and the bias gradient, the loss sum
