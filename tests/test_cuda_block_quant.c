@@ -13,7 +13,8 @@
  *     holding every row, 16-row multiples (the 16-byte transposed stores), 4-row multiples,
  *     trailing packed rows that must stay untouched; and once through gln_grouped_quantize;
  *   - a CUDA graph capturing the plan + the grouped quantize with device splits on a caller's
- *     stream, replayed with other splits.
+ *     stream, replayed with other splits;
+ *   - all of the above again with GLN_CUDA_BLOCK_V1=1 (bf16 on the v1 kernel).
  * Outputs are poisoned (0xA5 data, NaN scales) on both backends and followed by guard bytes on
  * the device; a mismatch names the buffer, member, row, column, got and want.
  *
@@ -451,12 +452,24 @@ static void test_prefetch_off(void) {
     CHECK(unsetenv("GLN_CUDA_QUANT_PREFETCH") == 0);
 }
 
+/* GLN_CUDA_BLOCK_V1=1 (read at every call): bf16 input on the v1 kernel (gln_block_quant_kernel)
+ * rather than gln_block_quant2_kernel; the existing checks again, against the same reference. */
+static void test_block_v1(void) {
+    CHECK(setenv("GLN_CUDA_BLOCK_V1", "1", 1) == 0);
+    test_single();
+    test_grouped();
+    test_grouped_dtypes();
+    test_graph();
+    CHECK(unsetenv("GLN_CUDA_BLOCK_V1") == 0);
+}
+
 int main(int argc, char **argv) {
     int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
     if (setup != 0) return setup;
     static const gln_test_case_t cases[] = {
         GLN_CASE(test_selfcheck),      GLN_CASE(test_single), GLN_CASE(test_grouped),
         GLN_CASE(test_grouped_dtypes), GLN_CASE(test_graph),  GLN_CASE(test_prefetch_off),
+        GLN_CASE(test_block_v1),
     };
     int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     gln_context_destroy(g_cu);

@@ -44,7 +44,9 @@
  * fmaxf path only for a thread holding a NaN; (row tile, column tile) advanced without
  * division and the prefetch walk in shifts (lines is 1, 2 or 4 per row for a full tile);
  * 32-bit in-tile offsets from one 64-bit row base per tile; the BLOCK_1D column amax on packed
- * pairs too. */
+ * pairs too.  gln_block_quant2_kernel (below, bf16 only) takes the division-free walk, the
+ * shift-based prefetch, the packed amaxes (rows and BLOCK_1D columns) and per-row pointer steps;
+ * it stays at 128 registers (2 blocks per SM), so the register / occupancy lever is still open. */
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -595,6 +597,279 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant_kernel(const bq
     }
 }
 
+/* ---- v2 (issue 9): 16-bit inputs --------------------------------------------------------------
+ *
+ * gln_block_quant2_kernel is the default for bf16 input (GLN_CUDA_BLOCK_V1=1: the kernel above for
+ * every input; fp16 stays on v1, see bq_pick, though the code takes fp16 too).  Same tiles,
+ * threads, scales, encodes and stores as v1; what changes is how a thread gets there:
+ *   - the tile walk: (row tile, column tile) is advanced by the grid stride with one carry, so the
+ *     only divisions are two per block, before the loop (v1: a 64-bit t / ctiles per find);
+ *   - the load keeps the raw 16-bit codes, packed two per word (w[p][k]: row p, columns 2k and
+ *     2k + 1 of the thread's 8), and the FP32 values are those of bq_unpack2 made from them;
+ *   - the amaxes: on a thread holding no NaN, the packed unsigned max (__vmaxu2) of the magnitude
+ *     bits (code & 0x7FFF) — one op per 2 elements for the row and one for the column amax.  For
+ *     non-negative, non-NaN values of one format the order of the codes is the order of the
+ *     values, and the widening is exact and monotone, so the widened max code IS the FP32 max
+ *     that v1's fmaxf / integer-max loop returns (0 included: elements outside the tile are the
+ *     code 0).  The same max says whether the thread holds a NaN (a magnitude code above Inf's);
+ *     a thread that does runs v1's FP32 loop on the same FP32 values instead (the slow path);
+ *   - row addresses: one 64-bit pointer per tile, stepped by cols per row (v1: a 64-bit multiply
+ *     per row for the loads and again for the rowwise stores);
+ *   - the L2 prefetch walk: 4 slots per row (a row of at most 128 two-byte columns is 1 or 2
+ *     lines, times 2 halves for SwiGLU), shifts instead of v1's 32-bit division.
+ * Scales (bq_row_scales, bq_col_partials, bq_col_scales, bq_tile_scale), the encodes (bq_enc8),
+ * the NaN fix-ups and the transposed store are v1's functions, called with the same values. */
+
+/* Element j of row p of the thread's packed codes as FP32: bq_unpack2's value. */
+template <int IN>
+__device__ __forceinline__ float bq2_elem(const uint32_t w[8][4], int p, int j) {
+    float lo, hi;
+    bq_unpack2<IN>(w[p][j >> 1], &lo, &hi);
+    return (j & 1) ? hi : lo;
+}
+
+/* A non-NaN magnitude code (0 <= h <= Inf's code) as FP32: exact. */
+template <int IN>
+__device__ __forceinline__ float bq2_widen(uint32_t h) {
+    return IN == BQ_IN_BF16 ? __uint_as_float(h << 16) : bq_fp16(h);
+}
+
+/* The tile of row tile rt (in member order) and column tile ct (ct < ctiles): bq_find's tile
+ * for t = rt·ctiles + ct, without the division; 0 past the last real tile. */
+__device__ __forceinline__ int bq2_find(const bq_args_t &a, int64_t rt, int64_t ct, bq_tile_t *tl) {
+    int32_t i = 0;
+    int64_t r0 = 0, m = a.single_rows, tim = rt;
+    if (a.rows) {
+        if (!gln_group_tile_warp(a.rows, a.num, BQ_EDGE, rt, &i, &r0, &m, &tim)) return 0;
+    } else if (rt >= gln_ceil_div(m, BQ_EDGE)) {
+        return 0;
+    }
+    tl->mrow0 = r0, tl->m = m, tl->tr = tim, tl->ct = ct;
+    tl->rs = tim * BQ_EDGE, tl->c0 = ct * BQ_EDGE;
+    tl->nr = (int)min((int64_t)BQ_EDGE, m - tl->rs);
+    tl->nc = (int)min((int64_t)BQ_EDGE, a.cols - tl->c0);
+    tl->so_r = a.rows ? a.srow[i] : 0;
+    tl->so_c = a.rows ? a.scol[i] : 0;
+    return 1;
+}
+
+/* bq_prefetch for 2-byte inputs: a row's valid columns are 1 or 2 lines (nc <= 128), times 1 or
+ * 2 halves, so slot s < 4 of row r is line s & (lines - 1) of half s >> (lines - 1). */
+__device__ __forceinline__ void bq2_prefetch(const bq_args_t &a, const bq_tile_t &tl) {
+    const int lines = tl.nc > 64 ? 2 : 1;
+    const size_t ld = a.act != GLN_ACT_LOAD_NONE ? (size_t)a.ld : (size_t)a.cols;
+    const int halves = a.act == gln_act_load_kind(GLN_ACT_SWIGLU) ? 2 : 1, per_row = lines * halves;
+    const char *base = (const char *)a.x + ((size_t)(tl.mrow0 + tl.rs) * ld + (size_t)tl.c0) * 2;
+    for (int k = (int)threadIdx.x; k < BQ_EDGE * 4; k += BQ_THREADS) {
+        const int r = k >> 2, s = k & 3;
+        if (r >= tl.nr || s >= per_row) continue;
+        const int l = s & (lines - 1), half = s >> (lines - 1);
+        const char *p = base + (size_t)r * ld * 2 + (size_t)half * (size_t)a.cols * 2 + (size_t)l * 128;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+}
+
+/* bq_load's elements as packed codes: w[p][k] = the codes of tile row rg*8 + p, tile columns
+ * cg*8 + 2k (low half) and cg*8 + 2k + 1 (high half); 0 outside the tile.  The same three
+ * paths as bq_load (activation on load, scalar, 16-byte). */
+template <int IN>
+__device__ __forceinline__ void bq2_load(const bq_args_t &a, const bq_tile_t &tl, int rg, int cg, uint32_t w[8][4]) {
+    const int c = cg * 8;
+    const uint16_t *xr = (const uint16_t *)a.x + (size_t)(tl.mrow0 + tl.rs + rg * 8) * (size_t)a.cols + (size_t)(tl.c0 + c);
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        const uint16_t *xp = xr;
+        xr += a.cols;
+#pragma unroll
+        for (int k = 0; k < 4; k++) w[p][k] = 0u;
+        const int r = rg * 8 + p;
+        if (r >= tl.nr) continue;
+        if (IN == BQ_IN_BF16 && a.act != GLN_ACT_LOAD_NONE) {
+            if (c < tl.nc) gln_act_load_bf16x8(a.act, a.x, a.ld, a.cols, tl.mrow0 + tl.rs + r, tl.c0 + c, w[p]);
+        } else if (!a.vec_in) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (c + j < tl.nc) w[p][j >> 1] |= (uint32_t)xp[j] << ((j & 1) * 16);
+        } else if (c < tl.nc) {
+            const uint4 u = __ldcs((const uint4 *)xp);
+            w[p][0] = u.x, w[p][1] = u.y, w[p][2] = u.z, w[p][3] = u.w;
+        }
+    }
+}
+
+/* bq_store_rows for 2-byte inputs, with the row pointer stepped by cols. */
+__device__ __forceinline__ void bq2_store_rows(const bq_args_t &a, const bq_tile_t &tl, const uint2 w[8], int rg,
+                                               int cg) {
+    const int c = cg * 8;
+    uint8_t *row = a.q + (size_t)(tl.mrow0 + tl.rs + rg * 8) * (size_t)a.cols + (size_t)(tl.c0 + c);
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        uint8_t *rp = row;
+        row += a.cols;
+        if (rg * 8 + p >= tl.nr) continue;
+        if (a.vec_q) {
+            if (c < tl.nc) *(uint2 *)rp = w[p];
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (c + j < tl.nc) rp[j] = (uint8_t)((j < 4 ? w[p].x : w[p].y) >> ((j & 3) * 8));
+        }
+    }
+}
+
+/* bq_fix_nan_rows / bq_fix_nan_cols on the packed codes (each element widened where it is
+ * tested, so no FP32 copy of the tile stays live). */
+template <int IN>
+__device__ __forceinline__ void bq2_fix_nan_rows(const uint32_t w[8][4], uint2 rw[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float x = bq2_elem<IN>(w, p, j);
+            if (gln_f32_isnan(x)) bq_set_byte(&rw[p], j, bq_nan_byte(x));
+        }
+}
+template <int IN>
+__device__ __forceinline__ void bq2_fix_nan_cols(const uint32_t w[8][4], uint2 cw[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float x = bq2_elem<IN>(w, p, j);
+            if (gln_f32_isnan(x)) bq_set_byte(&cw[j], p, bq_nan_byte(x));
+        }
+}
+
+/* The FP32 values of row p (x[j] = column j) or of column j (x[p] = row p). */
+template <int IN>
+__device__ __forceinline__ void bq2_row(const uint32_t w[8][4], int p, float x[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) x[j] = bq2_elem<IN>(w, p, j);
+}
+template <int IN>
+__device__ __forceinline__ void bq2_col(const uint32_t w[8][4], int j, float x[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++) x[p] = bq2_elem<IN>(w, p, j);
+}
+
+/* bq_finish_2d on the packed codes, with bq2_store_rows. */
+template <int IN, bool NANP, bool E5M2>
+__device__ __forceinline__ void bq2_finish_2d(const bq_args_t &a, const bq_tile_t &tl, const uint32_t w[8][4],
+                                              const float ra[8], bool has_nan, int rg, int cg, uint8_t *tp,
+                                              float *wmax) {
+    const float scale = bq_tile_scale<NANP>(a, tl, ra, wmax);
+    uint2 rw[8];
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        float x[8];
+        bq2_row<IN>(w, p, x);
+        rw[p] = bq_enc8<E5M2>(x, scale);
+    }
+    if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+    if (a.q) bq2_store_rows(a, tl, rw, rg, cg);
+    if (!a.qt) return;
+    uint2 cw[8];
+    bq_tr8(rw, cw);
+    bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
+}
+
+/* bq_finish_1d on the packed codes, with bq2_store_rows. */
+template <int IN, bool NANP, bool E5M2>
+__device__ __forceinline__ void bq2_finish_1d(const bq_args_t &a, const bq_tile_t &tl, const uint32_t w[8][4],
+                                              const float ra[8], const float ca[8], bool has_nan, int rg, int cg,
+                                              uint8_t *tp, float (*colmax)[BQ_EDGE], float *cscale) {
+    if (a.qt) bq_col_partials<IN, NANP>(ca, cg, colmax);
+    if (a.q) {
+        float rscale[8];
+        uint2 rw[8];
+        bq_row_scales<NANP>(a, tl, ra, rg, cg, rscale);
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+            float x[8];
+            bq2_row<IN>(w, p, x);
+            rw[p] = bq_enc8<E5M2>(x, rscale[p]);
+        }
+        if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+        bq2_store_rows(a, tl, rw, rg, cg);
+    }
+    if (!a.qt) return;
+    bq_col_scales<NANP>(a, tl, colmax, cscale);
+    uint2 cw[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float x[8];
+        bq2_col<IN>(w, j, x);
+        cw[j] = bq_enc8<E5M2>(x, cscale[bq_col<IN>(cg, j)]);
+    }
+    if (has_nan) bq2_fix_nan_cols<IN>(w, cw);
+    bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
+}
+
+template <int IN, bool TWO_D, bool NANP, bool E5M2>
+__global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const bq_args_t a) {
+    static_assert(IN == BQ_IN_BF16 || IN == BQ_IN_FP16, "v2 takes 2-byte inputs");
+    __shared__ __align__(16) uint8_t tp[BQ_EDGE * BQ_EDGE];
+    __shared__ float colmax[BQ_THREADS / 32][BQ_EDGE];
+    __shared__ float cscale[BQ_EDGE];
+    __shared__ float wmax[BQ_THREADS / 32];
+    const int cg = threadIdx.x & 15, rg = threadIdx.x >> 4;
+    const uint32_t inf_code = IN == BQ_IN_BF16 ? 0x7F80u : 0x7C00u, mag = 0x7FFF7FFFu;
+    /* t = rt·ctiles + ct with 0 <= ct < ctiles throughout; the stride gridDim.x likewise */
+    const int64_t step = gridDim.x, srt = step / a.ctiles, sct = step - srt * a.ctiles;
+    int64_t rt = blockIdx.x / a.ctiles, ct = blockIdx.x - rt * a.ctiles;
+    for (int64_t t = blockIdx.x; t < a.tiles; t += step) {
+        bq_tile_t tl;
+        if (!bq2_find(a, rt, ct, &tl)) return;
+        ct += sct, rt += srt; /* now t + step's */
+        if (ct >= a.ctiles) ct -= a.ctiles, rt++;
+        if (a.prefetch && t + step < a.tiles) { /* block-uniform */
+            bq_tile_t nx;
+            if (bq2_find(a, rt, ct, &nx)) bq2_prefetch(a, nx);
+        }
+        __syncthreads(); /* the previous tile's shared memory has been read */
+        uint32_t w[8][4];
+        bq2_load<IN>(a, tl, rg, cg, w);
+        float ra[8], ca[8];
+        /* packed magnitude maxima: rm[p] of row p (2 halves), cm[k] of columns 2k, 2k + 1 */
+        uint32_t rm[8], cm[4] = {0u, 0u, 0u, 0u}, all = 0u;
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+            rm[p] = __vmaxu2(__vmaxu2(w[p][0] & mag, w[p][1] & mag), __vmaxu2(w[p][2] & mag, w[p][3] & mag));
+            all = __vmaxu2(all, rm[p]);
+            if (!TWO_D)
+#pragma unroll
+                for (int k = 0; k < 4; k++) cm[k] = __vmaxu2(cm[k], w[p][k] & mag);
+        }
+        const bool has_nan = max(all & 0xFFFFu, all >> 16) > inf_code;
+        if (!has_nan) {
+#pragma unroll
+            for (int p = 0; p < 8; p++) ra[p] = bq2_widen<IN>(max(rm[p] & 0xFFFFu, rm[p] >> 16));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                ca[2 * k] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] & 0xFFFFu);
+                ca[2 * k + 1] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] >> 16);
+            }
+        } else { /* v1's loop on the same values */
+#pragma unroll
+            for (int j = 0; j < 8; j++) ca[j] = 0.0f;
+#pragma unroll
+            for (int p = 0; p < 8; p++) {
+                ra[p] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float x = bq2_elem<IN>(w, p, j);
+                    ra[p] = bq_absmax<NANP>(ra[p], x);
+                    if (!TWO_D) ca[j] = bq_absmax<NANP>(ca[j], x);
+                }
+            }
+        }
+        if (TWO_D)
+            bq2_finish_2d<IN, NANP, E5M2>(a, tl, w, ra, has_nan, rg, cg, tp, wmax);
+        else
+            bq2_finish_1d<IN, NANP, E5M2>(a, tl, w, ra, ca, has_nan, rg, cg, tp, colmax, cscale);
+    }
+}
+
 /* ---- launch ---------------------------------------------------------------------------------- */
 
 typedef void (*bq_kernel_t)(const bq_args_t);
@@ -610,7 +885,28 @@ static bq_kernel_t bq_pick1(int two_d, int nanp, int e5m2) {
     return two_d ? bq_pick2<IN, true>(nanp, e5m2) : bq_pick2<IN, false>(nanp, e5m2);
 }
 
+template <int IN, bool TWO_D>
+static bq_kernel_t bq2_pick2(int nanp, int e5m2) {
+    if (nanp) return e5m2 ? gln_block_quant2_kernel<IN, TWO_D, true, true> : gln_block_quant2_kernel<IN, TWO_D, true, false>;
+    return e5m2 ? gln_block_quant2_kernel<IN, TWO_D, false, true> : gln_block_quant2_kernel<IN, TWO_D, false, false>;
+}
+
+template <int IN>
+static bq_kernel_t bq2_pick1(int two_d, int nanp, int e5m2) {
+    return two_d ? bq2_pick2<IN, true>(nanp, e5m2) : bq2_pick2<IN, false>(nanp, e5m2);
+}
+
+/* GLN_CUDA_BLOCK_V1=1: gln_block_quant_kernel (v1) for every input, to A/B it against
+ * gln_block_quant2_kernel; read at every call. */
+static int bq_v1_forced(void) {
+    const char *e = getenv("GLN_CUDA_BLOCK_V1");
+    return e && e[0] == '1';
+}
+
+/* v2 for bf16 input (every path: scalar, 16-byte, activation on load); v1 for FP32 and fp16
+ * (v2's fp16 instances spill under the 128-register bound: 12-72 bytes, ptxas -v). */
 static bq_kernel_t bq_pick(gln_dtype_t dtype, int two_d, int nanp, int e5m2) {
+    if (dtype == GLN_DTYPE_BF16 && !bq_v1_forced()) return bq2_pick1<BQ_IN_BF16>(two_d, nanp, e5m2);
     if (dtype == GLN_DTYPE_FP32) return bq_pick1<BQ_IN_FP32>(two_d, nanp, e5m2);
     if (dtype == GLN_DTYPE_BF16) return bq_pick1<BQ_IN_BF16>(two_d, nanp, e5m2);
     return bq_pick1<BQ_IN_FP16>(two_d, nanp, e5m2);
