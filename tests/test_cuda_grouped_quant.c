@@ -19,7 +19,9 @@
  *   - bad device splits (negative, past the rows, out's differing from in's): clamped on the
  *     device, reported by gln_context_async_error, results equal to the CPU on the clamped splits;
  *   - the kernels' measurement variants (GLN_CUDA_QUANT_PIPE=0, GLN_CUDA_QUANT_REVERSE=0) on the
- *     grouped cases, and the v1 MXFP8 kernel (GLN_CUDA_QUANT_MX=1) on the single and grouped
+ *     grouped cases, the v1 MXFP8 kernel (GLN_CUDA_QUANT_MX=1) on the single and grouped
+ *     cases, and the v2 per-tensor cast kernels (GLN_CUDA_QUANT_V3=0: gq_tensor2_kernel where
+ *     gq_tensor3_kernel is the default) on the encode sweep, the single, grouped and graph
  *     cases: the same bytes.
  * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) on both backends and followed by
  * guard bytes on the device; a mismatch names the buffer, member, row, column, got and want.
@@ -627,7 +629,8 @@ static void test_bad_splits(void) {
 
 /* The measurement variants of the kernels (GLN_CUDA_QUANT_PIPE=0: load-then-use loop;
  * GLN_CUDA_QUANT_REVERSE=0: current scaling's cast pass in forward order; GLN_CUDA_QUANT_MX=1:
- * the v1 MXFP8 kernel), read at every call: the same bytes as the defaults. */
+ * the v1 MXFP8 kernel; GLN_CUDA_QUANT_V3=0: the v2 per-tensor cast kernels), read at every
+ * call: the same bytes as the defaults. */
 static void test_kernel_variants(void) {
     static const char *vars[] = {"GLN_CUDA_QUANT_PIPE", "GLN_CUDA_QUANT_REVERSE"};
     for (size_t k = 0; k < COUNT(vars); k++) {
@@ -646,6 +649,16 @@ static void test_kernel_variants(void) {
     test_grouped_dtypes();
     CHECK(unsetenv("GLN_CUDA_QUANT_PIPE") == 0);
     CHECK(unsetenv("GLN_CUDA_QUANT_MX") == 0);
+    /* GLN_CUDA_QUANT_V3=0: the per-tensor cast passes of bf16 / fp16 on gq_tensor2_kernel rather
+     * than gq_tensor3_kernel (NaN / Inf inputs and the NaN sign rule in the sweep and the
+     * specials cases, partial tiles, grouped members of any size, host and device splits) */
+    CHECK(setenv("GLN_CUDA_QUANT_V3", "0", 1) == 0);
+    test_encode_sweep();
+    test_single();
+    test_grouped_dtypes();
+    test_many_members();
+    test_graph();
+    CHECK(unsetenv("GLN_CUDA_QUANT_V3") == 0);
 }
 
 int main(int argc, char **argv) {

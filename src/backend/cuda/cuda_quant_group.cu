@@ -28,6 +28,10 @@
  *   TENSOR v2       the default for every TENSOR pass without dbias (gq_tensor2_kernel): load U
  *                   tiles, then use them, no spills; GLN_CUDA_QUANT_V2=0 selects the kernels
  *                   above (and the unfused history record) for A/B runs.
+ *   TENSOR v3       the cast passes (current's cast, delayed's cast + amax) of bf16 / fp16 on
+ *                   the 16-byte path without dbias (gq_tensor3_kernel): v2's loop with fewer
+ *                   instructions (no division, no NaN-code check on NaN-free data, the
+ *                   transposed tile in 32-bit words); GLN_CUDA_QUANT_V3=0: v2 for A/B runs.
  *   MXFP8           one kernel: a chunk's amax with its neighbour lane's gives the rowwise 1x32
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
  *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
@@ -725,7 +729,7 @@ __global__ void __launch_bounds__(GQ_THREADS, gq_min_blocks(DT, MODES, PIPE)) gq
     if (MODE != GQ_CAST) gq_flush(a.work + cur.i, best, nan_not);
 }
 
-/* ---- TENSOR, v2 (the default; GLN_CUDA_QUANT_V2=0 selects the kernel above) -----------------
+/* ---- TENSOR, v2 (the default outside v3's cases; GLN_CUDA_QUANT_V2=0: the kernel above) -------
  * Load-then-use over U tiles at a time: a thread issues all U x GQ_RPT chunk loads of its next U
  * tiles (U x 64 bytes of bf16 / fp16), then reduces and encodes them.  What this buys over the
  * pipelined kernel above: (a) no spills — the pipelined kernel holds two tiles with their full
@@ -1253,6 +1257,206 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
     }
 }
 
+/* ---- TENSOR, v3 (the default for bf16 / fp16 input on the 16-byte path without dbias, cast
+ * passes; GLN_CUDA_QUANT_V3=0 selects gq_tensor2_kernel for A/B runs) -------------------------
+ * Findings (ptxas -v and cuobjdump -sass of the bf16 kernels, sm_90a, CUDA 13; census build: the
+ * activation-on-load path, E5M2 and the unaligned store fallbacks cut out, so the main loop holds
+ * the E4M3 hot path plus the member switch; one pass of the loop = 2 tiles = 64 elements a thread):
+ *   v2 cast (gq_tensor2_kernel<bf16, VEC, CAST>): 116 registers, no spills, 2 blocks / SM; main
+ *   loop 934 SASS instructions (~14.6 per element): 283 IMAD (64-bit tile id / n_ct division and
+ *   index math), 64 LDS.U8 + 48 PRMT / shifts for the transposed tile read a byte at a time,
+ *   64 FMUL + 32 F2FP (the floor), 4 words of NaN-code check per chunk;
+ *   v3 cast (this kernel): 125 registers, no spills, 2 blocks / SM; main loop 645 instructions
+ *   (~10.1 per element, -31 %): 143 IMAD, 16 LDS.32 + 32 PRMT for the transposed tile, the same
+ *   64 FMUL + 32 F2FP, no NaN-code check.  Delayed (CAST_AMAX): v2 118 registers, loop 1437;
+ *   v3 128 registers, loop 1206 (-16 %; the member switch's inlined block reduction, run once
+ *   per member, is a large part of both).  At 3 blocks per SM (80 registers) the census cast
+ *   kernel fits in 79 registers without spills but the delayed one spills 162 bytes; and current
+ *   scaling's cast pass runs on the amax pass's grid (gq_run_tensor: the v2 amax kernel, 2 blocks
+ *   per SM), so 3 would not be used there.  Kept at 2 (GQ3_MIN_BLOCKS); worth an A/B on the GPU.
+ *   What is left per element is the bf16 unpack (1), FMUL (1), F2FP (0.5) and ~4 of 64-bit
+ *   address and bounds arithmetic per chunk.
+ * The ideas of gq_mx2_kernel, applied to the per-tensor cast:
+ *   - walks (row tile, column tile) pairs advanced by the step's quotient and remainder (no
+ *     division in the loop), like gq_mx2_kernel;
+ *   - encodes without the NaN-code check (x·s two at a time through cvt.rn.satfinite) when the
+ *     scale is finite and nonzero and the chunk holds no NaN: then no product is NaN, and
+ *     satfinite never makes a NaN code from a non-NaN product, so the codes are those of the
+ *     checked encode.  "No NaN" is known per member in the cast pass of current scaling (the amax
+ *     pass before it recorded the member's lowest NaN in work[i].nan_not, 0 = none), and per warp
+ *     in the delayed pass (a vote on the tile's packed |x| maximum, which the amax needs anyway);
+ *     otherwise the warp runs v2's checked encode (gq2_encode), so its bytes are v2's;
+ *   - delayed: the amax fold on packed 16-bit pairs (__vmaxu2 over the tile's words, one compare
+ *     per tile), v2's per-chunk fold (gq_amax_chunk, with the NaN index) only for a thread whose
+ *     tile holds a NaN.  max is exact in any order and widening 16-bit magnitudes is monotonic, so
+ *     the partials are v2's;
+ *   - the transposed copy through a swizzled tile of 32-bit words (gq3_pos): the rowwise phase
+ *     stores each chunk as two 64-bit words, the transposed phase reads 8 words (8 rows x 4
+ *     columns), transposes the 4x4 byte blocks with 8 byte permutes and stores 8 codes per column
+ *     (rows of 8: a warp covers 2 columns x 128 rows, two whole 128-byte lines); both phases are
+ *     free of bank conflicts (see gq3_pos).  The stores cover the same bytes as v2's 16-row ones.
+ * Every byte equals v2's: the same loads (gq_xload), amax partials, scales, FP32 products,
+ * hardware conversions and store addresses. */
+#define GQ3_MIN_BLOCKS 2
+#define GQ3_TILES 2 /* tiles loaded before any is used */
+
+/* Index (in 32-bit words) of word w (columns 4w .. 4w+3) of tile row `row` in the swizzled
+ * tile: row pairs of 32 words, XOR-swizzled by X(row), constant within a row pair (so it is a
+ * bijection).  X = 16·bit3(row) ^ 2·bits4-6(row) ^ 2·bit1(row): even, so the 64-bit stores of
+ * words (4k, 4k+1) and (4k+2, 4k+3) stay aligned.
+ *   - transposed reads: a warp reads, at step i, row 8g + i for g = 0..15 (lane & 15), words
+ *     c0, c0+1: bit 4 of the bank from g's bit 0 (row bit 3), bits 1-3 from g's bits 1-3 (row
+ *     bits 4-6): 32 distinct banks;
+ *   - rowwise writes (64-bit): a half warp writes rows 4q .. 4q+3 (two row pairs, differing in
+ *     row bit 1), words {4k, 4k+1} or {4k+2, 4k+3} for k = 0..3: the two pairs land on
+ *     complementary word pairs, both parities on both halves: 32 distinct banks. */
+__device__ __forceinline__ int gq3_pos(int row, int w) {
+    const int x = (((row >> 3) & 1) << 4) ^ (((row >> 4) & 7) << 1) ^ (((row >> 1) & 1) << 1);
+    return 32 * (row >> 1) + ((16 * (row & 1) + w) ^ x);
+}
+
+/* Store the 8 codes of (lo, hi) (byte e of the pair at p[e]), n (<= 8) of them. */
+__device__ __forceinline__ void gq3_store8(uint8_t *p, uint32_t lo, uint32_t hi, int n) {
+    const uintptr_t a = (uintptr_t)p;
+    if (n == 8 && (a & 7) == 0) {
+        *(uint2 *)p = make_uint2(lo, hi);
+        return;
+    }
+    if (n == 8 && (a & 3) == 0) {
+        ((uint32_t *)p)[0] = lo, ((uint32_t *)p)[1] = hi;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        if (e < n) p[e] = (uint8_t)((e < 4 ? lo : hi) >> ((e & 3) * 8));
+}
+
+/* Columns c = 0..3 of the 4x4 byte block whose rows are v0..v3 (byte c of v_r is (r, c)):
+ * o[c] = (v0.c, v1.c, v2.c, v3.c). */
+__device__ __forceinline__ void gq3_transpose4(uint32_t v0, uint32_t v1, uint32_t v2, uint32_t v3, uint32_t (&o)[4]) {
+    /* t0 = (v0.0, v1.0, v0.1, v1.1), t1 = (v0.2, v1.2, v0.3, v1.3); t2, t3 the same of v2, v3 */
+    const uint32_t t0 = __byte_perm(v0, v1, 0x5140), t1 = __byte_perm(v0, v1, 0x7362);
+    const uint32_t t2 = __byte_perm(v2, v3, 0x5140), t3 = __byte_perm(v2, v3, 0x7362);
+    o[0] = __byte_perm(t0, t2, 0x5410), o[1] = __byte_perm(t0, t2, 0x7632);
+    o[2] = __byte_perm(t1, t3, 0x5410), o[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+/* MODE GQ_CAST (current scaling's cast pass: a.work holds the amax pass's partials of the same
+ * x) or GQ_CAST_AMAX (delayed scaling). */
+template <int DT, int MODE>
+__global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(const gq_args_t a) {
+    static_assert(DT != GQ_F32 && (MODE == GQ_CAST || MODE == GQ_CAST_AMAX), "v3: 2-byte inputs, cast passes");
+    constexpr int U = GQ3_TILES, W = gq_traits<DT>::W;
+    __shared__ __align__(16) uint32_t tile[GQ_TR * GQ_TC / 4];
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int lane = t & 31, g = lane & 15, cg = 2 * (t >> 5) + (lane >> 4); /* transposed phase */
+    const int64_t C = a.cols;
+    const size_t passC = (size_t)GQ_PASS * (size_t)C; /* elements from row rr to row rr + GQ_PASS */
+    /* transposed reads: row 8g + i, word cg is at rd ^ K(i) + 32·(i >> 1), K(i) = 16·bit0(i) |
+     * 2·bit1(i): gq3_pos(8g + i, cg) with the thread's terms folded into rd */
+    const int rd = 128 * g + ((16 * (g & 1)) | (cg ^ (2 * (g >> 1))));
+    const float dummy[GQ_CHUNK] = {};
+    /* the walk as (row tile, column tile), as in gq_mx2_kernel */
+    const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
+    const int64_t sr = wk.step - sq * a.n_ct;
+    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
+    gq_cursor_t lc; /* the loads' cursor */
+    gq_member(a, gq_find(a, rt), lc);
+    int32_t ci = -1; /* the member whose amax partial / scale is in use (none yet) */
+    float s = 0.0f;
+    bool fast = false; /* block-uniform: s finite and nonzero (CAST: and the member has no NaN) */
+    uint32_t best = 0;
+    unsigned long long nan_not = 0;
+    for (int64_t done = 0; done < wk.count; done += U) {
+        gq2_meta_t M[U];
+        size_t e0[U]; /* element of the thread's chunk h = 0: (row0 + r0 + rr) · C + c */
+        uint32_t w[U][GQ_RPT][W];
+#pragma unroll
+        for (int u = 0; u < U; u++) { /* every load of the U tiles first */
+            if (done + u >= wk.count) break; /* block-uniform */
+            gq_locate(a, rt, lc);
+            M[u].i = lc.i, M[u].row0 = lc.row0, M[u].m = lc.m, M[u].r0 = (rt - lc.t0) * GQ_TR;
+            M[u].ct = (int32_t)ct;
+            const int64_t c = ct * GQ_TC + k * GQ_CHUNK;
+            e0[u] = (size_t)(M[u].row0 + M[u].r0 + rr) * (size_t)C + (size_t)c;
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                const int64_t r = M[u].r0 + rr + h * GQ_PASS;
+                gq_xload<DT, true>(a, M[u].row0 + r, c, e0[u] + (size_t)h * passC, r < M[u].m && c < C ? GQ_CHUNK : 0,
+                                   w[u][h]);
+            }
+            rt += sq, ct += sr; /* the next tile */
+            if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (done + u >= wk.count) break; /* block-uniform */
+            if (M[u].i != ci) { /* block-uniform: the next member */
+                if (MODE == GQ_CAST_AMAX && ci >= 0) gq_flush(a.work + ci, best, nan_not), best = 0, nan_not = 0;
+                ci = M[u].i;
+                s = __ldg(a.scale + ci);
+                /* x·s is NaN only for a NaN x; GLN_CUDA_FP8_CVT=0 builds encode everything in software */
+                fast = GLN_CUDA_FP8_CVT && (__float_as_uint(s) & 0x7FFFFFFFu) < 0x7F800000u && s != 0.0f;
+                if (MODE == GQ_CAST) fast = fast && a.work[ci].nan_not == 0;
+            }
+            const int64_t c = (int64_t)M[u].ct * GQ_TC + k * GQ_CHUNK;
+            bool use_fast = fast;
+            if (MODE == GQ_CAST_AMAX) {
+                uint32_t pm = 0; /* packed |x| maxima of the thread's chunks (NaN patterns order above Inf) */
+#pragma unroll
+                for (int h = 0; h < GQ_RPT; h++)
+#pragma unroll
+                    for (int v = 0; v < W; v++) pm = __vmaxu2(pm, w[u][h][v] & 0x7FFF7FFFu);
+                const uint32_t tm = max(pm & 0xFFFFu, pm >> 16);
+                const bool nan = tm > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+                if (!nan) {
+                    best = max(best, __float_as_uint(gq_value<DT>(tm)));
+                } else { /* v2's fold, with the lowest NaN's index */
+#pragma unroll
+                    for (int h = 0; h < GQ_RPT; h++)
+                        gq_amax_chunk<DT>(w[u][h], e0[u] + (size_t)h * passC, best, nan_not);
+                }
+                use_fast = fast && !__any_sync(GQ_FULL, nan);
+            }
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint32_t b[4];
+                if (use_fast) gq_mx2_encode<DT, false>(w[u][h], s, dummy, a.e5m2, b); /* warp-uniform */
+                else gq2_encode<DT>(w[u][h], s, a.e5m2, b);
+                const int64_t r = M[u].r0 + rr + h * GQ_PASS;
+                if (a.q && r < M[u].m && c < C)
+                    *(uint4 *)(a.q + e0[u] + (size_t)h * passC) = make_uint4(b[0], b[1], b[2], b[3]);
+                if (a.qc) {
+                    const int row = rr + h * GQ_PASS;
+                    *(uint2 *)&tile[gq3_pos(row, 4 * k)] = make_uint2(b[0], b[1]);
+                    *(uint2 *)&tile[gq3_pos(row, 4 * k + 2)] = make_uint2(b[2], b[3]);
+                }
+            }
+            if (!a.qc) continue; /* block-uniform */
+            __syncthreads();
+            uint32_t v[8]; /* rows 8g .. 8g+7, columns 4cg .. 4cg+3 */
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = tile[(rd ^ (16 * (i & 1) | 2 * ((i >> 1) & 1))) + 32 * (i >> 1)];
+            uint32_t lo[4], hi[4];
+            gq3_transpose4(v[0], v[1], v[2], v[3], lo);
+            gq3_transpose4(v[4], v[5], v[6], v[7], hi);
+            const int64_t rs = M[u].r0 + 8 * g, cc = (int64_t)M[u].ct * GQ_TC + 4 * cg;
+            if (rs < M[u].m) {
+                const int n = (int)min((int64_t)8, M[u].m - rs);
+                /* member i's transposed copy [C, m_i] starts at element row0 · C */
+                uint8_t *p = a.qc + (size_t)M[u].row0 * (size_t)C + (size_t)cc * (size_t)M[u].m + (size_t)rs;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (cc + j < C) gq3_store8(p + (size_t)j * (size_t)M[u].m, lo[j], hi[j], n);
+            }
+            __syncthreads(); /* the tile is rewritten by the next one */
+        }
+    }
+    if (MODE == GQ_CAST_AMAX && ci >= 0) gq_flush(a.work + ci, best, nan_not);
+}
+
 /* ---- host side ---------------------------------------------------------------------------- */
 
 static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN_DTYPE_BF16 ? GQ_BF16 : GQ_F16; }
@@ -1281,9 +1485,20 @@ template <int DT, int MODE> static gq_kernel_t gq_tensor2_pick(int vec) {
     return vec ? gq_tensor2_kernel<DT, true, MODE> : gq_tensor2_kernel<DT, false, MODE>;
 }
 
+/* GLN_CUDA_QUANT_V3=0: gq_tensor2_kernel for the cast passes that gq_tensor3_kernel takes by
+ * default (bf16 / fp16 on the 16-byte path without dbias), to A/B them; read at every call. */
+static int gq_v3_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_V3");
+    return !(e && e[0] == '0');
+}
+
 template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
     if ((MODE & GQ_DBIAS) == 0 && gq_v2_enabled()) { /* the dbias variants stay on v1 */
         constexpr int M = MODE & GQ_MODE_MASK;
+        if ((M == GQ_CAST || M == GQ_CAST_AMAX) && vec && dt != GQ_F32 && gq_v3_enabled()) {
+            constexpr int M3 = M == GQ_CAST ? GQ_CAST : GQ_CAST_AMAX; /* an instantiable mode */
+            return dt == GQ_BF16 ? gq_tensor3_kernel<GQ_BF16, M3> : gq_tensor3_kernel<GQ_F16, M3>;
+        }
         if (dt == GQ_F32) return gq_tensor2_pick<GQ_F32, M>(vec);
         if (dt == GQ_BF16) return gq_tensor2_pick<GQ_BF16, M>(vec);
         return gq_tensor2_pick<GQ_F16, M>(vec);
