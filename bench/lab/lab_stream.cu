@@ -72,13 +72,14 @@ __device__ __forceinline__ uint2 cvt8(uint4 w, float s) {
 }
 
 /* Tiles of TR x TC, row-major over the tile grid; block b takes tiles b, b + grid, ... */
-template <int TC, int S, bool TRANS>
+template <int TC, int S, bool TRANS, int LINES>
 __global__ void __launch_bounds__(THREADS) cast_tma_kernel(const __grid_constant__ CUtensorMap map, int64_t rows,
                                                            int64_t cols, float s, uint8_t *q, uint8_t *qt) {
     extern __shared__ __align__(1024) uint8_t smem[];
     constexpr int NB = TC / BOX_C;                      /* boxes per tile */
     constexpr int STAGE = TR * TC * 2;                  /* bytes of a stage */
-    uint8_t *tt = smem + S * STAGE;                     /* [TR][TC + 16] E4M3 codes for the transpose */
+    constexpr int P = LINES ? TC + 4 : TC + 16;         /* pitch of the transpose tile (see below) */
+    uint8_t *tt = smem + S * STAGE;                     /* [TR][P] E4M3 codes for the transpose */
     uint64_t *full = (uint64_t *)(tt + (TRANS ? TR * (TC + 16) : 0));
     const int tid = threadIdx.x;
     const int64_t ctiles = cols / TC, ntiles = (rows / TR) * ctiles;
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(THREADS) cast_tma_kernel(const __grid_constant
             const uint2 o = cvt8(v, s);
             const int c = b * BOX_C + k * 8;
             *(uint2 *)(q + (size_t)(r0 + r) * (size_t)cols + (size_t)(c0 + c)) = o;
-            if (TRANS) *(uint2 *)(tt + r * (TC + 16) + c) = o;
+            if (TRANS) *(uint32_t *)(tt + r * P + c) = o.x, *(uint32_t *)(tt + r * P + c + 4) = o.y;
         }
         if (TRANS) {
             __syncthreads();
@@ -123,13 +124,16 @@ __global__ void __launch_bounds__(THREADS) cast_tma_kernel(const __grid_constant
 #pragma unroll
             for (int p = 0; p < TR * TC / 16 / THREADS; p++) {
                 const int w = tid + p * THREADS;
-                const int c = w % TC, j = w / TC; /* a warp: 32 columns of one 16-row strip */
+                /* LINES = 0: a warp takes 32 columns of one 16-row strip (16-byte pieces of 32
+                 * output rows).  LINES = 1: 8 threads take the 8 strips of one column, so a warp
+                 * writes 4 whole 128-byte output lines; a pitch of an odd number of words puts the
+                 * 8 strips' bytes in 8 different banks. */
+                const int c = LINES ? w / (TR / 16) : w % TC, j = LINES ? w % (TR / 16) : w / TC;
                 uint32_t o[4];
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const uint8_t *col = tt + (j * 16 + 4 * e) * (TC + 16) + c;
-                    o[e] = (uint32_t)col[0] | ((uint32_t)col[TC + 16] << 8) | ((uint32_t)col[2 * (TC + 16)] << 16) |
-                           ((uint32_t)col[3 * (TC + 16)] << 24);
+                    const uint8_t *col = tt + (j * 16 + 4 * e) * P + c;
+                    o[e] = (uint32_t)col[0] | ((uint32_t)col[P] << 8) | ((uint32_t)col[2 * P] << 16) | ((uint32_t)col[3 * P] << 24);
                 }
                 *(uint4 *)(qt + (size_t)(c0 + c) * (size_t)rows + (size_t)(r0 + j * 16)) = make_uint4(o[0], o[1], o[2], o[3]);
             }
@@ -213,12 +217,14 @@ int main(int argc, char **argv) {
     printf("%-28s %9.1f GB/s  %5.1f %% of copy\n", "read only", rd, 100 * rd / copy);
 
     const variant vs[] = {
-        {"cast R, 128x64, 4 stages", cast_tma_kernel<64, 4, false>, 64, 4, 0},
-        {"cast R, 128x128, 3 stages", cast_tma_kernel<128, 3, false>, 128, 3, 0},
-        {"cast R+T, 128x64, 3 stages", cast_tma_kernel<64, 3, true>, 64, 3, 1},
-        {"cast R+T, 128x64, 4 stages", cast_tma_kernel<64, 4, true>, 64, 4, 1},
-        {"cast R+T, 128x128, 2 stages", cast_tma_kernel<128, 2, true>, 128, 2, 1},
-        {"cast R+T, 128x128, 3 stages", cast_tma_kernel<128, 3, true>, 128, 3, 1},
+        {"cast R, 128x64, 4 stages", cast_tma_kernel<64, 4, false, 0>, 64, 4, 0},
+        {"cast R, 128x128, 3 stages", cast_tma_kernel<128, 3, false, 0>, 128, 3, 0},
+        {"cast R+T, 128x64, 3 st, strips", cast_tma_kernel<64, 3, true, 0>, 64, 3, 1},
+        {"cast R+T, 128x128, 2 st, strips", cast_tma_kernel<128, 2, true, 0>, 128, 2, 1},
+        {"cast R+T, 128x64, 3 st, lines", cast_tma_kernel<64, 3, true, 1>, 64, 3, 1},
+        {"cast R+T, 128x64, 4 st, lines", cast_tma_kernel<64, 4, true, 1>, 64, 4, 1},
+        {"cast R+T, 128x128, 2 st, lines", cast_tma_kernel<128, 2, true, 1>, 128, 2, 1},
+        {"cast R+T, 128x128, 3 st, lines", cast_tma_kernel<128, 3, true, 1>, 128, 3, 1},
     };
     int bad = 0;
     for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
