@@ -360,13 +360,6 @@ static void test_kernel_variants(void) {
     }
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {GLN_CASE(test_swiglu), GLN_CASE(test_gelu),
-                                            GLN_CASE(test_specials_and_fallbacks), GLN_CASE(test_kernel_variants)};
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
+GLN_TEST_CUDA_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_swiglu), GLN_CASE(test_gelu), GLN_CASE(test_specials_and_fallbacks),
+    GLN_CASE(test_kernel_variants))

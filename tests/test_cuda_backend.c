@@ -1104,18 +1104,9 @@ static void test_errors(void) {
     dbuf_free(&sp), dbuf_free(&wsp), dbuf_free(&xd), dbuf_free(&qd), dbuf_free(&qs);
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_amax),           GLN_CASE(test_cast),         GLN_CASE(test_quantize_tensor),
-        GLN_CASE(test_quantize_mxfp8), GLN_CASE(test_gemm_hp),      GLN_CASE(test_gemm_fp8),
-        GLN_CASE(test_grouped_gemm),   GLN_CASE(test_grouped_dbias), GLN_CASE(test_errors),
-        GLN_CASE(test_quantize_block), GLN_CASE(test_grouped_quantize), GLN_CASE(test_gemm_mxfp8),
-        GLN_CASE(test_gemm_block),     GLN_CASE(test_gemm_fp8_padded),
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
+GLN_TEST_CUDA_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_amax), GLN_CASE(test_cast), GLN_CASE(test_quantize_tensor), GLN_CASE(test_quantize_mxfp8),
+    GLN_CASE(test_gemm_hp), GLN_CASE(test_gemm_fp8), GLN_CASE(test_grouped_gemm),
+    GLN_CASE(test_grouped_dbias), GLN_CASE(test_errors), GLN_CASE(test_quantize_block),
+    GLN_CASE(test_grouped_quantize), GLN_CASE(test_gemm_mxfp8), GLN_CASE(test_gemm_block),
+    GLN_CASE(test_gemm_fp8_padded))

@@ -563,17 +563,13 @@ static void test_graph_capture(void) {
 }
 #endif
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_matrix),
+static const gln_test_case_t k_cases[] = {
+    GLN_CASE(test_matrix),
 #ifdef GLN_TEST_HAVE_CUDA
-        GLN_CASE(test_graph_capture),
+    GLN_CASE(test_graph_capture),
 #endif
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
+};
+
+int main(int argc, char **argv) {
+    return gln_test_cuda_main(argc, argv, &g_cpu, &g_cu, k_cases, sizeof k_cases / sizeof k_cases[0]);
 }

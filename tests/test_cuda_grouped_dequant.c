@@ -288,22 +288,7 @@ static void test_list_large(void) {
         for (int cw = 0; cw < 2; cw++) list_case(&rng, k_modes[mi], GLN_DTYPE_FP8_E4M3, cw, 64, 256, 1024);
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {GLN_CASE(test_grouped), GLN_CASE(test_grouped_more),
-                                            GLN_CASE(test_list), GLN_CASE(test_list_large)};
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
-
-#else
-
-int main(void) {
-    printf("skipped: the CUDA backend is not compiled in\n");
-    return 77;
-}
-
 #endif
+
+GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_grouped), GLN_CASE(test_grouped_more), GLN_CASE(test_list), GLN_CASE(test_list_large))

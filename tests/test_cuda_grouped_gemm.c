@@ -789,24 +789,21 @@ static void test_graph_capture_emulated(void) {
 }
 #endif
 
+static const gln_test_case_t k_cases[] = {
+    GLN_CASE(test_matrix),
+    GLN_CASE(test_fallbacks),
+    GLN_CASE(test_out_dtypes),
+#ifdef GLN_TEST_HAVE_CUDA
+    GLN_CASE(test_graph_capture),
+    GLN_CASE(test_graph_capture_emulated),
+#endif
+};
+
 int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
     /* The block-scaled cases here check the dequantize emulation and the loop bit for bit; the
      * block-scaled CUTLASS kernels that take them by default (FP8 tensor-core accumulation, not
-     * bitwise) have their own test, test_cuda_grouped_blockwise.c. */
+     * bitwise) have their own test, test_cuda_grouped_blockwise.c.  The backend reads the switch
+     * at every call, so setting it before the contexts exist changes nothing else. */
     setenv("GLN_CUDA_BLOCKWISE", "0", 1);
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_matrix),
-        GLN_CASE(test_fallbacks),
-        GLN_CASE(test_out_dtypes),
-#ifdef GLN_TEST_HAVE_CUDA
-        GLN_CASE(test_graph_capture),
-        GLN_CASE(test_graph_capture_emulated),
-#endif
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
+    return gln_test_cuda_main(argc, argv, &g_cpu, &g_cu, k_cases, sizeof k_cases / sizeof k_cases[0]);
 }

@@ -661,25 +661,9 @@ static void test_kernel_variants(void) {
     CHECK(unsetenv("GLN_CUDA_QUANT_V3") == 0);
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_encode_sweep),   GLN_CASE(test_single),       GLN_CASE(test_grouped),
-        GLN_CASE(test_grouped_dtypes), GLN_CASE(test_many_members), GLN_CASE(test_graph),
-        GLN_CASE(test_bad_splits),     GLN_CASE(test_kernel_variants),
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
-
-#else /* no CUDA compiled in */
-
-int main(void) {
-    printf("skipped: the CUDA backend is not compiled in\n");
-    return 77;
-}
-
 #endif
+
+GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_encode_sweep), GLN_CASE(test_single), GLN_CASE(test_grouped), GLN_CASE(test_grouped_dtypes),
+    GLN_CASE(test_many_members), GLN_CASE(test_graph), GLN_CASE(test_bad_splits),
+    GLN_CASE(test_kernel_variants))

@@ -310,15 +310,6 @@ static void test_bad_indices(void) {
     for (size_t i = 0; i < COUNT(bufs); i++) CHECK_OK(gln_free(g_cu, bufs[i]));
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_router),  GLN_CASE(test_router_ties),  GLN_CASE(test_plan),
-        GLN_CASE(test_permute), GLN_CASE(test_activation),   GLN_CASE(test_bad_indices),
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
+GLN_TEST_CUDA_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_router), GLN_CASE(test_router_ties), GLN_CASE(test_plan), GLN_CASE(test_permute),
+    GLN_CASE(test_activation), GLN_CASE(test_bad_indices))

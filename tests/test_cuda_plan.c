@@ -102,21 +102,6 @@ static void test_plan_bad_splits(void) {
     CHECK_OK(gln_context_async_error(g_cu));
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {GLN_CASE(test_plan_sums), GLN_CASE(test_plan_bad_splits)};
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
-
-#else
-
-int main(void) {
-    printf("skipped: the CUDA backend is not compiled in\n");
-    return 77;
-}
-
 #endif
+
+GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu, GLN_CASE(test_plan_sums), GLN_CASE(test_plan_bad_splits))

@@ -189,21 +189,6 @@ static void test_fused_vs_cpu(void) {
     }
 }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {GLN_CASE(test_fused_vs_cpu)};
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
-
-#else /* no CUDA compiled in */
-
-int main(void) {
-    printf("skipped: the CUDA backend is not compiled in\n");
-    return 77;
-}
-
 #endif
+
+GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu, GLN_CASE(test_fused_vs_cpu))

@@ -670,15 +670,6 @@ static void test_mxfp8(void) { run_variant(3); }
 static void test_fp8_block(void) { run_variant(4); }
 static void test_fp8_block_fp32_scales(void) { run_variant(5); }
 
-int main(int argc, char **argv) {
-    int setup = gln_test_cuda_pair(&g_cpu, &g_cu);
-    if (setup != 0) return setup;
-    static const gln_test_case_t cases[] = {
-        GLN_CASE(test_none),      GLN_CASE(test_fp8_delayed), GLN_CASE(test_fp8_current),
-        GLN_CASE(test_mxfp8),     GLN_CASE(test_fp8_block),   GLN_CASE(test_fp8_block_fp32_scales),
-    };
-    int rc = gln_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-    gln_context_destroy(g_cu);
-    gln_context_destroy(g_cpu);
-    return rc;
-}
+GLN_TEST_CUDA_MAIN(g_cpu, g_cu,
+    GLN_CASE(test_none), GLN_CASE(test_fp8_delayed), GLN_CASE(test_fp8_current), GLN_CASE(test_mxfp8),
+    GLN_CASE(test_fp8_block), GLN_CASE(test_fp8_block_fp32_scales))

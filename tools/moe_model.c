@@ -41,12 +41,13 @@ struct moe_model {
     float *logits, *gates;
     int32_t *experts;
     int64_t *splits, *row_of;
-    void *xp, *h1, *a, *yp;         /* activation dtype */
+    void *xp, *h1, *a, *yp;         /* activation dtype; `a` NULL under fuse_act */
     /* FC2's input quantized by the activation itself (gln_activation_forward_quantize) under the
      * recipes whose layer takes a pre-quantized input (fp8-current, mxfp8, fp8-block; not under
-     * --exact-data, whose activation is rounded onto a grid first): then `a` is never written,
-     * and aq holds FC2's x, rowwise and (training) columnwise, the latter referenced by FC2's
-     * saved context until its backward. */
+     * --exact-data, whose activation is rounded onto a grid first): then `a` is not allocated
+     * (nothing reads it: the backward recomputes the activation's gradient from h1, and FC2's
+     * wgrad reads its saved quantized input), and aq holds FC2's x, rowwise and (training)
+     * columnwise, the latter referenced by FC2's saved context until its backward. */
     int fuse_act;
     gln_quant_config_t aq_cfg;
     void *aq[4];                    /* data, col_data, scale_inv, col_scale_inv */
@@ -143,12 +144,14 @@ static gln_status_t create_buffers(moe_model_t *m) {
     } bufs[] = {
         {(void **)&m->logits, T * E * 4}, {(void **)&m->gates, P * 4},   {(void **)&m->experts, P * 4},
         {(void **)&m->splits, E * 8},     {(void **)&m->row_of, P * 8},  {&m->xp, R * H * es},
-        {&m->h1, R * F1 * es},            {&m->a, R * F * es},           {&m->yp, R * H * es},
+        {&m->h1, R * F1 * es},            {&m->yp, R * H * es},
         {(void **)&m->tmp32, m->cfg.exact ? R * wide * 4 : 4}, {(void **)&m->dgates, P * 4}, {(void **)&m->dlogits, T * E * 4},
         {(void **)&m->dx, T * H * 4},     {&m->dyp, R * H * es},         {&m->da, R * F * es},
         {&m->dh1, R * F1 * es},           {&m->dxp, R * H * es},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) TRY(alloc_zero(m, bufs[i].bytes, bufs[i].p));
+    /* the activation's output [R, F] only where it is written: not under fuse_act */
+    if (!m->fuse_act) TRY(alloc_zero(m, R * F * es, &m->a));
     return GLN_STATUS_SUCCESS;
 }
 
@@ -219,8 +222,9 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
     if (st != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 0, m->H, m->F1)) != GLN_STATUS_SUCCESS) goto fail;
     if ((st = create_layer(m, 1, m->F, m->H)) != GLN_STATUS_SUCCESS) goto fail;
-    if ((st = create_buffers(m)) != GLN_STATUS_SUCCESS) goto fail;
+    /* create_act_quant decides fuse_act, which create_buffers needs */
     if ((st = create_act_quant(m)) != GLN_STATUS_SUCCESS) goto fail;
+    if ((st = create_buffers(m)) != GLN_STATUS_SUCCESS) goto fail;
     *model = m;
     return GLN_STATUS_SUCCESS;
 fail:
@@ -283,7 +287,7 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
 
     TRY(layer_forward(m, 0, m->xp, NULL, H, m->h1, F1, 1));
     gln_tensor_t th1 = act_tensor(m, P, F1, m->h1);
-    if (m->fuse_act) { /* FC2's input quantized by the activation: `a` is never written */
+    if (m->fuse_act) { /* FC2's input quantized by the activation: no `a` */
         gln_grouped_tensor_t gh1 = act_quant_view(m), xq = act_quant_view(m);
         gh1.packed = th1;
         TRY(gln_activation_forward_quantize(m->ctx, m->cfg.shape.act, m->adt, &m->aq_cfg, &gh1, &xq));

@@ -20,6 +20,7 @@ MICROBATCH_UNSET, MICROBATCH_FIRST, MICROBATCH_NEXT = 0, 1, 2
 AMAX_ALGO_MAX, AMAX_ALGO_MOST_RECENT = 0, 1
 E8M0_ROUND_UP, E8M0_ROUND_FLOOR = 0, 1
 COPY_HOST_TO_BACKEND, COPY_BACKEND_TO_HOST, COPY_BACKEND_TO_BACKEND = 0, 1, 2
+ACT_SWIGLU, ACT_GELU = 0, 1
 
 STATUS_SUCCESS, STATUS_INVALID_ARGUMENT, STATUS_NOT_SUPPORTED, STATUS_OUT_OF_MEMORY = 0, 1, 2, 3
 STATUS_INVALID_STATE, STATUS_BACKEND_ERROR, STATUS_COMM_ERROR, STATUS_INTERNAL_ERROR = 4, 5, 6, 7
@@ -204,6 +205,9 @@ _PROTOTYPES = [
     ("gln_dequantize", C.c_int, [_P, _PT, C.c_int, _PT]),
     ("gln_grouped_quantize", C.c_int, [_P, C.POINTER(QuantConfig), C.POINTER(GroupedTensor),
                                        C.POINTER(GroupedTensor)]),
+    ("gln_activation_forward", C.c_int, [_P, C.c_int, _PT, _PT]),
+    ("gln_activation_forward_quantize", C.c_int, [_P, C.c_int, C.c_int, C.POINTER(QuantConfig),
+                                                  C.POINTER(GroupedTensor), C.POINTER(GroupedTensor)]),
     ("gln_cast", C.c_int, [_P, _PT, _PT]),
     ("gln_amax", C.c_int, [_P, _PT, C.POINTER(C.c_float)]),
     ("gln_grouped_gemm", C.c_int, [_P, C.POINTER(GroupedGemmArgs)]),

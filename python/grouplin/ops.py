@@ -1,5 +1,6 @@
 """numpy / DLPack operations over the library's numerics: scalar conversions, casts, amax,
-quantize / dequantize per scaling mode, and the grouped GEMM.
+quantize / dequantize per scaling mode, the expert activations (alone or fused with the grouped
+quantization of their output), and the grouped GEMM.
 
 Every array argument may be a numpy array (or any CPU array numpy takes through DLPack) or a torch
 tensor on the CPU or a CUDA device; results come back in the same kind, on the same device.  CUDA
@@ -261,21 +262,44 @@ def grouped_quantize(x, m_splits, mode="current", fp8_dtype="e4m3", rowwise=True
     """Quantize the N row blocks of x [rows, cols] (m_splits rows each; a list or host array)
     member by member, into one GroupedQuantized.  Modes as quantize(); 'delayed' takes N scales.
     CPU arrays and tensors (host splits)."""
+    _check_mode(mode)
+    b = _view_2d(x, "x")
+    q, cfg = _grouped_output(b, b.shape[1], m_splits, mode, fp8_dtype, rowwise, columnwise, scale, amax_epsilon,
+                             power_2_scale, e8m0_rounding)
+    gin = _lib.GroupedTensor(len(q.splits), q.splits.ctypes.data, 0, b.tensor())
+    gout = q.grouped_tensor()
+    _lib.check(_lib.lib().gln_grouped_quantize(_ctx(b.device), C.byref(cfg), C.byref(gin), C.byref(gout)),
+               "gln_grouped_quantize")
+    return q
+
+
+def _check_mode(mode):
     if mode not in _MODES:
         raise ValueError("mode: %r (expected one of %s)" % (mode, ", ".join(_MODES)))
-    b = _arrays.view(x, "x", _HP)
+
+
+def _view_2d(x, name):
+    b = _arrays.view(x, name, _HP)
     if len(b.shape) != 2:
-        raise ValueError("x: expected a 2-D array, got shape %s" % (tuple(b.shape),))
+        raise ValueError("%s: expected a 2-D array, got shape %s" % (name, tuple(b.shape)))
+    return b
+
+
+def _grouped_output(b, cols, m_splits, mode, fp8_dtype, rowwise, columnwise, scale, amax_epsilon, power_2_scale,
+                    e8m0_rounding):
+    """(GroupedQuantized, QuantConfig) for quantizing b's rows, cut by m_splits, at `cols`
+    columns: the output buffers allocated in b's kind and on its device (amax zeroed, scales 1 or
+    the delayed scales), and the config the library takes."""
     splits = np.ascontiguousarray(np.asarray(m_splits, dtype=np.int64).reshape(-1))
     n = splits.shape[0]
     gmode, delayed = _MODES[mode]
     if delayed and scale is None:
         raise ValueError("scale: mode 'delayed' needs N encode scales")
     fp8 = _fp8_code(fp8_dtype)
-    rows, cols = b.shape
-    L = _lib.lib()
+    rows = b.shape[0]
     ro, co = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
-    _lib.check(L.gln_grouped_scale_offsets(gmode, n, splits.ctypes.data, cols, ro.ctypes.data, co.ctypes.data),
+    _lib.check(_lib.lib().gln_grouped_scale_offsets(gmode, n, splits.ctypes.data, cols, ro.ctypes.data,
+                                                    co.ctypes.data),
                "gln_grouped_scale_offsets")
     scode = _lib.E8M0 if gmode == _lib.SCALING_MXFP8_1D else _lib.FP32
     q = GroupedQuantized(mode, fp8, (rows, cols), splits, scale_offsets=ro, col_scale_offsets=co,
@@ -296,10 +320,66 @@ def grouped_quantize(x, m_splits, mode="current", fp8_dtype="e4m3", rowwise=True
                             delayed=delayed, amax_epsilon=float(amax_epsilon),
                             power_2_scale=int(bool(power_2_scale)),
                             e8m0_rounding={"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}[e8m0_rounding])
-    gin = _lib.GroupedTensor(n, splits.ctypes.data, 0, b.tensor())
+    return q, cfg
+
+
+# ---- expert activations -------------------------------------------------------------------------
+_ACTIVATIONS = {"swiglu": _lib.ACT_SWIGLU, "gelu": _lib.ACT_GELU}
+
+
+def _activation(act):
+    """The gln_activation_t of an activation's name."""
+    code = _ACTIVATIONS.get(act)
+    if code is None:
+        raise ValueError("activation: %r (expected one of %s)" % (act, ", ".join(_ACTIVATIONS)))
+    return code
+
+
+def _act_width(code, cols):
+    """The output width H for an input of `cols` columns.  An odd SwiGLU input is passed on as it
+    is: the library rejects it with its own message."""
+    return cols // 2 if code == _lib.ACT_SWIGLU else cols
+
+
+def activation_forward(x, activation="swiglu", out_dtype=None):
+    """An expert activation, computed in FP32 and rounded once to out_dtype (default: x's dtype).
+
+    'swiglu': x [rows, 2H] = [a | b] -> silu(a) * b, [rows, H].
+    'gelu':   x [rows, H] -> gelu(x) (tanh form), [rows, H]."""
+    code = _activation(activation)
+    b = _view_2d(x, "x")
+    out_code = b.dtype if out_dtype is None else _hp_code(out_dtype, "out_dtype")
+    rows, h = b.shape[0], _act_width(code, b.shape[1])
+    out = _arrays.empty(b, (rows, h), out_code)
+    tin, tout = b.tensor(), _lib.plain_tensor(out_code, rows, h, _arrays.ptr(out))
+    _lib.check(_lib.lib().gln_activation_forward(_ctx(b.device), code, C.byref(tin), C.byref(tout)),
+               "gln_activation_forward")
+    return out
+
+
+def activation_forward_quantize(x, m_splits, activation="swiglu", mode="current", fp8_dtype="e4m3", hp_dtype=None,
+                                rowwise=True, columnwise=False, scale=None, amax_epsilon=0.0, power_2_scale=False,
+                                e8m0_rounding="up"):
+    """The activation of x's rows quantized in the same pass, into one GroupedQuantized of
+    [rows, H]: the input of an FP8 FC2 without writing the high-precision activation.
+
+    x and activation as activation_forward(); m_splits, mode and the quantization options as
+    grouped_quantize().  hp_dtype (default: x's dtype) is the dtype the activation's output is
+    rounded to before it is quantized.  Every byte of the result equals
+        grouped_quantize(activation_forward(x, activation, hp_dtype), m_splits, mode, ...)
+    on the same backend (the CUDA backend fuses the two for bf16 input; other calls compose
+    them).  CPU arrays and tensors (host splits)."""
+    code = _activation(activation)
+    _check_mode(mode)
+    b = _view_2d(x, "x")
+    hp = b.dtype if hp_dtype is None else _hp_code(hp_dtype, "hp_dtype")
+    q, cfg = _grouped_output(b, _act_width(code, b.shape[1]), m_splits, mode, fp8_dtype, rowwise, columnwise, scale,
+                             amax_epsilon, power_2_scale, e8m0_rounding)
+    gin = _lib.GroupedTensor(len(q.splits), q.splits.ctypes.data, 0, b.tensor())
     gout = q.grouped_tensor()
-    _lib.check(L.gln_grouped_quantize(_ctx(b.device), C.byref(cfg), C.byref(gin), C.byref(gout)),
-               "gln_grouped_quantize")
+    _lib.check(_lib.lib().gln_activation_forward_quantize(_ctx(b.device), code, hp, C.byref(cfg), C.byref(gin),
+                                                          C.byref(gout)),
+               "gln_activation_forward_quantize")
     return q
 
 

@@ -86,6 +86,22 @@ int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda) {
     return 0;
 }
 
+int gln_test_cuda_main(int argc, char **argv, gln_context_t **cpu, gln_context_t **cuda,
+                       const gln_test_case_t *cases, size_t count) {
+    int setup = gln_test_cuda_pair(cpu, cuda);
+    if (setup != 0) return setup;
+    int rc = gln_test_main(argc, argv, cases, count);
+    gln_context_destroy(*cuda);
+    gln_context_destroy(*cpu);
+    *cpu = *cuda = NULL;
+    return rc;
+}
+
+int gln_test_skip_no_cuda(void) {
+    printf("skipped: the CUDA backend is not compiled in\n");
+    return 77;
+}
+
 gln_rng_t gln_rng_seed(uint64_t seed) {
     gln_rng_t r = {seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull};
     if (r.s == 0) r.s = 1;

@@ -60,6 +60,32 @@ gln_context_t *gln_test_cpu_context(void);
  * any other failure (reported on stderr).  The caller destroys both contexts. */
 int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda);
 
+/* The main() of a test comparing the CUDA backend to the CPU backend: creates both contexts with
+ * gln_test_cuda_pair() into *cpu and *cuda (the test's globals), runs the cases with
+ * gln_test_main(), destroys both contexts and returns the exit status.  Returns 77 (skip) without
+ * running a case when the CUDA backend is not compiled in or has no device, 1 when a context
+ * cannot be created. */
+int gln_test_cuda_main(int argc, char **argv, gln_context_t **cpu, gln_context_t **cuda,
+                       const gln_test_case_t *cases, size_t count);
+#define GLN_TEST_CUDA_MAIN(cpu, cuda, ...)                                                      \
+    int main(int argc, char **argv) {                                                           \
+        static const gln_test_case_t cases_[] = {__VA_ARGS__};                                  \
+        return gln_test_cuda_main(argc, argv, &(cpu), &(cuda), cases_,                          \
+                                  sizeof cases_ / sizeof cases_[0]);                            \
+    }
+/* Prints that the CUDA backend is not compiled in; returns 77. */
+int gln_test_skip_no_cuda(void);
+/* The same for a test whose code is compiled only with GLN_TEST_HAVE_CUDA (it uses the CUDA
+ * runtime or the CUDA backend's internals; the test wraps all of it in #ifdef GLN_TEST_HAVE_CUDA
+ * and writes this macro after the #endif).  Without GLN_TEST_HAVE_CUDA the arguments are dropped
+ * unexpanded, and main() reports the skip and exits 77. */
+#ifdef GLN_TEST_HAVE_CUDA
+#define GLN_TEST_CUDA_ONLY_MAIN(cpu, cuda, ...) GLN_TEST_CUDA_MAIN(cpu, cuda, __VA_ARGS__)
+#else
+#define GLN_TEST_CUDA_ONLY_MAIN(cpu, cuda, ...)                                                 \
+    int main(void) { return gln_test_skip_no_cuda(); }
+#endif
+
 /* Deterministic random numbers (xorshift64*), per test. */
 typedef struct gln_rng {
     uint64_t s;
