@@ -25,6 +25,8 @@
  * kernels / the forward-order cast pass, GLN_CUDA_QUANT_V2=0 the first per-tensor kernels (v1)
  * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
  * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
+ * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
+ * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0),
  * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_BLOCK_V1=1 the first block kernel, to
  * measure what each change gains; the variants are printed.
  *
@@ -316,10 +318,12 @@ int main(int argc, char **argv) {
                v2 && v2[0] == '0' ? "v1" : "v2", v2 ? v2 : "unset", pipe && pipe[0] == '0' ? "off" : "on",
                pipe ? pipe : "unset", order ? order : "default (MXFP8 strided)");
         const char *v3 = getenv("GLN_CUDA_QUANT_V3"), *mx = getenv("GLN_CUDA_QUANT_MX");
-        const char *blk = getenv("GLN_CUDA_BLOCK_V1");
-        printf("  per-tensor cast %s (GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), block %s "
-               "(GLN_CUDA_BLOCK_V1=%s)\n",
-               v3 && v3[0] == '0' ? "v2" : "v3", v3 ? v3 : "unset", mx && mx[0] == '1' ? "v1" : "v2", mx ? mx : "unset",
+        const char *blk = getenv("GLN_CUDA_BLOCK_V1"), *tma = getenv("GLN_CUDA_QUANT_TMA");
+        const int v3_on = !(v3 && v3[0] == '0'), v2_on = !(v2 && v2[0] == '0'), tma_on = !(tma && tma[0] == '0');
+        printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), "
+               "block %s (GLN_CUDA_BLOCK_V1=%s)\n",
+               v2_on && v3_on && tma_on ? "v4 TMA (amax + cast)" : v3_on ? "v3 cast" : "v2 cast",
+               tma ? tma : "unset", v3 ? v3 : "unset", mx && mx[0] == '1' ? "v1" : "v2", mx ? mx : "unset",
                blk && blk[0] == '1' ? "v1" : "v2", blk ? blk : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);

@@ -18,11 +18,17 @@
  *     splits on a caller's stream, replayed with other splits written between replays;
  *   - bad device splits (negative, past the rows, out's differing from in's): clamped on the
  *     device, reported by gln_context_async_error, results equal to the CPU on the clamped splits;
+ *   - the per-tensor TMA kernels (gq_tensor4_kernel, the default for bf16 / fp16 with cols % 8 ==
+ *     0 and an aligned input) on shapes of their own: columns 8 .. 264 that are and are not
+ *     multiples of 16, 64 and 128 (a row's last chunk of 8 columns), members of 0 / 1 / 127 / 128 /
+ *     129 / 300 rows (partial boxes loading the next member's rows, which must be masked), rows
+ *     past the packed tensor (the box's zero fill), misaligned outputs (the stores' fallbacks);
  *   - the kernels' measurement variants (GLN_CUDA_QUANT_PIPE=0, GLN_CUDA_QUANT_REVERSE=0) on the
  *     grouped cases, the v1 MXFP8 kernel (GLN_CUDA_QUANT_MX=1) on the single and grouped
- *     cases, and the v2 per-tensor cast kernels (GLN_CUDA_QUANT_V3=0: gq_tensor2_kernel where
- *     gq_tensor3_kernel is the default) on the encode sweep, the single, grouped and graph
- *     cases: the same bytes.
+ *     cases, the v2 per-tensor cast kernels (GLN_CUDA_QUANT_V3=0: gq_tensor2_kernel where
+ *     gq_tensor3_kernel or gq_tensor4_kernel is the default) on the encode sweep, the single,
+ *     grouped and graph cases, and the register kernels instead of the TMA ones
+ *     (GLN_CUDA_QUANT_TMA=0: v3 / v2) on all of those and the TMA shapes: the same bytes.
  * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) on both backends and followed by
  * guard bytes on the device; a mismatch names the buffer, member, row, column, got and want.
  *
@@ -351,7 +357,8 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
 
 static void test_single(void) {
     static const int64_t shapes[][2] = {{1, 1},     {3, 33},    {129, 31}, {130, 257}, {0, 48},
-                                        {17, 0},    {128, 128}, {256, 384}, {77, 136}, {64, 2048}};
+                                        {17, 0},    {128, 128}, {256, 384}, {77, 136}, {64, 2048},
+                                        {1, 8},     {3, 40},    {129, 24}, {130, 264}};
     gln_rng_t rng = gln_rng_seed(71);
     for (size_t s = 0; s < COUNT(shapes); s++)
         for (int m = 0; m < M_COUNT; m++)
@@ -466,6 +473,8 @@ typedef struct splits_set {
 static const splits_set_t k_sets[] = {{6, k_sp_awkward}, {3, k_sp_one}, {6, k_sp_16},
                                       {5, k_sp_4},       {1, k_sp_single}, {3, k_sp_empty}};
 
+static void test_tma_shapes(void);
+
 static void test_grouped(void) {
     static const int64_t cols[] = {1, 33, 48, 257, 512};
     gln_rng_t rng = gln_rng_seed(72);
@@ -480,6 +489,7 @@ static void test_grouped(void) {
                                      sum + (v & 1) * 3, cols[c]};
                         grouped_case(&g, (v + copies + m) % 3, v >= 2, (v >> 2) & 1, &rng);
                     }
+    test_tma_shapes(); /* the TMA kernels' shapes (main's case list is the harness's) */
 }
 
 /* Every input dtype with each kind of splits on the awkward splits. */
@@ -506,6 +516,44 @@ static void test_many_members(void) {
             const gln_quant_config_t cfg = make_cfg(m, 3, how ? 6 : 1);
             gcase_t g = {&cfg, how ? GLN_DTYPE_BF16 : GLN_DTYPE_FP16, N, splits, sum + 5, 256};
             grouped_case(&g, how, 1, 1, &rng);
+        }
+}
+
+/* The per-tensor TMA kernels' own shapes (they take bf16 / fp16 with cols % 8 == 0, where v3 took
+ * cols % 16 == 0): current and delayed scaling, R / C / RC, E4M3 / E5M2, both NaN rules, NaN / Inf
+ * inputs, every kind of splits; members of 0 / 1 / 127 / 128 / 129 / 300 rows (a box starting in a
+ * member's last partial row tile loads the next member's rows: they must not reach the amax or the
+ * stores), 3 packed rows past the members on some (the box's zero fill past the tensor is never
+ * reached there, but rows past the members are), columns below one box (8, 24, 40), a row's last
+ * chunk of 8 columns (24, 40, 136, 264), multiples of 128 (384), and one tensor with misaligned
+ * outputs (the stores' 8-byte and narrower fallbacks).  GLN_CUDA_QUANT_TMA=0 runs the same on v3 /
+ * v2 (test_kernel_variants). */
+static void test_tma_shapes(void) {
+    static const int64_t sp_tma[] = {0, 1, 127, 128, 129, 300};
+    static const int64_t sp_one[] = {300};
+    static const int64_t cols[] = {8, 24, 40, 136, 264, 384};
+    static const gln_dtype_t dts[] = {GLN_DTYPE_BF16, GLN_DTYPE_FP16};
+    gln_rng_t rng = gln_rng_seed(77);
+    for (size_t c = 0; c < COUNT(cols); c++)
+        for (int m = M_CURRENT; m <= M_DELAYED; m++)
+            for (int copies = 1; copies <= 3; copies++)
+                for (int v = (int)(c % 2); v < 8; v += 2) {
+                    const gln_quant_config_t cfg = make_cfg(m, copies, v);
+                    const gln_dtype_t dt = dts[(c + (size_t)copies + (size_t)v) % COUNT(dts)];
+                    gcase_t g = {&cfg, dt, 6, sp_tma, 685 + (v & 2 ? 3 : 0), cols[c]};
+                    grouped_case(&g, (v + copies + m) % 3, v >= 2, (v >> 2) & 1, &rng);
+                    gcase_t one = {&cfg, dt, 1, sp_one, 300, cols[c]};
+                    if (copies == 3) grouped_case(&one, v % 3, 1, 1, &rng);
+                }
+    for (int m = M_CURRENT; m <= M_DELAYED; m++)
+        for (size_t d = 0; d < COUNT(dts); d++) {
+            const gln_quant_config_t cfg = make_cfg(m, 3, 2);
+            single_case(&cfg, dts[d], 130, 264, 1, 1, 0, 0, &rng);
+            single_case(&cfg, dts[d], 129, 24, 1, 0, 0, 0, &rng);
+            single_case(&cfg, dts[d], 130, 264, 1, 1, 0, 8, &rng); /* 8-byte aligned outputs */
+            single_case(&cfg, dts[d], 130, 264, 1, 0, 0, 4, &rng);
+            single_case(&cfg, dts[d], 77, 136, 1, 1, 0, 1, &rng);
+            single_case(&cfg, dts[d], 200, 512, 1, 1, 0, 8, &rng);
         }
 }
 
@@ -629,8 +677,9 @@ static void test_bad_splits(void) {
 
 /* The measurement variants of the kernels (GLN_CUDA_QUANT_PIPE=0: load-then-use loop;
  * GLN_CUDA_QUANT_REVERSE=0: current scaling's cast pass in forward order; GLN_CUDA_QUANT_MX=1:
- * the v1 MXFP8 kernel; GLN_CUDA_QUANT_V3=0: the v2 per-tensor cast kernels), read at every
- * call: the same bytes as the defaults. */
+ * the v1 MXFP8 kernel; GLN_CUDA_QUANT_V3=0: the v2 per-tensor cast kernels;
+ * GLN_CUDA_QUANT_TMA=0: the register kernels instead of the TMA ones), read at every call: the
+ * same bytes as the defaults. */
 static void test_kernel_variants(void) {
     static const char *vars[] = {"GLN_CUDA_QUANT_PIPE", "GLN_CUDA_QUANT_REVERSE"};
     for (size_t k = 0; k < COUNT(vars); k++) {
@@ -658,7 +707,18 @@ static void test_kernel_variants(void) {
     test_grouped_dtypes();
     test_many_members();
     test_graph();
+    test_tma_shapes();
     CHECK(unsetenv("GLN_CUDA_QUANT_V3") == 0);
+    /* GLN_CUDA_QUANT_TMA=0: every per-tensor pass that gq_tensor4_kernel takes by default on v3
+     * (cast passes with cols % 16 == 0) or v2 (the amax pass, cols % 16 == 8) instead */
+    CHECK(setenv("GLN_CUDA_QUANT_TMA", "0", 1) == 0);
+    test_encode_sweep();
+    test_single();
+    test_grouped_dtypes();
+    test_many_members();
+    test_graph();
+    test_tma_shapes();
+    CHECK(unsetenv("GLN_CUDA_QUANT_TMA") == 0);
 }
 
 #endif

@@ -32,6 +32,12 @@
  *                   the 16-byte path without dbias (gq_tensor3_kernel): v2's loop with fewer
  *                   instructions (no division, no NaN-code check on NaN-free data, the
  *                   transposed tile in 32-bit words); GLN_CUDA_QUANT_V3=0: v2 for A/B runs.
+ *   TENSOR v4       the default for every TENSOR pass of bf16 / fp16 without dbias or activation,
+ *                   16-byte aligned input, cols % 8 == 0 (gq_tensor4_kernel: current's amax and
+ *                   cast passes, delayed's cast + amax): v3's per-element code fed by a
+ *                   bulk-copy (TMA) pipeline — tiles land in a ring of shared-memory stages
+ *                   through a 2-D tensor map while the block converts earlier ones;
+ *                   GLN_CUDA_QUANT_TMA=0: v3 / v2 for A/B runs.
  *   MXFP8           one kernel: a chunk's amax with its neighbour lane's gives the rowwise 1x32
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
  *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
@@ -81,6 +87,7 @@ extern "C" {
 
 #include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_tma.cuh"
 
 #ifndef GLN_CUDA_FP8_CVT
 #define GLN_CUDA_FP8_CVT 1
@@ -1457,6 +1464,244 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
     if (MODE == GQ_CAST_AMAX && ci >= 0) gq_flush(a.work + ci, best, nan_not);
 }
 
+/* ---- TENSOR, v4: a bulk-copy (TMA) load pipeline (the default where it applies; GLN_CUDA_QUANT_TMA=0
+ * selects v3 / v2 for A/B runs) -------------------------------------------------------------------
+ * Why: v2 / v3 hold a tile in registers between their 16-byte loads and its use (64 KB in flight
+ * per SM at 2 blocks of 116-128 registers), so while a block converts and stores, its loads are
+ * not in flight.  Here the tensor memory accelerator copies tiles into a ring of shared-memory
+ * stages: bytes in flight cost no registers and stay in flight while the block computes.
+ *   - Loads: one 2-D tensor map over the packed input [rows, cols] (bf16 / fp16), boxes of
+ *     GQ_TR x GQ_TC elements (128 rows x 128 bytes): one instruction per 16 KB tile, issued by
+ *     thread 0.  A box starts at the tile's packed row (member row0 + r0), so a member's partial
+ *     last tile also loads the next member's first rows (masked below, as the register kernels
+ *     mask them) and rows past the tensor / columns past cols load as zero (the tensor map's
+ *     out-of-bounds fill).  The box's bytes land in full, out-of-bounds fill included, so the
+ *     stage's barrier always expects GQ4_TILE_BYTES.  The 128-byte swizzle (16-byte unit u of tile
+ *     row r at unit u ^ (r % 8); gq4_read) makes a warp's reads of its 8 rows x 4 chunks free of
+ *     bank conflicts, which an unswizzled 128-byte pitch would make 2-way.
+ *   - Ring: GQ4_STAGES stages (1024-byte aligned for the swizzle), a "full" mbarrier each (one
+ *     arrival: thread 0's expect_tx, then the box's bytes).  The prologue issues tiles 0..S-1;
+ *     tile j waits on stage j % S with parity (j / S) % 2, every thread copies its two chunks
+ *     (rows rr, rr + 64, 16 elements each) to registers, and after the next block barrier (the
+ *     one the transposed phase needs anyway, or one of its own without a transposed copy) thread
+ *     0 refills the stage with tile j + S: S tiles in flight while a tile is converted.
+ *   - The transposed tile is double-buffered, so one block barrier per tile suffices: tile j + 2
+ *     rewrites tile j's buffer only after every thread has passed tile j + 1's barrier, i.e.
+ *     finished its reads of tile j.
+ *   - Everything after the registers hold the chunk is v3's code: the same member switch, the
+ *     amax fold on packed pairs (v2's per-chunk fold with the NaN index for a thread whose tile
+ *     holds a NaN), the same encodes (gq_mx2_encode without the NaN-code check when v3 would skip
+ *     it, gq2_encode otherwise), the same transposed tile layout (gq3_pos) and stores.  The
+ *     amax pass of current scaling (MODE GQ_AMAX) is the same loop without outputs.
+ *   - A chunk outside the member (rows past m, columns past cols) reads as +0, as gq_load's
+ *     missing elements do, so amax partials and NaN votes see only the member's elements.  With
+ *     cols % 16 == 8 the last chunk of a row holds 8 valid columns (the other 8 are the zero fill)
+ *     and stores 8 codes (gq4_store).
+ * Conditions (gq_tma_ok): bf16 / fp16 input without activation-on-load or dbias, x 16-byte aligned,
+ * cols % 8 == 0 (the tensor map's 16-byte row stride), packed rows and cols below 2^31 (the box
+ * coordinates are 32-bit); the outputs may have any alignment (stores check theirs).  Also only with
+ * v2 and v3 enabled: GLN_CUDA_QUANT_V2=0 / GLN_CUDA_QUANT_V3=0 keep selecting those kernels.
+ * Every byte equals v3's (and v2's where v3 does not apply): the same element bits reach the same
+ * functions, and the loads never change a bit.
+ * Not measured yet (no GPU in the session that wrote it): blocks per SM and the stage count are
+ * compile-time choices (GQ4_MIN_BLOCKS, GQ4_STAGES) worth an A/B on the H200;
+ * outputs are plain 16-byte stores (staging them in shared memory for bulk stores is a further
+ * step only if the stores show up as the limit). */
+/* 3 blocks of 256 threads per SM (<= 80 registers: ptxas -v, CUDA 13, sm_90a: 72-80, no spills)
+ * with 3 stages each: 3 x (48 KB ring + 16 KB transposed tiles + 2 KB) = 200 KB of shared memory,
+ * 9 tiles = 144 KB in flight per SM (v3: 64 KB), and 24 warps to overlap one block's barrier with
+ * another's work.  The alternative, 2 blocks of 4 stages (88-92 registers), is a -D away. */
+#ifndef GQ4_STAGES
+#define GQ4_STAGES 3
+#endif
+#ifndef GQ4_MIN_BLOCKS
+#define GQ4_MIN_BLOCKS 3
+#endif
+#define GQ4_TILE_BYTES (GQ_TR * GQ_TC * 2)                   /* one bf16 / fp16 box: 16 KB */
+#define GQ4_SMEM (GQ4_STAGES * GQ4_TILE_BYTES + 1024)        /* dynamic: the ring + slack to align it */
+static_assert(GQ_TC * 2 == 128, "a tile row is one 128-byte swizzle span");
+
+/* The producer's walk (thread 0 only, kept in shared memory so it costs no registers): the next
+ * tile to load and the member cursor of the loads. */
+typedef struct gq4_prod {
+    gq_cursor_t c;
+    int64_t rt, ct;
+} gq4_prod_t;
+
+/* Thread 0: arm `bar` for one box and load the producer's next tile into `dst`; advance. */
+__device__ __forceinline__ void gq4_issue(const gq_args_t &a, const CUtensorMap *map, gq4_prod_t *p, int64_t sq,
+                                          int64_t sr, uint8_t *dst, uint64_t *bar) {
+    gq_cursor_t c = p->c;
+    int64_t rt = p->rt, ct = p->ct;
+    gq_locate(a, rt, c);
+    const int32_t row = (int32_t)(c.row0 + (rt - c.t0) * GQ_TR), col = (int32_t)(ct * GQ_TC);
+    gln_mbar_expect_tx(bar, GQ4_TILE_BYTES);
+    gln_tma_load_2d(dst, map, bar, row, col);
+    rt += sq, ct += sr;
+    if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+    p->c = c, p->rt = rt, p->ct = ct;
+}
+
+/* The 8 words (16 elements, columns 16k .. 16k+15) of tile row `row` of a swizzled stage: 16-byte
+ * units 2k and 2k+1 of the row, stored at unit ^ (row % 8). */
+__device__ __forceinline__ void gq4_read(const uint8_t *stage, int row, int k, uint32_t (&w)[8]) {
+    const uint8_t *r = stage + row * 128;
+    const int x = row & 7;
+    const uint4 u0 = *(const uint4 *)(r + (((2 * k) ^ x) << 4)), u1 = *(const uint4 *)(r + (((2 * k + 1) ^ x) << 4));
+    w[0] = u0.x, w[1] = u0.y, w[2] = u0.z, w[3] = u0.w;
+    w[4] = u1.x, w[5] = u1.y, w[6] = u1.z, w[7] = u1.w;
+}
+
+/* n (16, or 8 for a row's last chunk when cols % 16 == 8) codes at p: 16- or 8-byte stores where
+ * p is aligned for them, else gq_store16's narrower ones. */
+__device__ __forceinline__ void gq4_store(uint8_t *p, const uint32_t (&b)[4], int n) {
+    const uintptr_t a = (uintptr_t)p;
+    if (n == GQ_CHUNK && (a & 15) == 0) {
+        *(uint4 *)p = make_uint4(b[0], b[1], b[2], b[3]);
+    } else if ((a & 7) == 0 && (n == 8 || n == GQ_CHUNK)) {
+        *(uint2 *)p = make_uint2(b[0], b[1]);
+        if (n == GQ_CHUNK) *(uint2 *)(p + 8) = make_uint2(b[2], b[3]);
+    } else {
+        gq_store16(p, b, n);
+    }
+}
+
+/* MODE GQ_AMAX (current scaling's amax pass), GQ_CAST (its cast pass: a.work holds the amax
+ * pass's partials of the same x) or GQ_CAST_AMAX (delayed scaling).  `map`: gq_tma_encode's map
+ * of a.x. */
+template <int DT, int MODE>
+__global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
+    gq_tensor4_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a) {
+    static_assert(DT != GQ_F32, "v4: 2-byte inputs (a tile row is 128 bytes)");
+    constexpr int S = GQ4_STAGES, W = gq_traits<DT>::W;
+    constexpr bool CASTS = MODE != GQ_AMAX;
+    __shared__ __align__(16) uint32_t tile[CASTS ? 2 : 1][CASTS ? GQ_TR * GQ_TC / 4 : 1]; /* transposed, x2 */
+    __shared__ __align__(8) uint64_t full[S];
+    __shared__ gq4_prod_t prod;
+    extern __shared__ __align__(1024) uint8_t gq4_dyn[];
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return;
+    /* the ring, 1024-byte aligned in the shared window (the 128-byte swizzle repeats every 1024) */
+    uint8_t *const ring = gq4_dyn + ((1024u - (gln_smem_addr(gq4_dyn) & 1023u)) & 1023u);
+    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int lane = t & 31, g = lane & 15, cg = 2 * (t >> 5) + (lane >> 4); /* transposed phase */
+    const int64_t C = a.cols, count = wk.count;
+    const size_t passC = (size_t)GQ_PASS * (size_t)C;
+    const int rd = 128 * g + ((16 * (g & 1)) | (cg ^ (2 * (g >> 1)))); /* as in gq_tensor3_kernel */
+    const float dummy[GQ_CHUNK] = {};
+    /* the walk as (row tile, column tile), as in gq_mx2_kernel */
+    const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
+    const int64_t sr = wk.step - sq * a.n_ct;
+    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
+    gq_cursor_t lc; /* the consumers' cursor: the member of the tile in use */
+    gq_member(a, gq_find(a, rt), lc);
+    if (t == 0) {
+#pragma unroll
+        for (int s = 0; s < S; s++) gln_mbar_init(&full[s], 1);
+        gln_mbar_init_fence();
+        prod.c = lc, prod.rt = rt, prod.ct = ct;
+        for (int s = 0; s < S && s < count; s++) gq4_issue(a, &map, &prod, sq, sr, ring + s * GQ4_TILE_BYTES, &full[s]);
+    }
+    __syncthreads(); /* the barriers are initialized before anyone waits on them */
+    int32_t ci = -1; /* the member whose amax partial / scale is in use (none yet) */
+    float s = 0.0f;
+    bool fast = false; /* block-uniform: s finite and nonzero (CAST: and the member has no NaN) */
+    uint32_t best = 0;
+    unsigned long long nan_not = 0;
+    int stage = 0;
+    uint32_t parity = 0;
+    for (int64_t j = 0; j < count; j++) {
+        gq_locate(a, rt, lc);
+        if (lc.i != ci) { /* block-uniform: the next member */
+            if (MODE != GQ_CAST && ci >= 0) gq_flush(a.work + ci, best, nan_not), best = 0, nan_not = 0;
+            ci = lc.i;
+            if (CASTS) {
+                s = __ldg(a.scale + ci);
+                /* x·s is NaN only for a NaN x; GLN_CUDA_FP8_CVT=0 builds encode everything in software */
+                fast = GLN_CUDA_FP8_CVT && (__float_as_uint(s) & 0x7FFFFFFFu) < 0x7F800000u && s != 0.0f;
+                if (MODE == GQ_CAST) fast = fast && a.work[ci].nan_not == 0;
+            }
+        }
+        const int64_t r0 = (rt - lc.t0) * GQ_TR, c = ct * GQ_TC + k * GQ_CHUNK;
+        const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0; /* 16, 8 or 0 */
+        const size_t e0 = (size_t)(lc.row0 + r0 + rr) * (size_t)C + (size_t)c; /* chunk h = 0's element */
+        uint8_t *const st = ring + stage * GQ4_TILE_BYTES;
+        gln_mbar_wait(&full[stage], parity);
+        bool ok[GQ_RPT]; /* chunk h (rows rr, rr + 64) is in the member */
+        uint32_t w[GQ_RPT][W];
+#pragma unroll
+        for (int h = 0; h < GQ_RPT; h++) {
+            ok[h] = nc > 0 && r0 + rr + h * GQ_PASS < lc.m;
+            gq4_read(st, rr + h * GQ_PASS, k, w[h]);
+            if (!ok[h]) {
+#pragma unroll
+                for (int v = 0; v < W; v++) w[h][v] = 0u; /* not the member's: +0, like gq_load */
+            }
+        }
+        const bool tr = CASTS && a.qc != NULL; /* block-uniform: a transposed phase (with its barrier) */
+        if (!tr) { /* every thread's words are out of the stage: refill it */
+            __syncthreads();
+            if (t == 0 && j + S < count) gq4_issue(a, &map, &prod, sq, sr, st, &full[stage]);
+        }
+        bool use_fast = fast;
+        if (MODE != GQ_CAST) {
+            uint32_t pm = 0; /* packed |x| maxima of the thread's chunks (NaN patterns order above Inf) */
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++)
+#pragma unroll
+                for (int v = 0; v < W; v++) pm = __vmaxu2(pm, w[h][v] & 0x7FFF7FFFu);
+            const uint32_t tm = max(pm & 0xFFFFu, pm >> 16);
+            const bool nan = tm > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+            if (!nan) {
+                best = max(best, __float_as_uint(gq_value<DT>(tm)));
+            } else { /* v2's fold, with the lowest NaN's index */
+#pragma unroll
+                for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(w[h], e0 + (size_t)h * passC, best, nan_not);
+            }
+            if (MODE == GQ_CAST_AMAX) use_fast = fast && !__any_sync(GQ_FULL, nan);
+        }
+        if (CASTS) {
+            uint32_t *const tb = tile[CASTS ? (j & 1) : 0];
+#pragma unroll
+            for (int h = 0; h < GQ_RPT; h++) {
+                uint32_t b[4];
+                if (use_fast) gq_mx2_encode<DT, false>(w[h], s, dummy, a.e5m2, b); /* warp-uniform */
+                else gq2_encode<DT>(w[h], s, a.e5m2, b);
+                if (a.q && ok[h]) gq4_store(a.q + e0 + (size_t)h * passC, b, nc);
+                if (tr) {
+                    const int row = rr + h * GQ_PASS;
+                    *(uint2 *)&tb[gq3_pos(row, 4 * k)] = make_uint2(b[0], b[1]);
+                    *(uint2 *)&tb[gq3_pos(row, 4 * k + 2)] = make_uint2(b[2], b[3]);
+                }
+            }
+            if (tr) {
+                __syncthreads(); /* the transposed tile is written; every thread is past its stage reads */
+                if (t == 0 && j + S < count) gq4_issue(a, &map, &prod, sq, sr, st, &full[stage]);
+                uint32_t v[8]; /* rows 8g .. 8g+7, columns 4cg .. 4cg+3 */
+#pragma unroll
+                for (int i = 0; i < 8; i++) v[i] = tb[(rd ^ (16 * (i & 1) | 2 * ((i >> 1) & 1))) + 32 * (i >> 1)];
+                uint32_t lo[4], hi[4];
+                gq3_transpose4(v[0], v[1], v[2], v[3], lo);
+                gq3_transpose4(v[4], v[5], v[6], v[7], hi);
+                const int64_t rs = r0 + 8 * g, cc = ct * GQ_TC + 4 * cg;
+                if (rs < lc.m) {
+                    const int n = (int)min((int64_t)8, lc.m - rs);
+                    /* member i's transposed copy [C, m_i] starts at element row0 · C */
+                    uint8_t *p = a.qc + (size_t)lc.row0 * (size_t)C + (size_t)cc * (size_t)lc.m + (size_t)rs;
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        if (cc + q < C) gq3_store8(p + (size_t)q * (size_t)lc.m, lo[q], hi[q], n);
+                }
+                /* no barrier here: the next tile writes the other buffer (see above) */
+            }
+        }
+        rt += sq, ct += sr; /* the next tile */
+        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+        if (++stage == S) stage = 0, parity ^= 1u;
+    }
+    if (MODE != GQ_CAST && ci >= 0) gq_flush(a.work + ci, best, nan_not);
+}
+
 /* ---- host side ---------------------------------------------------------------------------- */
 
 static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN_DTYPE_BF16 ? GQ_BF16 : GQ_F16; }
@@ -1538,12 +1783,12 @@ static gq_kernel_t gq_mx_pick(int dt, int vec, int dbias) {
 
 /* Blocks of a persistent tile kernel over at most `tiles` tiles: as many as fit on the device at
  * once (never more than the tiles). */
-static gln_status_t gq_grid(gq_kernel_t kernel, int64_t tiles, int64_t *blocks, const char *call) {
+static gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, const char *call, size_t smem = 0) {
     int dev = 0, sms = 0, per_sm = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
     GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
                            "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, 0), call,
+    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, smem), call,
                            "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
     if (*blocks > tiles) *blocks = tiles;
@@ -1562,7 +1807,7 @@ static gln_status_t gq_launch(gq_kernel_t kernel, const gq_args_t *a, int64_t ti
                               const char *call, const char *name) {
     if (tiles <= 0) return GLN_STATUS_SUCCESS;
     int64_t blocks = 0;
-    GLN_TRY(gq_grid(kernel, tiles, &blocks, call));
+    GLN_TRY(gq_grid((const void *)kernel, tiles, &blocks, call));
     return gq_launch_on(kernel, a, tiles, blocks, stream, call, name);
 }
 
@@ -1653,6 +1898,81 @@ static int gq_reverse_enabled(void) {
     return !(e && e[0] == '0');
 }
 
+/* GLN_CUDA_QUANT_TMA=0: v3 / v2 where gq_tensor4_kernel (the TMA pipeline) is the default, to A/B
+ * them; read at every call. */
+static int gq_tma_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_TMA");
+    return !(e && e[0] == '0');
+}
+
+/* The shapes gq_tensor4_kernel takes (its section's conditions).  GLN_CUDA_QUANT_V2=0 and
+ * GLN_CUDA_QUANT_V3=0 keep selecting the older kernels, so each switch names one kernel. */
+static int gq_tma_ok(const gq_args_t *a, const gln_tensor_t *in) {
+    return gq_tma_enabled() && gq_v2_enabled() && gq_v3_enabled() && !a->dpart && a->act == GLN_ACT_LOAD_NONE &&
+           (in->dtype == GLN_DTYPE_BF16 || in->dtype == GLN_DTYPE_FP16) && gq_aligned(a->x) && a->cols > 0 &&
+           a->cols % 8 == 0 && a->cols <= INT32_MAX - GQ_TC && in->rows > 0 && in->rows <= INT32_MAX - GQ_TR;
+}
+
+typedef void (*gq4_kernel_t)(CUtensorMap, gq_args_t);
+
+/* gq_tensor4_kernel<DT, MODE> with its dynamic shared memory allowed on the current device (set
+ * once per device and instantiation: more than the default 48 KB needs the attribute). */
+template <int DT, int MODE> static gln_status_t gq4_get(int dev, gq4_kernel_t *k, const char *call) {
+    static unsigned long long ready = 0; /* bit d: set on device d (< 64; others set it every call) */
+    *k = gq_tensor4_kernel<DT, MODE>;
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
+    if (bit && (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) & bit)) return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_cuda_check(cudaFuncSetAttribute((const void *)*k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                GQ4_SMEM),
+                           call, "cudaFuncSetAttribute(gq_tensor4_kernel, MaxDynamicSharedMemorySize)"));
+    if (bit) __atomic_fetch_or(&ready, bit, __ATOMIC_RELEASE);
+    return GLN_STATUS_SUCCESS;
+}
+
+template <int MODE> static gln_status_t gq4_pick(int dt, gq4_kernel_t *k, const char *call) {
+    int dev = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+    return dt == GQ_BF16 ? gq4_get<GQ_BF16, MODE>(dev, k, call) : gq4_get<GQ_F16, MODE>(dev, k, call);
+}
+
+static gln_status_t gq4_launch(gq4_kernel_t k, const CUtensorMap *map, const gq_args_t *a, int64_t tiles,
+                               int64_t blocks, cudaStream_t st, const char *call, const char *name) {
+    if (tiles <= 0 || blocks <= 0) return GLN_STATUS_SUCCESS;
+    k<<<(unsigned int)blocks, GQ_THREADS, GQ4_SMEM, st>>>(*map, *a);
+    return gln_cuda_check_launch(call, name);
+}
+
+/* The first pass of gq_run_tensor on gq_tensor4_kernel (current: the amax pass, with the grid both
+ * passes share in *blocks; delayed: cast + amax), or *map_ok = 0 where the shape is not v4's or the
+ * driver refuses the tensor map (the caller then runs v3 / v2). */
+static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_t *a, const gln_tensor_t *in,
+                                   int64_t tiles, cudaStream_t st, CUtensorMap *map, int *map_ok, int64_t *blocks,
+                                   const char *call) {
+    *map_ok = 0;
+    if (!gq_tma_ok(a, in)) return GLN_STATUS_SUCCESS;
+    if (gln_tma_encode_2d(map, in->dtype == GLN_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                          a->x, (uint64_t)in->rows, (uint64_t)a->cols, (uint64_t)a->cols * 2u, GQ_TR, GQ_TC,
+                          CU_TENSOR_MAP_SWIZZLE_128B) != 0)
+        return GLN_STATUS_SUCCESS;
+    *map_ok = 1;
+    const int dt = gq_dt(in->dtype);
+    gq4_kernel_t k = NULL;
+    if (cfg->delayed) {
+        GLN_TRY(gq4_pick<GQ_CAST_AMAX>(dt, &k, call));
+        GLN_TRY(gq_grid((const void *)k, tiles, blocks, call, GQ4_SMEM));
+        return gq4_launch(k, map, a, tiles, *blocks, st, call, "gq_tensor4_kernel<cast+amax>");
+    }
+    gq4_kernel_t cast = NULL;
+    int64_t cast_blocks = 0;
+    GLN_TRY(gq4_pick<GQ_AMAX>(dt, &k, call));
+    GLN_TRY(gq4_pick<GQ_CAST>(dt, &cast, call));
+    GLN_TRY(gq_grid((const void *)k, tiles, blocks, call, GQ4_SMEM));
+    GLN_TRY(gq_grid((const void *)cast, tiles, &cast_blocks, call, GQ4_SMEM));
+    if (cast_blocks < *blocks) *blocks = cast_blocks;
+    return gq4_launch(k, map, a, tiles, *blocks, st, call, "gq_tensor4_kernel<amax>");
+}
+
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
                                   const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles,
                                   const gln_cuda_amax_record_t *rec, const char *call) {
@@ -1664,13 +1984,16 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
      * block b reads the same tiles twice, the second time last to first: the tiles it read last are
      * still in L2 (50 MB on an H200) when the cast pass starts on them */
     int64_t blocks = 0, cast_blocks = 0;
-    if (!cfg->delayed) {
+    CUtensorMap map;
+    int tma = 0;
+    GLN_TRY(gq4_first_pass(cfg, a, in, tiles, st, &map, &tma, &blocks, call)); /* v4: launched there */
+    if (!tma && !cfg->delayed) {
         const gq_kernel_t amax = a->dpart ? gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec) : gq_tensor_pick<GQ_AMAX>(dt, vec);
-        GLN_TRY(gq_grid(amax, tiles, &blocks, call));
-        GLN_TRY(gq_grid(gq_tensor_pick<GQ_CAST>(dt, vec), tiles, &cast_blocks, call));
+        GLN_TRY(gq_grid((const void *)amax, tiles, &blocks, call));
+        GLN_TRY(gq_grid((const void *)gq_tensor_pick<GQ_CAST>(dt, vec), tiles, &cast_blocks, call));
         if (cast_blocks < blocks) blocks = cast_blocks;
         GLN_TRY(gq_launch_on(amax, a, tiles, blocks, st, call, "gq_tensor_kernel<amax>"));
-    } else {
+    } else if (!tma) {
         const gq_kernel_t k = a->dpart ? gq_tensor_pick<GQ_CAST_AMAX | GQ_DBIAS>(dt, vec)
                                        : gq_tensor_pick<GQ_CAST_AMAX>(dt, vec);
         GLN_TRY(gq_launch(k, a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
@@ -1684,6 +2007,11 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
     gq_args_t r = *a;
     r.reverse = gq_reverse_enabled();
+    if (tma) {
+        gq4_kernel_t cast = NULL;
+        GLN_TRY(gq4_pick<GQ_CAST>(dt, &cast, call));
+        return gq4_launch(cast, &map, &r, tiles, blocks, st, call, "gq_tensor4_kernel<cast>");
+    }
     return gq_launch_on(gq_tensor_pick<GQ_CAST>(dt, vec), &r, tiles, blocks, st, call, "gq_tensor_kernel<cast>");
 }
 
