@@ -27,8 +27,9 @@
  * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
  * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
  * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0),
- * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_BLOCK_V1=1 the first block kernel, to
- * measure what each change gains; the variants are printed.
+ * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_BLOCK_V1=1 the first block kernel,
+ * GLN_CUDA_BLOCK_TMA=0 the block kernel before the TMA load pipeline (v2), to measure what each
+ * change gains; the variants are printed.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
  *                     [--torch CMD]   (exit 77 without a GPU) */
@@ -319,12 +320,14 @@ int main(int argc, char **argv) {
                pipe ? pipe : "unset", order ? order : "default (MXFP8 strided)");
         const char *v3 = getenv("GLN_CUDA_QUANT_V3"), *mx = getenv("GLN_CUDA_QUANT_MX");
         const char *blk = getenv("GLN_CUDA_BLOCK_V1"), *tma = getenv("GLN_CUDA_QUANT_TMA");
+        const char *btma = getenv("GLN_CUDA_BLOCK_TMA");
         const int v3_on = !(v3 && v3[0] == '0'), v2_on = !(v2 && v2[0] == '0'), tma_on = !(tma && tma[0] == '0');
         printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), "
-               "block %s (GLN_CUDA_BLOCK_V1=%s)\n",
+               "block %s (GLN_CUDA_BLOCK_V1=%s, GLN_CUDA_BLOCK_TMA=%s)\n",
                v2_on && v3_on && tma_on ? "v4 TMA (amax + cast)" : v3_on ? "v3 cast" : "v2 cast",
                tma ? tma : "unset", v3 ? v3 : "unset", mx && mx[0] == '1' ? "v1" : "v2", mx ? mx : "unset",
-               blk && blk[0] == '1' ? "v1" : "v2", blk ? blk : "unset");
+               blk && blk[0] == '1' ? "v1" : btma && btma[0] == '0' ? "v2" : "v3 (TMA; v2 where it does not apply)",
+               blk ? blk : "unset", btma ? btma : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
     for (size_t m = 0; m < sizeof moes / sizeof moes[0]; m++) {

@@ -14,7 +14,13 @@
  *     trailing packed rows that must stay untouched; and once through gln_grouped_quantize;
  *   - a CUDA graph capturing the plan + the grouped quantize with device splits on a caller's
  *     stream, replayed with other splits;
- *   - all of the above again with GLN_CUDA_BLOCK_V1=1 (bf16 on the v1 kernel).
+ *   - bf16 sweeps for the TMA kernel (v3: bf16, 16-byte aligned, cols % 8 == 0): shapes 1x8,
+ *     3x40, 129x24, 130x264, 128x128, 300x136, 257x1032, members of 0 / 1 / 127 / 128 / 129 /
+ *     300 rows with 24 / 136 / 264 / 512 columns, every option, host and device splits, and the
+ *     grid capped at 1-4 blocks (GLN_CUDA_BLOCK_GRID) so each block wraps its stage ring many
+ *     times, at every phase offset;
+ *   - all of the above again with GLN_CUDA_BLOCK_TMA=0 (bf16 on the v2 kernel) and with
+ *     GLN_CUDA_BLOCK_V1=1 (bf16 on the v1 kernel).
  * Outputs are poisoned (0xA5 data, NaN scales) on both backends and followed by guard bytes on
  * the device; a mismatch names the buffer, member, row, column, got and want.
  *
@@ -250,6 +256,32 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     free(h);
 }
 
+/* bf16 shapes that the TMA kernel (v3) takes, every mode / copy / option; then a tensor of 54
+ * tiles with the grid capped at 1-4 blocks (each block walks 14-54 tiles through its ring). */
+static void tma_single_sweep(gln_rng_t *rng) {
+    static const int64_t shapes[][2] = {{1, 8},     {3, 40},    {129, 24}, {130, 264},
+                                        {128, 128}, {300, 136}, {257, 1032}};
+    for (size_t s = 0; s < COUNT(shapes); s++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int copies = 1; copies <= 3; copies++)
+                for (int v = 0; v < 8; v++) {
+                    const gln_quant_config_t cfg =
+                        make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, copies, v);
+                    single_case(&cfg, GLN_DTYPE_BF16, shapes[s][0], shapes[s][1], v >= 2 || (s & 1), 0, 0, rng);
+                }
+    static const char *caps[] = {"1", "2", "3", "4"};
+    for (size_t c = 0; c < COUNT(caps); c++) {
+        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[c], 1) == 0);
+        for (int mode = 0; mode < 2; mode++)
+            for (int copies = 1; copies <= 3; copies++) {
+                const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, copies,
+                                                        (int)(c + (size_t)copies) % 8);
+                single_case(&cfg, GLN_DTYPE_BF16, 700, 1032, 1, 0, 0, rng);
+            }
+        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+    }
+}
+
 static void test_single(void) {
     static const int64_t shapes[][2] = {{1, 1}, {3, 33}, {129, 31}, {130, 257}, {128, 128}, {256, 384}, {77, 136}};
     gln_rng_t rng = gln_rng_seed(91);
@@ -271,6 +303,7 @@ static void test_single(void) {
             single_case(&cfg, k_hp[d], 200, 512, 1, 0, 1, &rng);
             single_case(&cfg, k_hp[d], 200, 512, 1, 0, 4, &rng);
         }
+    tma_single_sweep(&rng);
 }
 
 /* ---- grouped ------------------------------------------------------------------------------------ */
@@ -359,6 +392,37 @@ typedef struct splits_set {
 } splits_set_t;
 static const splits_set_t k_sets[] = {{6, k_sp_awkward}, {3, k_sp_one}, {6, k_sp_16}, {5, k_sp_4}, {1, k_sp_single}};
 
+/* bf16 groups that the TMA kernel (v3) takes: members of 0 / 1 / 127 / 128 / 129 / 300 rows (tiles
+ * that end inside a member, at its end, and boxes that reach into the next member's rows or past
+ * the packed rows), every option, host and device splits; then with the grid capped. */
+static const int64_t k_sp_tma[] = {0, 1, 127, 128, 129, 300};
+
+static void tma_grouped_sweep(gln_rng_t *rng) {
+    static const int64_t cols[] = {24, 136, 264, 512};
+    const int64_t sum = splits_sum(6, k_sp_tma);
+    for (size_t c = 0; c < COUNT(cols); c++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int copies = 1; copies <= 3; copies++)
+                for (int v = 0; v < 8; v++) {
+                    const gln_quant_config_t cfg =
+                        make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, copies, v);
+                    gcase_t g = {&cfg, GLN_DTYPE_BF16, 6, k_sp_tma, sum + (v & 1) * 3, cols[c]};
+                    grouped_case(&g, (v + copies + (int)c) & 1, 0, v >= 2, rng);
+                }
+    static const char *caps[] = {"1", "3"};
+    for (size_t k = 0; k < COUNT(caps); k++) {
+        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[k], 1) == 0);
+        for (int mode = 0; mode < 2; mode++)
+            for (int dev = 0; dev < 2; dev++) {
+                const gln_quant_config_t cfg =
+                    make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, 2 + (int)k + 4 * dev);
+                gcase_t g = {&cfg, GLN_DTYPE_BF16, 6, k_sp_tma, sum + 5, 264};
+                grouped_case(&g, dev, 0, 1, rng);
+            }
+        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+    }
+}
+
 static void test_grouped(void) {
     static const int64_t cols[] = {33, 128, 257, 512};
     gln_rng_t rng = gln_rng_seed(92);
@@ -374,6 +438,7 @@ static void test_grouped(void) {
                                      sum + (v & 1) * 3, cols[c]};
                         grouped_case(&g, (v + copies) & 1, 0, v >= 2, &rng);
                     }
+    tma_grouped_sweep(&rng);
 }
 
 /* Every input dtype with both split kinds on the awkward splits, and the public entry point. */
@@ -442,6 +507,9 @@ static void test_graph(void) {
         const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, mode ? 1 : 2);
         graph_case(&cfg, mode ? GLN_DTYPE_BF16 : GLN_DTYPE_FP32, &rng);
     }
+    /* bf16 BLOCK_1D too (cols 320: the TMA kernel, its tensor map captured in the graph) */
+    const gln_quant_config_t cfg = make_cfg(GLN_SCALING_BLOCK_1D, 3, 6);
+    graph_case(&cfg, GLN_DTYPE_BF16, &rng);
 }
 
 /* GLN_CUDA_QUANT_PREFETCH=0 (one block per tile, no L2 prefetch; read at every call): the same
@@ -452,9 +520,16 @@ static void test_prefetch_off(void) {
     CHECK(unsetenv("GLN_CUDA_QUANT_PREFETCH") == 0);
 }
 
-/* GLN_CUDA_BLOCK_V1=1 (read at every call): bf16 input on the v1 kernel (gln_block_quant_kernel)
- * rather than gln_block_quant2_kernel; the existing checks again, against the same reference. */
+/* GLN_CUDA_BLOCK_TMA=0 (read at every call): bf16 input on gln_block_quant2_kernel (v2) where the
+ * TMA kernel (v3) would run; then GLN_CUDA_BLOCK_V1=1: bf16 input on the v1 kernel
+ * (gln_block_quant_kernel).  The existing checks again, against the same reference. */
 static void test_block_v1(void) {
+    CHECK(setenv("GLN_CUDA_BLOCK_TMA", "0", 1) == 0);
+    test_single();
+    test_grouped();
+    test_grouped_dtypes();
+    test_graph();
+    CHECK(unsetenv("GLN_CUDA_BLOCK_TMA") == 0);
     CHECK(setenv("GLN_CUDA_BLOCK_V1", "1", 1) == 0);
     test_single();
     test_grouped();

@@ -46,7 +46,12 @@
  * 32-bit in-tile offsets from one 64-bit row base per tile; the BLOCK_1D column amax on packed
  * pairs too.  gln_block_quant2_kernel (below, bf16 only) takes the division-free walk, the
  * shift-based prefetch, the packed amaxes (rows and BLOCK_1D columns) and per-row pointer steps;
- * it stays at 128 registers (2 blocks per SM), so the register / occupancy lever is still open. */
+ * it stays at 128 registers (2 blocks per SM), so the register / occupancy lever is still open.
+ * gln_block_quant3_kernel (v3, below v2; the default for bf16 with a 16-byte aligned base and
+ * cols % 8 == 0; GLN_CUDA_BLOCK_TMA=0: v2) runs v2's per-thread code on tiles that a Hopper
+ * tensor copy (TMA) brings into a 3-stage shared-memory ring ahead of use, so a block's next two
+ * tiles are in flight while it computes and stores one (v2: no load in flight then).  ptxas: 127
+ * (2D) / 128 (1D) registers, no spills, 101 KiB of shared memory, 2 blocks per SM. */
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -67,6 +72,7 @@ extern "C" {
 #include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_group.cuh"
+#include "backend/cuda/cuda_tma.cuh"
 
 #define BQ_EDGE 128    /* block / tile edge */
 #define BQ_THREADS 256 /* 16 row groups x 16 column groups */
@@ -805,6 +811,48 @@ __device__ __forceinline__ void bq2_finish_1d(const bq_args_t &a, const bq_tile_
     bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
 }
 
+/* The thread's row amaxes ra[p] and (BLOCK_1D) column amaxes ca[j] of its packed codes, and
+ * whether it holds a NaN: the packed magnitude maxima when it holds none, v1's FP32 loop on the
+ * same values when it does (the v2 comment above says why both give v1's amaxes). */
+template <int IN, bool TWO_D, bool NANP>
+__device__ __forceinline__ bool bq2_amax(const uint32_t w[8][4], float ra[8], float ca[8]) {
+    const uint32_t inf_code = IN == BQ_IN_BF16 ? 0x7F80u : 0x7C00u, mag = 0x7FFF7FFFu;
+    /* packed magnitude maxima: rm[p] of row p (2 halves), cm[k] of columns 2k, 2k + 1 */
+    uint32_t rm[8], cm[4] = {0u, 0u, 0u, 0u}, all = 0u;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        rm[p] = __vmaxu2(__vmaxu2(w[p][0] & mag, w[p][1] & mag), __vmaxu2(w[p][2] & mag, w[p][3] & mag));
+        all = __vmaxu2(all, rm[p]);
+        if (!TWO_D)
+#pragma unroll
+            for (int k = 0; k < 4; k++) cm[k] = __vmaxu2(cm[k], w[p][k] & mag);
+    }
+    const bool has_nan = max(all & 0xFFFFu, all >> 16) > inf_code;
+    if (!has_nan) {
+#pragma unroll
+        for (int p = 0; p < 8; p++) ra[p] = bq2_widen<IN>(max(rm[p] & 0xFFFFu, rm[p] >> 16));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            ca[2 * k] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] & 0xFFFFu);
+            ca[2 * k + 1] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] >> 16);
+        }
+    } else { /* v1's loop on the same values */
+#pragma unroll
+        for (int j = 0; j < 8; j++) ca[j] = 0.0f;
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+            ra[p] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float x = bq2_elem<IN>(w, p, j);
+                ra[p] = bq_absmax<NANP>(ra[p], x);
+                if (!TWO_D) ca[j] = bq_absmax<NANP>(ca[j], x);
+            }
+        }
+    }
+    return has_nan;
+}
+
 template <int IN, bool TWO_D, bool NANP, bool E5M2>
 __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const bq_args_t a) {
     static_assert(IN == BQ_IN_BF16 || IN == BQ_IN_FP16, "v2 takes 2-byte inputs");
@@ -813,7 +861,6 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const b
     __shared__ float cscale[BQ_EDGE];
     __shared__ float wmax[BQ_THREADS / 32];
     const int cg = threadIdx.x & 15, rg = threadIdx.x >> 4;
-    const uint32_t inf_code = IN == BQ_IN_BF16 ? 0x7F80u : 0x7C00u, mag = 0x7FFF7FFFu;
     /* t = rt·ctiles + ct with 0 <= ct < ctiles throughout; the stride gridDim.x likewise */
     const int64_t step = gridDim.x, srt = step / a.ctiles, sct = step - srt * a.ctiles;
     int64_t rt = blockIdx.x / a.ctiles, ct = blockIdx.x - rt * a.ctiles;
@@ -830,43 +877,178 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const b
         uint32_t w[8][4];
         bq2_load<IN>(a, tl, rg, cg, w);
         float ra[8], ca[8];
-        /* packed magnitude maxima: rm[p] of row p (2 halves), cm[k] of columns 2k, 2k + 1 */
-        uint32_t rm[8], cm[4] = {0u, 0u, 0u, 0u}, all = 0u;
-#pragma unroll
-        for (int p = 0; p < 8; p++) {
-            rm[p] = __vmaxu2(__vmaxu2(w[p][0] & mag, w[p][1] & mag), __vmaxu2(w[p][2] & mag, w[p][3] & mag));
-            all = __vmaxu2(all, rm[p]);
-            if (!TWO_D)
-#pragma unroll
-                for (int k = 0; k < 4; k++) cm[k] = __vmaxu2(cm[k], w[p][k] & mag);
-        }
-        const bool has_nan = max(all & 0xFFFFu, all >> 16) > inf_code;
-        if (!has_nan) {
-#pragma unroll
-            for (int p = 0; p < 8; p++) ra[p] = bq2_widen<IN>(max(rm[p] & 0xFFFFu, rm[p] >> 16));
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                ca[2 * k] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] & 0xFFFFu);
-                ca[2 * k + 1] = TWO_D ? 0.0f : bq2_widen<IN>(cm[k] >> 16);
-            }
-        } else { /* v1's loop on the same values */
-#pragma unroll
-            for (int j = 0; j < 8; j++) ca[j] = 0.0f;
-#pragma unroll
-            for (int p = 0; p < 8; p++) {
-                ra[p] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const float x = bq2_elem<IN>(w, p, j);
-                    ra[p] = bq_absmax<NANP>(ra[p], x);
-                    if (!TWO_D) ca[j] = bq_absmax<NANP>(ca[j], x);
-                }
-            }
-        }
+        const bool has_nan = bq2_amax<IN, TWO_D, NANP>(w, ra, ca);
         if (TWO_D)
             bq2_finish_2d<IN, NANP, E5M2>(a, tl, w, ra, has_nan, rg, cg, tp, wmax);
         else
             bq2_finish_1d<IN, NANP, E5M2>(a, tl, w, ra, ca, has_nan, rg, cg, tp, colmax, cscale);
+    }
+}
+
+/* ---- v3 (issue 9): bf16 input through a bulk-copy (TMA) load pipeline ------------------------
+ *
+ * gln_block_quant3_kernel is the default for bf16 input whose base is 16-byte aligned, whose
+ * columns are a multiple of 8 and which is not an activation on load (bq_v3_usable on the host;
+ * GLN_CUDA_BLOCK_TMA=0: v2 as before).  v2 holds a tile in registers after load-then-use 16-byte
+ * loads, so while a block encodes and stores a tile none of its loads are in flight.  v3 keeps a
+ * ring of BQ3_STAGES (3) tiles in dynamic shared memory, filled by the Hopper tensor copy
+ * (cp.async.bulk.tensor, cuda_tma.cuh) that costs no registers and runs while the block computes:
+ * while the block works on its tile j, the copies of its tiles j + 1 and j + 2 are in flight or
+ * landed.
+ *
+ *   - Loads: one 2-D tensor map over the packed input [rows, cols] (bf16, row stride cols·2
+ *     bytes), box 128 rows x 128 columns, no swizzle: a stage is the tile, row r at r·256 bytes.
+ *     A box that crosses into the next member's rows loads them (bq3_load masks them to 0, as
+ *     bq2_load does); rows past the tensor's end and columns past cols load as 0.  The copy
+ *     always delivers the whole box (32768 bytes, zero fill included), so every stage's barrier
+ *     expects exactly BQ3_STAGE_BYTES.  Reading the stage: lane (rg, cg) reads 16 bytes of row
+ *     rg*8 + p at column cg*8; each 8-lane phase of a warp's 16-byte loads covers 128 contiguous
+ *     bytes of one row, so the unswizzled tile has no bank conflicts.
+ *   - Producer: warp 0 walks the block's tiles (v2's walk, its state in shared memory), finds
+ *     the next one (bq2_find needs a whole warp) and its lane 0 writes it into the stage's slot
+ *     (the tile, or "none"), arms the stage's "full" mbarrier with the box bytes and issues the
+ *     copy.  The prologue issues the block's first BQ3_STAGES - 1 tiles; at the top of iteration
+ *     j, after the block barrier that ends tile j - 1, it issues tile j + BQ3_STAGES - 1 into the
+ *     stage tile j - 1 used.  A copy is issued only for a real tile (t < tiles and bq2_find finds
+ *     it); real tiles are a prefix of the block's walk, so the copies issued are exactly those of
+ *     the tiles the loop consumes, and a block leaves (at the first slot that says "none") with
+ *     no copy in flight into its shared memory.
+ *   - Consumers (all 256 threads, warp 0 included): read the tile from the stage's slot (no
+ *     per-warp search, and no walk state in their registers), wait on the stage's barrier (phase
+ *     parity flips each time the ring wraps), read their 8x8 codes from it into the same
+ *     registers as v2 and run v2's code from there: bq2_amax, bq2_finish_1d / _2d (scales,
+ *     encodes, NaN fix-ups, rowwise stores, transposed store), so every output byte is v2's.
+ *   - The transposed copy's 16 KB staging tile is the consumed stage itself (that leaves room
+ *     for 2 blocks per SM).  It is safe: every thread's reads of the input precede a block barrier
+ *     that precedes the first staging write (bq_tile_scale's in BLOCK_2D, bq_col_scales' in
+ *     BLOCK_1D; the staging only exists with the columnwise copy, where that barrier is always
+ *     reached), and the stage is refilled only after the block barrier at the top of the next
+ *     iteration, which every thread reaches after its staging reads.  Each thread fences its
+ *     ordinary shared accesses against the async proxy (fence.proxy.async) before that barrier,
+ *     so the tensor copy's writes are ordered after the staging writes.
+ *   - Shared memory: 3 x 32 KB stages (+ 128 bytes to align the ring) dynamic, plus v2's 4.6 KB
+ *     of column maxima / scales, the barriers, slots and walk static: 103,344 bytes (BLOCK_1D),
+ *     2 blocks per SM (228 KB).
+ *     4 stages would leave 1 block per SM (8 warps), too few to hide the barrier waits and the
+ *     shuffles; 2 tiles in flight per block are 128 KB per SM, well above what the DRAM latency
+ *     asks for at the copy bandwidth (~20-30 KB per SM).
+ *   - Grid: persistent as v2 (as many blocks as are resident, from the occupancy calculator with
+ *     the dynamic shared memory); GLN_CUDA_QUANT_PREFETCH=0 still gives one block per tile (the
+ *     pipeline then holds one tile, for the A/B); GLN_CUDA_BLOCK_GRID=N caps it at N blocks (the
+ *     tests wrap the ring many times that way).  No L2 prefetch: the copies run ahead instead.
+ *   - Registers: 127-128, no spills (ptxas -v), with the thread's row / column group made opaque
+ *     per tile (else the compiler hoists the staging addresses out of the loop and spills them).
+ * Stores stay v2's ordinary stores (8-byte rowwise, 16-byte transposed): staging the rowwise
+ * codes in shared memory for bulk stores is a lever left for measurement. */
+
+#define BQ3_STAGES 3
+#define BQ3_STAGE_BYTES (BQ_EDGE * BQ_EDGE * 2) /* one bf16 tile: 128 rows of 256 bytes */
+#define BQ3_DYN_SMEM (BQ3_STAGES * BQ3_STAGE_BYTES + 128)
+
+/* Warp 0's walk over the block's tiles, in shared memory (no consumer register holds it): the
+ * next tile to issue, t = rt·ctiles + ct (0 <= ct < ctiles), and the grid stride as srt row
+ * tiles and sct column tiles, so a step is one carry (v2's walk). */
+typedef struct bq3_walk {
+    int64_t t, rt, ct, srt, sct;
+} bq3_walk_t;
+
+/* A stage's tile, written by warp 0's lane 0 when it issues the stage's copy: real = 0 when the
+ * walk has no tile there (past the grid bound or past the last real tile). */
+typedef struct bq3_slot {
+    bq_tile_t tl;
+    int real;
+} bq3_slot_t;
+
+/* Warp 0 (every lane): the walk's next tile into `slot`; if it is real, lane 0 arms `full` with the
+ * box's bytes and copies the tile's box into `stage`; the walk advances. */
+__device__ __forceinline__ void bq3_issue(const bq_args_t &a, const CUtensorMap *map, bq3_walk_t *walk,
+                                          bq3_slot_t *slot, uint8_t *stage, uint64_t *full) {
+    const int64_t t = walk->t, rt = walk->rt, ct = walk->ct;
+    bq_tile_t tl;
+    const int real = t < a.tiles && bq2_find(a, rt, ct, &tl); /* warp-uniform */
+    __syncwarp(); /* every lane has read the walk */
+    if ((threadIdx.x & 31) == 0) {
+        slot->real = real;
+        if (real) {
+            slot->tl = tl;
+            gln_mbar_expect_tx(full, BQ3_STAGE_BYTES);
+            gln_tma_load_2d(stage, map, full, (int32_t)(tl.mrow0 + tl.rs), (int32_t)tl.c0);
+        }
+        int64_t nrt = rt + walk->srt, nct = ct + walk->sct;
+        if (nct >= a.ctiles) nct -= a.ctiles, nrt++;
+        walk->t = t + gridDim.x, walk->rt = nrt, walk->ct = nct;
+    }
+    __syncwarp(); /* the advanced walk is seen by the warp's next call */
+}
+
+/* bq2_load's packed codes from a landed stage: w[p][k] = tile row rg*8 + p, tile columns
+ * cg*8 + 2k (low half) and + 1 (high half); 0 for rows past the member's tile and for columns
+ * past the tensor's (cols % 8 == 0, so a thread's 8 columns are all valid or all not). */
+__device__ __forceinline__ void bq3_load(const uint8_t *stage, const bq_tile_t &tl, int rg, int cg, uint32_t w[8][4]) {
+    const int c = cg * 8;
+    const uint8_t *src = stage + rg * 8 * (BQ_EDGE * 2) + c * 2;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        uint4 u = make_uint4(0u, 0u, 0u, 0u);
+        if (rg * 8 + p < tl.nr && c < tl.nc) u = *(const uint4 *)(src + p * (BQ_EDGE * 2));
+        w[p][0] = u.x, w[p][1] = u.y, w[p][2] = u.z, w[p][3] = u.w;
+    }
+}
+
+template <bool TWO_D, bool NANP, bool E5M2>
+__global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant3_kernel(const bq_args_t a,
+                                                                         const __grid_constant__ CUtensorMap map) {
+    constexpr int IN = BQ_IN_BF16;
+    extern __shared__ uint8_t bq3_dyn[];
+    __shared__ float colmax[BQ_THREADS / 32][BQ_EDGE];
+    __shared__ float cscale[BQ_EDGE];
+    __shared__ float wmax[BQ_THREADS / 32];
+    __shared__ __align__(8) uint64_t full[BQ3_STAGES];
+    __shared__ bq3_slot_t slot[BQ3_STAGES];
+    __shared__ bq3_walk_t walk;
+    /* the ring at a 128-byte aligned shared address (the tensor copy's destination alignment) */
+    uint8_t *ring = bq3_dyn + ((128u - (gln_smem_addr(bq3_dyn) & 127u)) & 127u);
+    const bool producer = threadIdx.x < 32;
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < BQ3_STAGES; s++) gln_mbar_init(&full[s], 1);
+        gln_mbar_init_fence();
+        walk.t = blockIdx.x, walk.rt = (int64_t)blockIdx.x / a.ctiles;
+        walk.ct = (int64_t)blockIdx.x - walk.rt * a.ctiles;
+        walk.srt = (int64_t)gridDim.x / a.ctiles, walk.sct = (int64_t)gridDim.x - walk.srt * a.ctiles;
+    }
+    __syncthreads();
+    if (producer)
+#pragma unroll
+        for (int s = 0; s < BQ3_STAGES - 1; s++)
+            bq3_issue(a, &map, &walk, &slot[s], ring + s * BQ3_STAGE_BYTES, &full[s]);
+    int stage = 0;       /* tile j's stage: j % BQ3_STAGES */
+    uint32_t parity = 0; /* and the parity of its barrier's phase: (j / BQ3_STAGES) & 1 */
+    for (;;) {
+        gln_fence_async_smem(); /* this thread's shared accesses of tile j - 1 before the refill */
+        __syncthreads();        /* tile j - 1 is done: its stage, slot and the shared scratch are free */
+        if (!slot[stage].real) return; /* block-uniform; no later tile is real, none was issued */
+        const bq_tile_t &tl = slot[stage].tl; /* read where used: fewer live registers */
+        if (producer) {
+            const int s = stage == 0 ? BQ3_STAGES - 1 : stage - 1;
+            bq3_issue(a, &map, &walk, &slot[s], ring + s * BQ3_STAGE_BYTES, &full[s]);
+        }
+        gln_mbar_wait(&full[stage], parity);
+        /* the thread's row / column group, made opaque per tile so that the compiler does not hoist
+         * the addresses derived from them out of the loop (held across it they spill, ptxas -v) */
+        int cg = threadIdx.x & 15, rg = threadIdx.x >> 4;
+        asm volatile("" : "+r"(cg), "+r"(rg));
+        uint8_t *buf = ring + stage * BQ3_STAGE_BYTES;
+        uint32_t w[8][4];
+        bq3_load(buf, tl, rg, cg, w);
+        float ra[8], ca[8];
+        const bool has_nan = bq2_amax<IN, TWO_D, NANP>(w, ra, ca);
+        /* buf is the transposed copy's staging tile from here on (see above) */
+        if (TWO_D)
+            bq2_finish_2d<IN, NANP, E5M2>(a, tl, w, ra, has_nan, rg, cg, buf, wmax);
+        else
+            bq2_finish_1d<IN, NANP, E5M2>(a, tl, w, ra, ca, has_nan, rg, cg, buf, colmax, cscale);
+        if (++stage == BQ3_STAGES) stage = 0, parity ^= 1u;
     }
 }
 
@@ -896,6 +1078,14 @@ static bq_kernel_t bq2_pick1(int two_d, int nanp, int e5m2) {
     return two_d ? bq2_pick2<IN, true>(nanp, e5m2) : bq2_pick2<IN, false>(nanp, e5m2);
 }
 
+typedef void (*bq3_kernel_t)(const bq_args_t, const CUtensorMap);
+
+template <bool TWO_D>
+static bq3_kernel_t bq3_pick2(int nanp, int e5m2) {
+    if (nanp) return e5m2 ? gln_block_quant3_kernel<TWO_D, true, true> : gln_block_quant3_kernel<TWO_D, true, false>;
+    return e5m2 ? gln_block_quant3_kernel<TWO_D, false, true> : gln_block_quant3_kernel<TWO_D, false, false>;
+}
+
 /* GLN_CUDA_BLOCK_V1=1: gln_block_quant_kernel (v1) for every input, to A/B it against
  * gln_block_quant2_kernel; read at every call. */
 static int bq_v1_forced(void) {
@@ -903,7 +1093,31 @@ static int bq_v1_forced(void) {
     return e && e[0] == '1';
 }
 
-/* v2 for bf16 input (every path: scalar, 16-byte, activation on load); v1 for FP32 and fp16
+/* GLN_CUDA_BLOCK_TMA=0: v2 (or v1 under GLN_CUDA_BLOCK_V1=1) where v3 would run; read at every
+ * call. */
+static int bq_v3_off(void) {
+    const char *e = getenv("GLN_CUDA_BLOCK_TMA");
+    return e && e[0] == '0';
+}
+
+/* GLN_CUDA_BLOCK_GRID=N (N > 0): at most N blocks, whatever the kernel, so that each block walks
+ * many tiles (the tests use it to wrap v3's stage ring many times on small tensors); read at
+ * every call. */
+static int64_t bq_grid_cap(void) {
+    const char *e = getenv("GLN_CUDA_BLOCK_GRID");
+    const long long n = e ? strtoll(e, NULL, 10) : 0;
+    return n > 0 ? (int64_t)n : 0;
+}
+
+/* v3's conditions (see its comment): bf16 read as is from a 16-byte aligned base with cols % 8
+ * == 0 (a.vec_in), and row / column coordinates that fit the tensor copy's 32-bit ones. */
+static int bq_v3_usable(gln_dtype_t dtype, const bq_args_t *a, int64_t in_rows) {
+    return dtype == GLN_DTYPE_BF16 && a->act == GLN_ACT_LOAD_NONE && a->vec_in && in_rows > 0 &&
+           in_rows <= INT32_MAX && a->cols <= INT32_MAX && !bq_v1_forced() && !bq_v3_off();
+}
+
+/* Where v3 does not run (bq_launch tries it first): v2 for bf16 input (every path: scalar,
+ * 16-byte, activation on load); v1 for FP32 and fp16
  * (v2's fp16 instances spill under the 128-register bound: 12-72 bytes, ptxas -v). */
 static bq_kernel_t bq_pick(gln_dtype_t dtype, int two_d, int nanp, int e5m2) {
     if (dtype == GLN_DTYPE_BF16 && !bq_v1_forced()) return bq2_pick1<BQ_IN_BF16>(two_d, nanp, e5m2);
@@ -931,14 +1145,9 @@ static bq_args_t bq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t 
     return a;
 }
 
-/* row_tiles: the bound on 128-row tiles over all members (host-known). */
-static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg, gln_dtype_t dtype, bq_args_t *a,
-                              int64_t row_tiles, const char *call) {
-    if (!a->q && !a->qt) return GLN_STATUS_SUCCESS;
-    a->tiles = row_tiles * a->ctiles;
-    if (a->tiles == 0) return GLN_STATUS_SUCCESS;
-    const bq_kernel_t k = bq_pick(dtype, cfg->mode == GLN_SCALING_BLOCK_2D, cfg->amax_nan_propagate,
-                                  cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2);
+/* The grid: one block per tile, or (GLN_CUDA_QUANT_PREFETCH unset or not 0) as many blocks as are
+ * resident at once with `smem` bytes of dynamic shared memory each; GLN_CUDA_BLOCK_GRID caps it. */
+static gln_status_t bq_grid(const void *k, size_t smem, bq_args_t *a, unsigned int *grid, const char *call) {
     int64_t blocks = a->tiles;
     /* GLN_CUDA_QUANT_PREFETCH=0: one block per tile, no prefetch (to measure what it gains) */
     const char *env = getenv("GLN_CUDA_QUANT_PREFETCH");
@@ -948,12 +1157,62 @@ static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg,
         GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
         GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
                                "cudaDeviceGetAttribute(multiprocessors)"));
-        GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BQ_THREADS, 0), call,
+        GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BQ_THREADS, smem), call,
                                "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
         const int64_t resident = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
         if (resident < blocks) blocks = resident;
     }
-    const unsigned int grid = (unsigned int)(blocks < INT_MAX ? blocks : INT_MAX);
+    const int64_t cap = bq_grid_cap();
+    if (cap && cap < blocks) blocks = cap;
+    *grid = (unsigned int)(blocks < INT_MAX ? blocks : INT_MAX);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* v3 (bq_v3_usable): *launched = 1 once it is launched, 0 when the driver refuses the tensor map
+ * (the caller then launches v2). */
+static gln_status_t bq_launch_v3(gln_context_t *ctx, const gln_quant_config_t *cfg, bq_args_t *a, int64_t in_rows,
+                                 int *launched, const char *call) {
+    *launched = 0;
+    CUtensorMap map;
+    if (gln_tma_encode_2d(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a->x, (uint64_t)in_rows, (uint64_t)a->cols,
+                          (uint64_t)a->cols * 2u, BQ_EDGE, BQ_EDGE, CU_TENSOR_MAP_SWIZZLE_NONE) != 0)
+        return GLN_STATUS_SUCCESS;
+    const int two_d = cfg->mode == GLN_SCALING_BLOCK_2D, nanp = cfg->amax_nan_propagate != 0,
+              e5m2 = cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2;
+    const bq3_kernel_t k = two_d ? bq3_pick2<true>(nanp, e5m2) : bq3_pick2<false>(nanp, e5m2);
+    /* the dynamic shared memory above 48 KB, allowed once per instance (a racing first call sets
+     * the same value again) */
+    static int allowed[8];
+    const int inst = two_d * 4 + nanp * 2 + e5m2;
+    if (!__atomic_load_n(&allowed[inst], __ATOMIC_ACQUIRE)) {
+        GLN_TRY(gln_cuda_check(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    BQ3_DYN_SMEM),
+                               call, "cudaFuncSetAttribute(gln_block_quant3_kernel, max dynamic shared memory)"));
+        __atomic_store_n(&allowed[inst], 1, __ATOMIC_RELEASE);
+    }
+    unsigned int grid = 0;
+    GLN_TRY(bq_grid((const void *)k, BQ3_DYN_SMEM, a, &grid, call));
+    k<<<grid, BQ_THREADS, BQ3_DYN_SMEM, gln_cuda_state(ctx)->stream>>>(*a, map);
+    *launched = 1;
+    return gln_cuda_check_launch(call, "gln_block_quant3_kernel");
+}
+
+/* row_tiles: the bound on 128-row tiles over all members (host-known); in_rows: the packed input's
+ * rows (v3's tensor map). */
+static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg, gln_dtype_t dtype, bq_args_t *a,
+                              int64_t row_tiles, int64_t in_rows, const char *call) {
+    if (!a->q && !a->qt) return GLN_STATUS_SUCCESS;
+    a->tiles = row_tiles * a->ctiles;
+    if (a->tiles == 0) return GLN_STATUS_SUCCESS;
+    if (bq_v3_usable(dtype, a, in_rows)) {
+        int launched = 0;
+        GLN_TRY(bq_launch_v3(ctx, cfg, a, in_rows, &launched, call));
+        if (launched) return GLN_STATUS_SUCCESS;
+    }
+    const bq_kernel_t k = bq_pick(dtype, cfg->mode == GLN_SCALING_BLOCK_2D, cfg->amax_nan_propagate,
+                                  cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2);
+    unsigned int grid = 0;
+    GLN_TRY(bq_grid((const void *)k, 0, a, &grid, call));
     k<<<grid, BQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(*a);
     return gln_cuda_check_launch(call, "gln_block_quant_kernel");
 }
@@ -964,14 +1223,14 @@ extern "C" gln_status_t gln_cuda_grouped_quantize_block(gln_context_t *ctx, cons
     bq_args_t a = bq_args_make(cfg, &in->packed, &out->packed);
     a.rows = plan->rows, a.srow = plan->srow, a.scol = plan->scol, a.num = plan->num;
     return bq_launch(ctx, cfg, in->packed.dtype, &a, gln_group_tiles_bound(in->packed.rows, plan->num, BQ_EDGE),
-                     call);
+                     in->packed.rows, call);
 }
 
 extern "C" gln_status_t gln_cuda_quantize_block(gln_context_t *ctx, const gln_quant_config_t *cfg,
                                                 const gln_tensor_t *in, gln_tensor_t *out, const char *call) {
     bq_args_t a = bq_args_make(cfg, in, out);
     a.num = 1, a.single_rows = in->rows;
-    return bq_launch(ctx, cfg, in->dtype, &a, gln_ceil_div(in->rows, BQ_EDGE), call);
+    return bq_launch(ctx, cfg, in->dtype, &a, gln_ceil_div(in->rows, BQ_EDGE), in->rows, call);
 }
 
 /* Activation on load (gln_activation_forward_quantize): `in` describes the activation's bf16
@@ -984,7 +1243,7 @@ extern "C" gln_status_t gln_cuda_grouped_quantize_block_act(gln_context_t *ctx, 
     a.rows = plan->rows, a.srow = plan->srow, a.scol = plan->scol, a.num = plan->num;
     a.act = gln_act_load_kind((int)act), a.ld = ld;
     return bq_launch(ctx, cfg, in->packed.dtype, &a, gln_group_tiles_bound(in->packed.rows, plan->num, BQ_EDGE),
-                     call);
+                     in->packed.rows, call);
 }
 
 /* ---- self-check of the fast conversions ------------------------------------------------------ */
