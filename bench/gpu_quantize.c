@@ -25,8 +25,10 @@
  * kernels / the forward-order cast pass, GLN_CUDA_QUANT_V2=0 the first per-tensor kernels (v1)
  * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
  * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
- * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_BLOCK_V1=1 the first block kernel, to
- * measure what each change gains; the variants are printed.
+ * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_QUANT_MX=2 the second (v2, register loads)
+ * instead of the default v3 (TMA load pipeline; GLN_CUDA_QUANT_MX_BLOCKS=n caps its grid),
+ * GLN_CUDA_BLOCK_V1=1 the first block kernel, to measure what each change gains; the variants are
+ * printed.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
  *                     [--torch CMD]   (exit 77 without a GPU) */
@@ -319,7 +321,8 @@ int main(int argc, char **argv) {
         const char *blk = getenv("GLN_CUDA_BLOCK_V1");
         printf("  per-tensor cast %s (GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), block %s "
                "(GLN_CUDA_BLOCK_V1=%s)\n",
-               v3 && v3[0] == '0' ? "v2" : "v3", v3 ? v3 : "unset", mx && mx[0] == '1' ? "v1" : "v2", mx ? mx : "unset",
+               v3 && v3[0] == '0' ? "v2" : "v3", v3 ? v3 : "unset",
+               mx && mx[0] == '1' ? "v1" : mx && mx[0] == '2' ? "v2" : "v3 (TMA)", mx ? mx : "unset",
                blk && blk[0] == '1' ? "v1" : "v2", blk ? blk : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
