@@ -27,9 +27,10 @@
  * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
  * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
  * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0),
- * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_BLOCK_V1=1 the first block kernel,
- * GLN_CUDA_BLOCK_TMA=0 the block kernel before the TMA load pipeline (v2), to measure what each
- * change gains; the variants are printed.
+ * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_QUANT_MX=2 the second (v2, register loads)
+ * instead of the default v3 (TMA load pipeline; GLN_CUDA_QUANT_MX_BLOCKS=n caps its grid),
+ * GLN_CUDA_BLOCK_V1=1 the first block kernel, GLN_CUDA_BLOCK_TMA=0 the block kernel before the
+ * TMA load pipeline (v2), to measure what each change gains; the variants are printed.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
  *                     [--torch CMD]   (exit 77 without a GPU) */
@@ -325,7 +326,8 @@ int main(int argc, char **argv) {
         printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), "
                "block %s (GLN_CUDA_BLOCK_V1=%s, GLN_CUDA_BLOCK_TMA=%s)\n",
                v2_on && v3_on && tma_on ? "v4 TMA (amax + cast)" : v3_on ? "v3 cast" : "v2 cast",
-               tma ? tma : "unset", v3 ? v3 : "unset", mx && mx[0] == '1' ? "v1" : "v2", mx ? mx : "unset",
+               tma ? tma : "unset", v3 ? v3 : "unset",
+               mx && mx[0] == '1' ? "v1" : mx && mx[0] == '2' ? "v2" : "v3 (TMA)", mx ? mx : "unset",
                blk && blk[0] == '1' ? "v1" : btma && btma[0] == '0' ? "v2" : "v3 (TMA; v2 where it does not apply)",
                blk ? blk : "unset", btma ? btma : "unset");
     }

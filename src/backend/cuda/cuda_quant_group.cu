@@ -42,10 +42,16 @@
  *                   code; the tile's |x| through shared memory gives the columnwise 32x1 codes;
  *                   both copies and both E8M0 grids (their padding zeroed) from one read; the
  *                   grids compact, or (gln_cuda_quantize_members_swizzled) straight in the
- *                   cuBLAS 128x4-tile order of gln_mxfp8_swizzle_ref.  bf16 / fp16 input on
- *                   the 16-byte path without dbias runs gq_mx2_kernel (v2: fewer instructions,
- *                   3 blocks per SM; the MXFP8 v2 section says what changed and why),
- *                   everything else gq_mx_kernel (v1; GLN_CUDA_QUANT_MX=1: v1 for all).
+ *                   cuBLAS 128x4-tile order of gln_mxfp8_swizzle_ref.  bf16 / fp16 input with
+ *                   rows of a multiple of 8 elements, 16-byte aligned buffers, no dbias and no
+ *                   activation on load runs gq_mx3_kernel (v3: 2-D tensor-map loads into a ring
+ *                   of shared-memory stages, one thread issuing them tiles ahead; the MXFP8 v3
+ *                   section), the rest of the 16-byte path without dbias gq_mx2_kernel (v2:
+ *                   fewer instructions, 3 blocks per SM; the MXFP8 v2 section says what changed
+ *                   and why), everything else gq_mx_kernel (v1).  GLN_CUDA_QUANT_MX=2: v2 (or
+ *                   v1) where v3 would run; =1: v1 for all; =3: v3 required (a pass it cannot
+ *                   take fails, saying why); GLN_CUDA_QUANT_MX_BLOCKS=n caps v3's grid (tests:
+ *                   many tiles per block).
  *   dbias (gln_cuda_quantize_members_dbias, grouped dy): the pass that reads x for the amax
  *                   (current: the amax pass; delayed: the cast pass; MXFP8: its one pass) also
  *                   writes each tile's column sums in the order of quant/dbias_tiled.h (a tree
@@ -1264,6 +1270,406 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
     }
 }
 
+/* ---- MXFP8, v3: a bulk-copy (TMA) load pipeline (the default for bf16 / fp16 input with rows of
+ * a multiple of 8 elements, 16-byte aligned buffers, no dbias, no activation on load;
+ * GLN_CUDA_QUANT_MX=2 selects gq_mx2_kernel, =1 gq_mx_kernel, =3 requires this one) ---------------
+ * Why: v2 holds its tile in registers after load-then-use 16-byte loads (3 blocks x 256 threads x
+ * 64 bytes in flight per SM); while a block computes and stores, its loads are not in flight, and
+ * it reached 54 % of a device copy.  Here one thread of the block keeps the loads of the next
+ * tiles in flight as tensor-map boxes into shared memory, which costs no registers, while every
+ * thread converts the current tile from shared memory (bench/lab/lab_stream.cu: a bf16 -> E4M3
+ * cast through the same pipeline ran at 90-94 % of a copy on an H200).
+ *   - Tiles of GQ_TR = 128 rows x GQ_MX3_TC = 128 columns of one member, so a tile row is one
+ *     whole 128-byte line of each FP8 copy (the lab's 128-column tiles stored slightly faster than
+ *     64-column ones).  The walk is gq_walk's (the kernel's a.n_ct counts 128-column tiles), the
+ *     members come from the device plan (gq_locate), the grid is persistent.
+ *   - Loads: one 2-D tensor map over the packed input [rows, cols], encoded on the host per call
+ *     (gq_mx3_try), boxes of 128 rows x 64 columns (128 bytes a row, no swizzle); a tile is two
+ *     boxes, the second not issued when it starts at or past the last column, and the barrier
+ *     expects exactly the issued boxes' bytes (a box's bytes count in full, zero-filled parts
+ *     included).  A box at a member's row row0 + r0 reaches into the next member's rows (real
+ *     data) or past the tensor (zero-filled): rows at or past the member's are never read as data
+ *     (v2 loads them as +0; here they are skipped or replaced by +0).  Columns past cols inside an
+ *     issued box are zero-filled by the copy, which is what the upper 8 elements of a row's last
+ *     chunk need when cols % 16 == 8 (v1 loads them as +0 too); chunks past cols are never read.
+ *   - A ring of GQ_MX3_STAGES = 3 stages of 32 KB in dynamic shared memory, one "full" mbarrier
+ *     each.  Thread 0 issues the first 3 tiles' boxes, then at the top of tile j the boxes of
+ *     tile j + 2 into the stage that the barrier ending tile j - 1 released; the same barrier
+ *     frees the columnwise multipliers.  ~98 KB a block: 2 blocks (512 threads) per SM, up to 6
+ *     tiles = 192 KB of loads in flight per SM.  __launch_bounds__(256, 2) gives ptxas the 128
+ *     registers that 2 blocks allow; it uses 122 (bf16) / 119 (fp16) without spilling (CUDA 13,
+ *     sm_90a: the four chunks' 32 words stay in registers from the loads to the columnwise
+ *     encode, and the load issuer's state lives in shared memory, not in every thread's
+ *     registers).
+ *   - Per tile, thread t takes chunk k = t % 8 (16 columns) of rows t / 8 + 32 h, h = 0..3 (a
+ *     warp: 4 rows x 128 columns; chunk h lies in 32-row block h): the four chunks from the stage
+ *     into registers, then v2's rowwise code per chunk (the neighbour lane completes the 32-column
+ *     block; a warp vote of NaN picks the unchecked encode or v1's checked one).  Columnwise: each
+ *     thread reduces one (32-row block, column pair) straight from the stage (32 32-bit loads, a
+ *     warp reading 128 contiguous bytes of a box row: no bank conflict), rows past the member
+ *     and columns past cols left out; a pair holding a NaN redoes its two columns v1's way (NaN
+ *     left out of the maximum, code 0xFF under nan_propagate).  The multipliers go through shared
+ *     memory (colmult); the vote of the barrier that publishes them says whether the tile holds a
+ *     NaN: v2's unchecked encode without, v1's checked one with.
+ *   - Stores: 16 bytes a chunk per copy (cols % 16 == 0) or two 8-byte halves (cols % 16 == 8: a
+ *     row then starts 8-byte aligned; the upper half only for a full chunk), a byte per scale;
+ *     the grids' padding zeroed as v1 does, for 128-column tiles (gq_mx3_padding).
+ * Every byte equals v2's and v1's: the same elements (a stage holds the input's bits), the same
+ * amaxes (max is exact in any order; what is left out was +0 there), the same codes, multipliers,
+ * FP32 products, conversions and store offsets.
+ * Not measured (no GPU where this was written): a quarter warp's 16-byte stage loads of a chunk
+ * meet the same banks in lanes k and k + 4 (both boxes' rows start on bank 0), 2 wavefronts where
+ * 1 would do — shared-memory bandwidth, which these byte rates use a fraction of, not issue
+ * slots; loading the two halves in the other order in the second box would remove it at 8 selects
+ * a chunk.  Stores stay plain stores (a bulk store through shared memory would need another 32 KB
+ * of staging per block).  Both are candidates for the lab. */
+#include "backend/cuda/cuda_tma.cuh"
+
+#define GQ_MX3_TC 128                                       /* columns of a tile: two boxes */
+#define GQ_MX3_BOX_C 64                                     /* columns of a box: 128 bytes a row */
+#define GQ_MX3_BOX_BYTES (GQ_TR * GQ_MX3_BOX_C * 2)          /* 16 KB */
+#define GQ_MX3_STAGES 3
+#define GQ_MX3_STAGE_BYTES ((GQ_MX3_TC / GQ_MX3_BOX_C) * GQ_MX3_BOX_BYTES)
+#define GQ_MX3_PER_ROW (GQ_MX3_TC / GQ_CHUNK)               /* chunks of a tile row: 8 */
+#define GQ_MX3_PASS (GQ_THREADS / GQ_MX3_PER_ROW)           /* rows of one chunk per thread: 32 */
+#define GQ_MX3_RPT (GQ_TR / GQ_MX3_PASS)                    /* chunks per thread per tile: 4 */
+#define GQ_MX3_COLMULT_BYTES ((GQ_TR / 32) * GQ_MX3_TC * 4) /* float colmult[4][128] */
+#define GQ_MX3_MIN_BLOCKS 2 /* what the shared memory allows */
+
+/* The load issuer's state (thread 0's), in shared memory so that it holds no register of the
+ * other 255 threads: the next tile to load (row tile, column tile), its member, the tiles issued
+ * so far and the next stage. */
+typedef struct gq_mx3_producer {
+    gq_cursor_t cur;
+    int64_t rt, ct, issued;
+    int st;
+} gq_mx3_producer_t;
+
+/* Dynamic shared memory: the stages, colmult, the barriers, the issuer's state, and the slack
+ * that aligns the stages to 128 bytes. */
+#define GQ_MX3_SMEM                                                                                     \
+    (GQ_MX3_STAGES * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES + GQ_MX3_STAGES * 8 + sizeof(gq_mx3_producer_t) + 128)
+static_assert(GQ_MX3_PASS == 32, "chunk h of a thread lies in 32-row block h");
+static_assert((GQ_TR / 32) * (GQ_MX3_TC / 2) == GQ_THREADS, "columnwise: one (32-row block, column pair) per thread");
+static_assert(GQ_MX3_STAGE_BYTES % 128 == 0 && GQ_MX3_COLMULT_BYTES % 16 == 0, "stage and colmult alignment");
+
+/* Chunk k (tile columns 16k .. 16k + 15) of tile row r from a stage: box k / 4, bytes 32 (k % 4)
+ * .. 32 (k % 4) + 31 of the box's row r. */
+__device__ __forceinline__ void gq_mx3_chunk(const uint8_t *stage, int r, int k, uint32_t (&w)[8]) {
+    const uint4 *p =
+        (const uint4 *)(stage + (k / 4) * GQ_MX3_BOX_BYTES + r * (GQ_MX3_BOX_C * 2) + (k % 4) * (GQ_CHUNK * 2));
+    const uint4 lo = p[0], hi = p[1];
+    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w;
+    w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+}
+
+/* n (16, or 8 when cols % 16 == 8) codes at p: one 16-byte store when every row starts 16-byte
+ * aligned (al16: cols % 16 == 0, so n is 16), else 8-byte halves. */
+__device__ __forceinline__ void gq_mx3_store(uint8_t *p, const uint32_t (&b)[4], int n, bool al16) {
+    if (al16) {
+        *(uint4 *)p = make_uint4(b[0], b[1], b[2], b[3]);
+        return;
+    }
+    *(uint2 *)p = make_uint2(b[0], b[1]);
+    if (n == GQ_CHUNK) *(uint2 *)(p + 8) = make_uint2(b[2], b[3]);
+}
+
+/* v1's columnwise amax of one column of a 32-row block on a stage (col: its first element, a box
+ * row apart; nv rows of the member): the largest non-NaN |x| bits, bit 31 set when a NaN is
+ * among them.  The rare path of a column pair holding a NaN. */
+template <int DT> __device__ __noinline__ uint32_t gq_mx3_col_fin(const uint16_t *col, int nv) {
+    uint32_t fm = 0, nn = 0;
+    for (int i = 0; i < nv; i++) {
+        const uint32_t v = col[i * GQ_MX3_BOX_C] & 0x7FFFu;
+        if (v > (uint32_t)gq_traits<DT>::NAN_ABOVE) nn = 1u << 31;
+        else fm = max(fm, v);
+    }
+    return fm | nn;
+}
+
+/* gq_mx_padding for 128-column tiles: the padding of member cur's grids that tile (r0, ct) owns. */
+__device__ __forceinline__ void gq_mx3_padding(const gq_args_t &a, const gq_cursor_t &cur, int64_t r0, int64_t ct) {
+    constexpr int JB = GQ_MX3_TC / 32; /* 32-column blocks of a tile */
+    const int last_ct = ct == a.n_ct - 1, last_rt = r0 + GQ_TR >= cur.m;
+    const int64_t c0 = ct * GQ_MX3_TC;
+    if (a.q) {
+        uint8_t *g = a.s + cur.srow;
+        if (last_ct) gq_zero(a, g, 0, cur.m, r0, min(r0 + GQ_TR, cur.m), a.nb, a.gc_r);
+        if (last_rt) gq_zero(a, g, 0, cur.m, cur.m, gln_round_up(cur.m, 128), ct * JB, last_ct ? a.gc_r : ct * JB + JB);
+    }
+    if (a.qc) {
+        uint8_t *g = a.cs + cur.scol;
+        const int64_t nbr = gln_ceil_div(cur.m, 32);
+        if (last_ct) gq_zero(a, g, 1, cur.m, r0 / 32, min(r0 / 32 + GQ_TR / 32, nbr), a.cols, a.gc_c);
+        if (last_rt) gq_zero(a, g, 1, cur.m, nbr, gln_round_up(nbr, 4), c0, last_ct ? a.gc_c : c0 + GQ_MX3_TC);
+    }
+}
+
+/* map: the packed input [rows, cols] in boxes of GQ_TR x GQ_MX3_BOX_C; a.n_ct: 128-column tiles. */
+template <int DT>
+__global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
+    gq_mx3_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a) {
+    static_assert(DT != GQ_F32, "v3 takes 2-byte inputs");
+    constexpr int W = gq_traits<DT>::W, S = GQ_MX3_STAGES;
+    extern __shared__ __align__(128) uint8_t gq_mx3_smem[];
+    const gq_walk_t wk = gq_walk(a);
+    if (wk.count <= 0) return; /* block-uniform, before any barrier */
+    uint8_t *stages = gq_mx3_smem + ((128u - (gln_smem_addr(gq_mx3_smem) & 127u)) & 127u);
+    float(*colmult)[GQ_MX3_TC] = (float(*)[GQ_MX3_TC])(stages + S * GQ_MX3_STAGE_BYTES);
+    uint64_t *full = (uint64_t *)(stages + S * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES);
+    gq_mx3_producer_t *P = (gq_mx3_producer_t *)(full + S); /* thread 0's */
+    const int t = threadIdx.x, rr = t / GQ_MX3_PER_ROW, k = t % GQ_MX3_PER_ROW;
+    const int64_t C = a.cols, count = wk.count;
+    const bool al16 = C % GQ_CHUNK == 0;
+    const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
+    /* the walk as (row tile, column tile), advanced by the step's floor quotient and remainder */
+    const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
+    const int64_t sr = wk.step - sq * a.n_ct;
+    /* thread 0 issues the loads: tile P->issued of the block, at (P->rt, P->ct), into stage P->st */
+    auto issue = [&]() {
+        gq_locate(a, P->rt, P->cur);
+        const int64_t prt = P->rt, pct = P->ct;
+        const int pst = P->st;
+        const int32_t row = (int32_t)(P->cur.row0 + (prt - P->cur.t0) * GQ_TR), col = (int32_t)(pct * GQ_MX3_TC);
+        const bool two = col + GQ_MX3_BOX_C < C; /* the second box holds columns of the tensor */
+        uint8_t *dst = stages + pst * GQ_MX3_STAGE_BYTES;
+        gln_mbar_expect_tx(&full[pst], two ? 2 * GQ_MX3_BOX_BYTES : GQ_MX3_BOX_BYTES);
+        gln_tma_load_2d(dst, &map, &full[pst], row, col);
+        if (two) gln_tma_load_2d(dst + GQ_MX3_BOX_BYTES, &map, &full[pst], row, col + GQ_MX3_BOX_C);
+        P->issued++;
+        P->st = pst + 1 == S ? 0 : pst + 1;
+        const int64_t nct = pct + sr;
+        P->rt = prt + sq + (nct >= a.n_ct), P->ct = nct >= a.n_ct ? nct - a.n_ct : nct;
+    };
+    if (t == 0) {
+        for (int s = 0; s < S; s++) gln_mbar_init(&full[s], 1);
+        gln_mbar_init_fence();
+        P->rt = wk.first / a.n_ct, P->ct = wk.first % a.n_ct, P->issued = 0, P->st = 0;
+        P->cur.t0 = 0, P->cur.t1 = -1; /* no member yet: the first gq_locate searches */
+        while (P->issued < count && P->issued < S) issue();
+    }
+    __syncthreads();
+    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
+    gq_cursor_t cur = {};
+    cur.t1 = -1;
+    int st = 0;         /* the stage of tile j */
+    uint32_t phase = 0; /* the parity of its barrier's phase this tile completes */
+    for (int64_t j = 0; j < count; j++) {
+        /* tile j + S - 1 into the stage that the barrier ending tile j - 1 released */
+        if (t == 0 && j > 0 && P->issued < count) issue();
+        gq_locate(a, rt, cur);
+        const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_MX3_TC, c = c0 + k * GQ_CHUNK;
+        const int rv = (int)min(cur.m - r0, (int64_t)GQ_TR); /* the member's rows in the tile (>= 1) */
+        const int nc = c < C ? (C - c >= GQ_CHUNK ? GQ_CHUNK : GQ_CHUNK / 2) : 0; /* cols % 8 == 0 */
+        const size_t i0 = (size_t)(cur.row0 + r0 + rr) * (size_t)C + (size_t)c;
+        gln_mbar_wait(&full[st], phase);
+        const uint8_t *tile = stages + st * GQ_MX3_STAGE_BYTES;
+        bool ok[GQ_MX3_RPT]; /* chunk h holds elements of the member */
+        uint32_t w[GQ_MX3_RPT][W];
+#pragma unroll
+        for (int h = 0; h < GQ_MX3_RPT; h++) {
+            ok[h] = nc != 0 && rr + h * GQ_MX3_PASS < rv;
+            if (ok[h]) {
+                gq_mx3_chunk(tile, rr + h * GQ_MX3_PASS, k, w[h]);
+            } else {
+#pragma unroll
+                for (int v = 0; v < W; v++) w[h][v] = 0;
+            }
+        }
+        float mult[GQ_CHUNK];
+        uint32_t b[4];
+        if (a.q) { /* rowwise, v2's code: this chunk and its neighbour lane's form one 32-column block */
+#pragma unroll
+            for (int h = 0; h < GQ_MX3_RPT; h++) {
+                uint32_t m = 0; /* |x| maximum (bits; NaN patterns order above Inf) */
+#pragma unroll
+                for (int v = 0; v < W; v++) m = __vmaxu2(m, w[h][v] & 0x7FFF7FFFu);
+                m = max(m & 0xFFFFu, m >> 16);
+                const int hn = m > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+                uint8_t code;
+                if (!__any_sync(GQ_FULL, hn)) { /* warp-uniform */
+                    const uint32_t fin = max(m, __shfl_xor_sync(GQ_FULL, m, 1));
+                    code = gq_mx2_code<DT>(a, fin, rinv);
+                    gq_mx2_encode<DT, false>(w[h], gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
+                } else { /* v1's rowwise code */
+                    uint32_t fin = m;
+                    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
+                    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
+                    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
+                    code = gq_mx_code<DT>(a, fin, nan2);
+                    const float s = gln_e8m0_inverse_bits(code);
+#pragma unroll
+                    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+                    gq_encode<DT>(w[h], mult, a.e5m2, b);
+                }
+                if (ok[h]) {
+                    gq_mx3_store(a.q + i0 + (size_t)(h * GQ_MX3_PASS) * (size_t)C, b, nc, al16);
+                    if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_MX3_PASS, c / 32)] = code;
+                }
+            }
+        }
+        if (a.qc) { /* columnwise: 32-row blocks of each column, from the stage */
+            const int bb = t / (GQ_MX3_TC / 2), cp = t % (GQ_MX3_TC / 2); /* block, column pair */
+            const int64_t cc = c0 + 2 * cp;                               /* cc < C: cc + 1 < C too */
+            const int nv = cc < C ? max(0, min(32, rv - bb * 32)) : 0;    /* the pair's member rows */
+            const uint32_t *col = (const uint32_t *)(tile + (cp / 32) * GQ_MX3_BOX_BYTES +
+                                                     bb * 32 * (GQ_MX3_BOX_C * 2)) + cp % 32;
+            uint32_t pm = 0; /* both columns' |x| maxima, packed like the elements */
+            if (nv == 32) {
+#pragma unroll 8
+                for (int i = 0; i < 32; i++) pm = __vmaxu2(pm, col[i * (GQ_MX3_BOX_C / 2)] & 0x7FFF7FFFu);
+            } else {
+                for (int i = 0; i < nv; i++) pm = __vmaxu2(pm, col[i * (GQ_MX3_BOX_C / 2)] & 0x7FFF7FFFu);
+            }
+            const uint32_t mlo = pm & 0xFFFFu, mhi = pm >> 16;
+            const int cnan = max(mlo, mhi) > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+            uint8_t lo, hi;
+            if (!cnan) {
+                lo = gq_mx2_code<DT>(a, mlo, rinv), hi = gq_mx2_code<DT>(a, mhi, rinv);
+            } else { /* v1's column amax and code, each column of the pair */
+                const uint32_t flo = gq_mx3_col_fin<DT>((const uint16_t *)col, nv);
+                const uint32_t fhi = gq_mx3_col_fin<DT>((const uint16_t *)col + 1, nv);
+                lo = gq_mx_code<DT>(a, flo & 0x7FFFFFFFu, (int)(flo >> 31));
+                hi = gq_mx_code<DT>(a, fhi & 0x7FFFFFFFu, (int)(fhi >> 31));
+            }
+            *(float2 *)&colmult[bb][2 * cp] = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
+            if (nv > 0) { /* the member's 32-row block rb, columns cc and cc + 1 */
+                const int64_t rb = r0 / 32 + bb;
+                a.cs[cur.scol + gq_sidx_col(a, rb, cc, cur.m)] = lo;
+                a.cs[cur.scol + gq_sidx_col(a, rb, cc + 1, cur.m)] = hi;
+            }
+            const bool tile_nan = __syncthreads_or(cnan) != 0; /* block-uniform; colmult complete */
+#pragma unroll
+            for (int h = 0; h < GQ_MX3_RPT; h++) {
+                const float4 *cm = (const float4 *)&colmult[h][k * GQ_CHUNK];
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    const float4 f = cm[v];
+                    mult[4 * v] = f.x, mult[4 * v + 1] = f.y, mult[4 * v + 2] = f.z, mult[4 * v + 3] = f.w;
+                }
+                if (!tile_nan) gq_mx2_encode<DT, true>(w[h], 0.0f, mult, a.e5m2, b);
+                else gq_encode<DT>(w[h], mult, a.e5m2, b);
+                if (ok[h]) gq_mx3_store(a.qc + i0 + (size_t)(h * GQ_MX3_PASS) * (size_t)C, b, nc, al16);
+            }
+        }
+        gq_mx3_padding(a, cur, r0, ct);
+        __syncthreads(); /* stage st and colmult are free */
+        if (++st == S) st = 0, phase ^= 1u;
+        rt += sq, ct += sr; /* the next tile */
+        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+    }
+}
+
+/* GLN_CUDA_QUANT_MX: 1 selects gq_mx_kernel for every MXFP8 pass and 2 gq_mx2_kernel (or v1) where
+ * gq_mx3_kernel would run (A/B runs); 3 requires gq_mx3_kernel: a pass it cannot take fails with
+ * GLN_STATUS_NOT_SUPPORTED saying why (tests and benchmarks prove which kernel ran).  Unset or
+ * anything else: gq_mx3_kernel where it applies.  Read at every call.  Returns 0 (off), 1 (where
+ * it applies) or 2 (required). */
+static int gq_mx3_mode(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_MX");
+    if (e && (e[0] == '1' || e[0] == '2')) return 0;
+    return e && e[0] == '3' ? 2 : 1;
+}
+
+/* GLN_CUDA_QUANT_MX_BLOCKS=n caps gq_mx3_kernel's grid at n blocks, so that a block walks many
+ * tiles through its ring on a small tensor (tests) or to measure fewer blocks; read at every call. */
+static int64_t gq_mx3_block_cap(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_MX_BLOCKS");
+    const long long n = e ? strtoll(e, NULL, 10) : 0;
+    return n > 0 ? (int64_t)n : 0;
+}
+
+/* gq_mx3_kernel<DT>'s dynamic shared memory limit, raised once per device (bit d of `done`; a
+ * racing first call raises it twice, which is harmless). */
+template <int DT> static gln_status_t gq_mx3_attr(int dev, const char *call) {
+    static unsigned long long done = 0;
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
+    if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return GLN_STATUS_SUCCESS;
+    GLN_TRY(gln_cuda_check(cudaFuncSetAttribute(gq_mx3_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                GQ_MX3_SMEM),
+                           call, "cudaFuncSetAttribute(gq_mx3_kernel, dynamic shared memory)"));
+    if (bit) __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* Launch gq_mx3_kernel<DT> on the resident blocks (at most one per tile, at most the cap);
+ * *taken = 0 when it does not fit on this device (v2 / v1 run then). */
+template <int DT>
+static gln_status_t gq_mx3_launch(const gq_args_t *a, const CUtensorMap *map, int64_t tiles, cudaStream_t stream,
+                                  const char *call, int *taken) {
+    int dev = 0, sms = 0, per_sm = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+    GLN_TRY(gq_mx3_attr<DT>(dev, call));
+    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
+                           "cudaDeviceGetAttribute(multiprocessors)"));
+    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gq_mx3_kernel<DT>, GQ_THREADS,
+                                                                         GQ_MX3_SMEM),
+                           call, "cudaOccupancyMaxActiveBlocksPerMultiprocessor(gq_mx3_kernel)"));
+    if (per_sm <= 0) return GLN_STATUS_SUCCESS;
+    *taken = 1;
+    int64_t blocks = (int64_t)(sms > 0 ? sms : 1) * per_sm;
+    const int64_t cap = gq_mx3_block_cap();
+    if (cap > 0 && blocks > cap) blocks = cap;
+    if (blocks > tiles) blocks = tiles;
+    if (blocks <= 0) return GLN_STATUS_SUCCESS;
+    gq_mx3_kernel<DT><<<(unsigned int)blocks, GQ_THREADS, GQ_MX3_SMEM, stream>>>(*map, *a);
+    return gln_cuda_check_launch(call, "gq_mx3_kernel");
+}
+
+/* Why gq_mx3_kernel cannot take this pass (NULL: it can; *empty: with nothing to run, else with
+ * the tensor map encoded): bf16 / fp16 input, cols a multiple of 8 (16-byte rows for the tensor
+ * map; the coordinates are 32-bit), input and outputs 16-byte aligned, no dbias, no activation on
+ * load. */
+static const char *gq_mx3_refusal(const gq_args_t *a, const gln_tensor_t *in, CUtensorMap *map, int *empty) {
+    const int64_t R = in->rows, C = in->cols;
+    const int bf16 = in->dtype == GLN_DTYPE_BF16;
+    *empty = 0;
+    if (!bf16 && in->dtype != GLN_DTYPE_FP16) return "the input is not bf16 or fp16";
+    if (a->dpart) return "a fused dbias runs on gq_mx_kernel";
+    if (a->act != GLN_ACT_LOAD_NONE) return "an activation on load runs on gq_mx2_kernel / gq_mx_kernel";
+    if (R <= 0 || C <= 0) { /* no element and no grid entry */
+        *empty = 1;
+        return NULL;
+    }
+    if (C % 8 != 0) return "cols is not a multiple of 8";
+    if (R > INT32_MAX || C > INT32_MAX) return "rows or cols exceed 2^31 - 1";
+    if (((uintptr_t)a->x | (uintptr_t)a->q | (uintptr_t)a->qc) & 15u) return "a buffer is not 16-byte aligned";
+    if (gln_tma_encode_2d(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a->x,
+                          (uint64_t)R, (uint64_t)C, (uint64_t)C * 2u, GQ_TR, GQ_MX3_BOX_C, CU_TENSOR_MAP_SWIZZLE_NONE))
+        return "the driver refused the tensor map";
+    return NULL;
+}
+
+/* The MXFP8 pass of gq_members on gq_mx3_kernel where it applies (*taken = 1; the status is the
+ * launch's); row_tiles: gq_members' bound on the row tiles.  *taken = 0: v2 / v1 run instead,
+ * unless GLN_CUDA_QUANT_MX=3 requires v3 (GLN_STATUS_NOT_SUPPORTED naming the reason). */
+static gln_status_t gq_mx3_try(const gq_args_t *a, const gln_tensor_t *in, int64_t row_tiles, cudaStream_t stream,
+                               const char *call, int *taken) {
+    *taken = 0;
+    const int mode = gq_mx3_mode();
+    if (mode == 0) return GLN_STATUS_SUCCESS;
+    CUtensorMap map;
+    int empty = 0;
+    const char *why = gq_mx3_refusal(a, in, &map, &empty);
+    if (!why && empty) {
+        *taken = 1;
+        return GLN_STATUS_SUCCESS;
+    }
+    if (!why) {
+        gq_args_t m = *a;
+        m.n_ct = gln_ceil_div(in->cols, GQ_MX3_TC);
+        const int64_t tiles = row_tiles * m.n_ct;
+        GLN_TRY(in->dtype == GLN_DTYPE_BF16 ? gq_mx3_launch<GQ_BF16>(&m, &map, tiles, stream, call, taken)
+                                            : gq_mx3_launch<GQ_F16>(&m, &map, tiles, stream, call, taken));
+        if (*taken) return GLN_STATUS_SUCCESS;
+        why = "it does not fit on this device (shared memory)";
+    }
+    if (mode < 2) return GLN_STATUS_SUCCESS;
+    return gln_fail(GLN_STATUS_NOT_SUPPORTED,
+                    "%s: GLN_CUDA_QUANT_MX=3 requires gq_mx3_kernel, which cannot take this pass: %s (%s, %lld x %lld)",
+                    call, why, gln_dtype_name(in->dtype), (long long)in->rows, (long long)in->cols);
+}
+
 /* ---- TENSOR, v3 (the default for bf16 / fp16 input on the 16-byte path without dbias, cast
  * passes; GLN_CUDA_QUANT_V3=0 selects gq_tensor2_kernel for A/B runs) -------------------------
  * Findings (ptxas -v and cuobjdump -sass of the bf16 kernels, sm_90a, CUDA 13; census build: the
@@ -2083,7 +2489,10 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
         } else if (tensor) {
             st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, rec, call);
         } else {
-            st = gq_launch(gq_mx_pick(dt, vec, a.dpart != NULL), &a, tiles, s->stream, call, "gq_mx_kernel");
+            int taken = 0; /* gq_mx3_kernel where it applies, else v2 / v1 */
+            st = gq_mx3_try(&a, in, row_tiles, s->stream, call, &taken);
+            if (st == GLN_STATUS_SUCCESS && !taken)
+                st = gq_launch(gq_mx_pick(dt, vec, a.dpart != NULL), &a, tiles, s->stream, call, "gq_mx_kernel");
         }
     }
     if (st == GLN_STATUS_SUCCESS && dbias)
