@@ -1643,6 +1643,7 @@ static const char *gq_mx3_refusal(const gq_args_t *a, const gln_tensor_t *in, CU
 /* The MXFP8 pass of gq_members on gq_mx3_kernel where it applies (*taken = 1; the status is the
  * launch's); row_tiles: gq_members' bound on the row tiles.  *taken = 0: v2 / v1 run instead,
  * unless GLN_CUDA_QUANT_MX=3 requires v3 (GLN_STATUS_NOT_SUPPORTED naming the reason). */
+static int gq_order_forced(void);
 static gln_status_t gq_mx3_try(const gq_args_t *a, const gln_tensor_t *in, int64_t row_tiles, cudaStream_t stream,
                                const char *call, int *taken) {
     *taken = 0;
@@ -1658,6 +1659,14 @@ static gln_status_t gq_mx3_try(const gq_args_t *a, const gln_tensor_t *in, int64
     if (!why) {
         gq_args_t m = *a;
         m.n_ct = gln_ceil_div(in->cols, GQ_MX3_TC);
+        /* Contiguous bands of tiles unless GLN_CUDA_QUANT_ORDER=strided: one thread issues every
+         * load, so the member search of a tile (gq_locate: a binary search in global memory, ~7
+         * dependent loads) sits on the pipeline's critical path.  Strided, a block moves to a new
+         * member at nearly every tile when members are small (128 Qwen3-like weights: ~16 row
+         * tiles between a block's tiles, 6 per member), and the grouped launch ran at 1.37x the
+         * time of one tensor of the same bytes (H200, fifth session); in a band it searches about
+         * once per member it crosses. */
+        m.strided = gq_order_forced() == 1;
         const int64_t tiles = row_tiles * m.n_ct;
         GLN_TRY(in->dtype == GLN_DTYPE_BF16 ? gq_mx3_launch<GQ_BF16>(&m, &map, tiles, stream, call, taken)
                                             : gq_mx3_launch<GQ_F16>(&m, &map, tiles, stream, call, taken));
@@ -2252,12 +2261,16 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
  * R+T 224 / 220 (bench/RESULTS.md, 2026-12-03 third session) — the DRAM locality of the tile
  * walk is not what holds these kernels at ~50 % of a copy.  GLN_CUDA_QUANT_ORDER=strided or
  * =contiguous forces one order; read once per process. */
-static int gq_strided(gln_scaling_mode_t mode) {
-    static int forced = -2; /* -2: not read yet; -1: not forced; else the forced order */
+static int gq_order_forced(void) { /* -1: not forced; else 1 strided, 0 contiguous */
+    static int forced = -2;          /* -2: not read yet */
     if (forced == -2) {
         const char *e = getenv("GLN_CUDA_QUANT_ORDER");
         forced = e && !strcmp(e, "strided") ? 1 : e && !strcmp(e, "contiguous") ? 0 : -1;
     }
+    return forced;
+}
+static int gq_strided(gln_scaling_mode_t mode) {
+    const int forced = gq_order_forced();
     return forced >= 0 ? forced : mode == GLN_SCALING_MXFP8_1D;
 }
 
