@@ -11,7 +11,10 @@
  * CPU's bytes; on the shape itself when 2·M·N·K <= 6e10 (Qwen3-like), else on the same experts
  * and splits pattern with tokens, K and N capped (256, 1024, 1024).  The timing: the full shape,
  * device splits, the stage run `inner` times between two synchronisations, median of `repeat`.
- * wgrad: into FP32 (main_grad), accumulating in the timing.
+ * wgrad: into FP32 (main_grad), accumulating in the timing; checked twice, first from zeros
+ * without accumulation (beta = 0: the epilogue never reads main_grad), then accumulating the same
+ * product onto that result (beta = 1, main_grad read through the epilogue's C loads) against the
+ * CPU's own accumulation — still exact, so any wrong, stale or misplaced C read shows ("MISM acc").
  *
  * Build: cmake -DGLN_BUILD_LAB=ON (needs CUTLASS); run on the GPU machine, e.g.
  *   bench/lab/grouped_tiles --shape qwen3 --stage wgrad
@@ -28,6 +31,13 @@
 gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_tn_pp_64x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_epi_*.cu: wgrad with the TMA epilogue spelled out (lab_epi.cuh) */
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_d3(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_sep(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_sep_delay(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                                const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_256x128_sep(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -47,6 +57,16 @@ static const variant_t variants[] = {
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32},
+    /* coop 128x256 as the small regime, epilogue subtile e<N> (128 x N FP32), C / D stages, "sep":
+     * separate C and D buffers (else D is staged in its C slot), "dly": DelayTmaStore.  With the
+     * small regime's policy (e32 C4D2) lab_epi.cuh yields its very kernel type (asserted in
+     * lab_epi_128x256_d3.cu), so "small regime" is these rows' control. */
+    {"lab 128x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_e64, GLN_CUTLASS_BF16_NT_F32},
+    {"lab 128x256 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_d3, GLN_CUTLASS_BF16_NT_F32},
+    {"lab 128x256 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep, GLN_CUTLASS_BF16_NT_F32},
+    {"lab 128x256 e32 sep dly", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep_delay,
+     GLN_CUTLASS_BF16_NT_F32},
+    {"lab 256x128 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_256x128_sep, GLN_CUTLASS_BF16_NT_F32},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -261,7 +281,18 @@ int main(int argc, char **argv) {
     TRY(run(cpu, &c, 1, 0));
     const size_t out_bytes = stage == FPROP ? (size_t)(c.M * c.N) * 2 : stage == DGRAD ? (size_t)(c.M * c.K) * 2
                                                                                      : (size_t)(c.N * c.K) * c.E * 4;
-    unsigned char *got = malloc(out_bytes);
+    unsigned char *got = malloc(out_bytes), *want_acc = NULL;
+    if (!got) return 1;
+    if (stage == WGRAD) { /* the accumulating check's answer: the CPU adds the product onto its result */
+        unsigned char *first = malloc(out_bytes);
+        want_acc = malloc(out_bytes);
+        if (!first || !want_acc) return 1;
+        memcpy(first, c.host[6], out_bytes);
+        TRY(run(cpu, &c, 1, 1));
+        memcpy(want_acc, c.host[6], out_bytes);
+        memcpy(c.host[6], first, out_bytes);
+        free(first);
+    }
     problem_t t;
     problem_init(cu, &t, s, s->tokens, s->k, s->n, fp8, stage, sk, 0);
     const double flops = 2.0 * (double)t.M * (double)s->k * (double)s->n;
@@ -294,6 +325,18 @@ int main(int argc, char **argv) {
             printf("%-26s | %-8s | (not timed)\n", var->name, "MISMATCH");
             continue;
         }
+        if (want_acc) { /* the second pass onto the first one's result, reading main_grad */
+            const gln_status_t sa = run(cu, &c, 0, 1);
+            if (sa != GLN_STATUS_SUCCESS) {
+                printf("%-26s | %-8s | %s\n", var->name, "error", gln_last_error());
+                continue;
+            }
+            TRY(gln_memcpy(cu, got, c.dev[6], out_bytes, GLN_COPY_BACKEND_TO_HOST));
+            if (memcmp(got, want_acc, out_bytes) != 0) {
+                printf("%-26s | %-8s | (not timed)\n", var->name, "MISM acc");
+                continue;
+            }
+        }
         double *ts = malloc((size_t)repeat * sizeof *ts);
         for (int r = -2; r < repeat; r++) {
             TRY(gln_synchronize(cu));
@@ -310,6 +353,7 @@ int main(int argc, char **argv) {
     activate(&(variant_t){"", NULL, NULL, NULL, 0});
     gln_cutlass_lab_kernel = NULL;
     free(got);
+    free(want_acc);
     problem_free(cu, &c);
     problem_free(cu, &t);
     gln_context_destroy(cu);
