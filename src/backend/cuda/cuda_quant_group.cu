@@ -1140,6 +1140,34 @@ __device__ __forceinline__ void gq_mx2_encode(const uint32_t (&w)[gq_traits<DT>:
     else gq_mx2_encode_fmt<DT, 0, MULT>(w, s, mult, b);
 }
 
+/* The rowwise copy of one chunk: the E8M0 code of its 32-column block (this lane's 16 elements
+ * and its neighbour lane's, so both lanes must call) and the chunk's 16 codes into b.  m: the
+ * chunk's |x| maximum (bits; NaN patterns order above Inf).  fast (warp-uniform): no lane of the
+ * warp holds a NaN, so gq_mx2_code and the unchecked encode give the bytes of v1's code, which
+ * runs otherwise.  Shared by gq_mx2_kernel and gq_mx3_kernel. */
+template <int DT>
+__device__ __forceinline__ uint8_t gq_mx_row_block(const gq_args_t &a, const uint32_t (&w)[gq_traits<DT>::W],
+                                                   uint32_t m, bool fast, float rinv, float (&mult)[GQ_CHUNK],
+                                                   uint32_t (&b)[4]) {
+    if (fast) {
+        const uint32_t fin = max(m, __shfl_xor_sync(GQ_FULL, m, 1));
+        const uint8_t code = gq_mx2_code<DT>(a, fin, rinv);
+        gq_mx2_encode<DT, false>(w, gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
+        return code;
+    }
+    uint32_t fin = m;
+    const int hn = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w));
+    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
+    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
+    const uint8_t code = gq_mx_code<DT>(a, fin, nan2);
+    const float s = gln_e8m0_inverse_bits(code);
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+    gq_encode<DT>(w, mult, a.e5m2, b);
+    return code;
+}
+
 template <int DT>
 __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(const gq_args_t a) {
     static_assert(DT != GQ_F32, "v2 takes 2-byte inputs (16 bits per |x| in absbuf)");
@@ -1186,23 +1214,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
             const bool warp_nan = __any_sync(GQ_FULL, nan);
 #pragma unroll
             for (int h = 0; h < GQ_RPT; h++) {
-                uint8_t code;
-                if (!warp_nan) { /* warp-uniform */
-                    const uint32_t fin = max(m[h], __shfl_xor_sync(GQ_FULL, m[h], 1));
-                    code = gq_mx2_code<DT>(a, fin, rinv);
-                    gq_mx2_encode<DT, false>(w[h], gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
-                } else { /* v1's rowwise code */
-                    uint32_t fin = m[h];
-                    const int hn = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
-                    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
-                    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
-                    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
-                    code = gq_mx_code<DT>(a, fin, nan2);
-                    const float s = gln_e8m0_inverse_bits(code);
-#pragma unroll
-                    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
-                    gq_encode<DT>(w[h], mult, a.e5m2, b);
-                }
+                const uint8_t code = gq_mx_row_block<DT>(a, w[h], m[h], !warp_nan, rinv, mult, b);
                 if (ok[h]) {
                     *(uint4 *)(a.q + i0 + (size_t)(h * GQ_PASS) * (size_t)C) = make_uint4(b[0], b[1], b[2], b[3]);
                     if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_PASS, c / 32)] = code;
@@ -1485,23 +1497,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
 #pragma unroll
                 for (int v = 0; v < W; v++) m = __vmaxu2(m, w[h][v] & 0x7FFF7FFFu);
                 m = max(m & 0xFFFFu, m >> 16);
-                const int hn = m > (uint32_t)gq_traits<DT>::NAN_ABOVE;
-                uint8_t code;
-                if (!__any_sync(GQ_FULL, hn)) { /* warp-uniform */
-                    const uint32_t fin = max(m, __shfl_xor_sync(GQ_FULL, m, 1));
-                    code = gq_mx2_code<DT>(a, fin, rinv);
-                    gq_mx2_encode<DT, false>(w[h], gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
-                } else { /* v1's rowwise code */
-                    uint32_t fin = m;
-                    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
-                    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
-                    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
-                    code = gq_mx_code<DT>(a, fin, nan2);
-                    const float s = gln_e8m0_inverse_bits(code);
-#pragma unroll
-                    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
-                    gq_encode<DT>(w[h], mult, a.e5m2, b);
-                }
+                const bool fast = !__any_sync(GQ_FULL, m > (uint32_t)gq_traits<DT>::NAN_ABOVE); /* warp-uniform */
+                const uint8_t code = gq_mx_row_block<DT>(a, w[h], m, fast, rinv, mult, b);
                 if (ok[h]) {
                     gq_mx3_store(a.q + i0 + (size_t)(h * GQ_MX3_PASS) * (size_t)C, b, nc, al16);
                     if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_MX3_PASS, c / 32)] = code;
