@@ -26,7 +26,9 @@
  * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
  * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
  * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
- * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0),
+ * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0; GLN_CUDA_QUANT_TMA=2
+ * requires v4, GLN_CUDA_QUANT_TC=64|128 its tile columns (default 128 where cols > 64),
+ * GLN_CUDA_QUANT_TMA_BLOCKS=n caps its grid),
  * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_QUANT_MX=2 the second (v2, register loads)
  * instead of the default v3 (TMA load pipeline; GLN_CUDA_QUANT_MX_BLOCKS=n caps its grid),
  * GLN_CUDA_BLOCK_V1=1 the first block kernel, GLN_CUDA_BLOCK_TMA=0 the block kernel before the
@@ -321,12 +323,12 @@ int main(int argc, char **argv) {
                pipe ? pipe : "unset", order ? order : "default (MXFP8 strided)");
         const char *v3 = getenv("GLN_CUDA_QUANT_V3"), *mx = getenv("GLN_CUDA_QUANT_MX");
         const char *blk = getenv("GLN_CUDA_BLOCK_V1"), *tma = getenv("GLN_CUDA_QUANT_TMA");
-        const char *btma = getenv("GLN_CUDA_BLOCK_TMA");
+        const char *btma = getenv("GLN_CUDA_BLOCK_TMA"), *tc = getenv("GLN_CUDA_QUANT_TC");
         const int v3_on = !(v3 && v3[0] == '0'), v2_on = !(v2 && v2[0] == '0'), tma_on = !(tma && tma[0] == '0');
-        printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s (GLN_CUDA_QUANT_MX=%s), "
-               "block %s (GLN_CUDA_BLOCK_V1=%s, GLN_CUDA_BLOCK_TMA=%s)\n",
+        printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_TC=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s "
+               "(GLN_CUDA_QUANT_MX=%s), block %s (GLN_CUDA_BLOCK_V1=%s, GLN_CUDA_BLOCK_TMA=%s)\n",
                v2_on && v3_on && tma_on ? "v4 TMA (amax + cast)" : v3_on ? "v3 cast" : "v2 cast",
-               tma ? tma : "unset", v3 ? v3 : "unset",
+               tma ? tma : "unset", tc ? tc : "unset (128 where cols > 64)", v3 ? v3 : "unset",
                mx && mx[0] == '1' ? "v1" : mx && mx[0] == '2' ? "v2" : "v3 (TMA)", mx ? mx : "unset",
                blk && blk[0] == '1' ? "v1" : btma && btma[0] == '0' ? "v2" : "v3 (TMA; v2 where it does not apply)",
                blk ? blk : "unset", btma ? btma : "unset");

@@ -904,10 +904,101 @@ static void test_mx3_variants(void) {
 }
 
 
+/* ---- per-tensor v4 tilings (gq_tensor4_kernel<TC>) --------------------------------------------
+ * The per-tensor cases that gq_tensor4_kernel takes (bf16 / fp16, cols % 8 == 0, aligned input)
+ * with GLN_CUDA_QUANT_TMA=2 (v4 required: a pass it did not take fails the call), on both tilings
+ * (GLN_CUDA_QUANT_TC=128: two boxes a tile, the second not issued where a tile holds <= 64
+ * columns of the tensor; =64: one box) and on grids capped at 1 and 3 blocks
+ * (GLN_CUDA_QUANT_TMA_BLOCKS) so that a block walks many tiles and members and turns its stage
+ * ring many times: current and delayed scaling, E4M3 / E5M2, both NaN rules, R / C / RC, NaN /
+ * Inf inputs, columns 8 / 24 / 40 (less than one box), 136 / 264 (a last tile of 8 columns; a
+ * row's last chunk of 8), 1032 (9 tiles of 128, the last of 8 columns), rows 1 / 3 / 129 / 130,
+ * members of 0 / 1 / 31 / 33 / 127 / 129 / 300 rows with trailing packed rows, host and device
+ * splits, a CUDA graph; every byte against the CPU.  And the refusals of the required mode. */
+
+static const int64_t k_t4_sp_awkward[] = {0, 1, 31, 33, 127, 129, 300};
+static const int64_t k_t4_sp_tail[] = {129, 0, 130, 3};
+
+static void tensor4_cases(void) {
+    static const int64_t cols[] = {8, 24, 40, 136, 264, 1032};
+    static const int64_t rows[] = {1, 3, 129, 130};
+    static const gln_dtype_t dts[] = {GLN_DTYPE_BF16, GLN_DTYPE_FP16};
+    gln_rng_t rng = gln_rng_seed(91);
+    for (size_t c = 0; c < COUNT(cols); c++)
+        for (int m = M_CURRENT; m <= M_DELAYED; m++)
+            for (int copies = 1; copies <= 3; copies++)
+                for (int v = (int)((c + (size_t)copies) % 2); v < 8; v += 2) {
+                    const gln_quant_config_t cfg = make_cfg(m, copies, v);
+                    const gln_dtype_t dt = dts[(c + (size_t)copies + (size_t)(v >> 1)) % COUNT(dts)];
+                    single_case(&cfg, dt, rows[(c + (size_t)v) % COUNT(rows)], cols[c], v >= 2, v & 1, 0, 0, &rng);
+                    const int64_t sum = splits_sum(COUNT(k_t4_sp_awkward), k_t4_sp_awkward);
+                    gcase_t g = {&cfg, dt, COUNT(k_t4_sp_awkward), k_t4_sp_awkward, sum + (v & 2 ? 5 : 0), cols[c]};
+                    grouped_case(&g, (v + copies + m) % 3, v >= 2, (v >> 2) & 1, &rng);
+                    if (copies == 3) {
+                        gcase_t t = {&cfg, dt, COUNT(k_t4_sp_tail), k_t4_sp_tail, 262 + (v & 1), cols[c]};
+                        grouped_case(&t, (v + 1) % 3, 1, v & 1, &rng);
+                    }
+                }
+    /* every row count on every column count, both scalings, both copies */
+    for (size_t r = 0; r < COUNT(rows); r++)
+        for (size_t c = 0; c < COUNT(cols); c++)
+            for (int m = M_CURRENT; m <= M_DELAYED; m++) {
+                const gln_quant_config_t cfg = make_cfg(m, 3, (int)(r + c) % 8);
+                single_case(&cfg, dts[(r + c) % COUNT(dts)], rows[r], cols[c], 1, (int)(r & 1), 0, 0, &rng);
+            }
+}
+
+/* Under GLN_CUDA_QUANT_TMA=2, a per-tensor pass v4 cannot take fails naming the reason. */
+static void tensor4_refusal(gln_dtype_t dt, int64_t rows, int64_t cols, size_t skew_in, const char *needle) {
+    const gln_quant_config_t cfg = make_cfg(M_CURRENT, 3, 0);
+    gln_quant_layout_t lay;
+    CHECK_OK(gln_quant_layout(cfg.mode, cfg.fp8_dtype, rows, cols, &lay));
+    gln_rng_t rng = gln_rng_seed(92);
+    void *h = make_input(&rng, dt, rows, cols, 0, 1);
+    gln_twin_t x = gln_twin_input(g_cu, h, (size_t)rows * (size_t)cols * gln_dtype_size(dt), skew_in);
+    qout_t o = qout_new(&cfg, lay.data_bytes, lay.scale_bytes / 4, lay.col_scale_bytes / 4, 1, NULL, NULL, 0);
+    gln_tensor_t din = gln_tensor_make(dt, rows, cols, x.d), dq = qout_tensor(&cfg, &o, rows, cols, 1);
+    CHECK_STATUS(gln_quantize(g_cu, &cfg, &din, &dq), GLN_STATUS_NOT_SUPPORTED, needle);
+    CHECK_OK(gln_synchronize(g_cu));
+    CHECK_OK(gln_context_async_error(g_cu));
+    qout_free(&o);
+    gln_twin_free(g_cu, &x);
+    free(h);
+}
+
+static void test_tensor4_variants(void) {
+    CHECK(setenv("GLN_CUDA_QUANT_TMA", "2", 1) == 0);
+    tensor4_refusal(GLN_DTYPE_FP32, 64, 256, 0, "GLN_CUDA_QUANT_TMA=2 requires gq_tensor4_kernel");
+    tensor4_refusal(GLN_DTYPE_FP32, 64, 256, 0, "the input is not bf16 or fp16");
+    tensor4_refusal(GLN_DTYPE_BF16, 64, 36, 0, "cols is not a multiple of 8");
+    tensor4_refusal(GLN_DTYPE_FP16, 64, 256, 2, "x is not 16-byte aligned");
+    static const char *const tcs[] = {"128", "64"};
+    for (size_t k = 0; k < COUNT(tcs); k++) {
+        CHECK(setenv("GLN_CUDA_QUANT_TC", tcs[k], 1) == 0);
+        tensor4_cases();
+        test_tma_shapes();
+        test_graph(); /* bf16, 320 columns: a last 128-column tile of one box */
+        CHECK(unsetenv("GLN_CUDA_QUANT_TC") == 0);
+    }
+    static const char *const blocks[] = {"1", "3"};
+    for (size_t b = 0; b < COUNT(blocks); b++) {
+        CHECK(setenv("GLN_CUDA_QUANT_TMA_BLOCKS", blocks[b], 1) == 0);
+        for (size_t k = 0; k < COUNT(tcs); k++) {
+            CHECK(setenv("GLN_CUDA_QUANT_TC", tcs[k], 1) == 0);
+            tensor4_cases();
+            test_many_members(); /* 128 members, 256 columns: many member switches per block */
+            CHECK(unsetenv("GLN_CUDA_QUANT_TC") == 0);
+        }
+        test_graph(); /* the default tiling */
+        CHECK(unsetenv("GLN_CUDA_QUANT_TMA_BLOCKS") == 0);
+    }
+    CHECK(unsetenv("GLN_CUDA_QUANT_TMA") == 0);
+}
+
 #endif
 
 GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu,
     GLN_CASE(test_encode_sweep), GLN_CASE(test_single), GLN_CASE(test_grouped), GLN_CASE(test_grouped_dtypes),
     GLN_CASE(test_many_members), GLN_CASE(test_graph), GLN_CASE(test_bad_splits),
     GLN_CASE(test_kernel_variants), GLN_CASE(test_mx3_sweep), GLN_CASE(test_mx3_single), GLN_CASE(test_mx3_grouped),
-    GLN_CASE(test_mx3_swizzled), GLN_CASE(test_mx3_variants))
+    GLN_CASE(test_mx3_swizzled), GLN_CASE(test_mx3_variants), GLN_CASE(test_tensor4_variants))

@@ -1883,18 +1883,19 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
  * not in flight.  Here the tensor memory accelerator copies tiles into a ring of shared-memory
  * stages: bytes in flight cost no registers and stay in flight while the block computes.
  *   - Loads: one 2-D tensor map over the packed input [rows, cols] (bf16 / fp16), boxes of
- *     GQ_TR x GQ_TC elements (128 rows x 128 bytes): one instruction per 16 KB tile, issued by
- *     thread 0.  A box starts at the tile's packed row (member row0 + r0), so a member's partial
- *     last tile also loads the next member's first rows (masked below, as the register kernels
- *     mask them) and rows past the tensor / columns past cols load as zero (the tensor map's
- *     out-of-bounds fill).  The box's bytes land in full, out-of-bounds fill included, so the
- *     stage's barrier always expects GQ4_TILE_BYTES.  The 128-byte swizzle (16-byte unit u of tile
- *     row r at unit u ^ (r % 8); gq4_read) makes a warp's reads of its 8 rows x 4 chunks free of
- *     bank conflicts, which an unswizzled 128-byte pitch would make 2-way.
- *   - Ring: GQ4_STAGES stages (1024-byte aligned for the swizzle), a "full" mbarrier each (one
- *     arrival: thread 0's expect_tx, then the box's bytes).  The prologue issues tiles 0..S-1;
- *     tile j waits on stage j % S with parity (j / S) % 2, every thread copies its two chunks
- *     (rows rr, rr + 64, 16 elements each) to registers, and after the next block barrier (the
+ *     GQ_TR x 64 elements (128 rows x 128 bytes): one instruction per 16 KB box, issued by
+ *     thread 0 (a tile is one box, or two: TC below).  A box starts at the tile's packed row
+ *     (member row0 + r0), so a member's partial last tile also loads the next member's first
+ *     rows (masked below, as the register kernels mask them) and rows past the tensor / columns
+ *     past cols load as zero (the tensor map's out-of-bounds fill).  The box's bytes land in
+ *     full, out-of-bounds fill included, so the stage's barrier expects each issued box's 16 KB.
+ *     The 128-byte swizzle (16-byte unit u of box row r at unit u ^ (r % 8); gq4_read) makes a
+ *     warp's reads of its 8 rows x 4 chunks (TC = 64) free of bank conflicts, which an unswizzled
+ *     128-byte pitch would make 2-way.
+ *   - Ring: S stages (1024-byte aligned for the swizzle), a "full" mbarrier each (one arrival:
+ *     thread 0's expect_tx, then the boxes' bytes).  The prologue issues tiles 0..S-1; tile j
+ *     waits on stage j % S with parity (j / S) % 2, every thread copies its chunks (TC = 64: rows
+ *     rr, rr + 64, 16 elements each) to registers, and after the next block barrier (the
  *     one the transposed phase needs anyway, or one of its own without a transposed copy) thread
  *     0 refills the stage with tile j + S: S tiles in flight while a tile is converted.
  *   - The transposed tile is double-buffered, so one block barrier per tile suffices: tile j + 2
@@ -1909,29 +1910,108 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
  *     missing elements do, so amax partials and NaN votes see only the member's elements.  With
  *     cols % 16 == 8 the last chunk of a row holds 8 valid columns (the other 8 are the zero fill)
  *     and stores 8 codes (gq4_store).
- * Conditions (gq_tma_ok): bf16 / fp16 input without activation-on-load or dbias, x 16-byte aligned,
- * cols % 8 == 0 (the tensor map's 16-byte row stride), packed rows and cols below 2^31 (the box
- * coordinates are 32-bit); the outputs may have any alignment (stores check theirs).  Also only with
- * v2 and v3 enabled: GLN_CUDA_QUANT_V2=0 / GLN_CUDA_QUANT_V3=0 keep selecting those kernels.
+ * Conditions (gq4_refusal): bf16 / fp16 input without activation-on-load or dbias, x 16-byte
+ * aligned, cols % 8 == 0 (the tensor map's 16-byte row stride), packed rows and cols below 2^31 -
+ * 128 (the box coordinates are 32-bit); the outputs may have any alignment (stores check theirs).
+ * Also only with v2 and v3 enabled: GLN_CUDA_QUANT_V2=0 / GLN_CUDA_QUANT_V3=0 keep selecting those
+ * kernels.  GLN_CUDA_QUANT_TMA=2 requires this kernel: a pass it cannot take fails with
+ * GLN_STATUS_NOT_SUPPORTED naming the reason (tests prove which kernel ran);
+ * GLN_CUDA_QUANT_TMA_BLOCKS=n caps its grid (tests: a block turns its stage ring many times).
  * Every byte equals v3's (and v2's where v3 does not apply): the same element bits reach the same
  * functions, and the loads never change a bit.
- * Not measured yet (no GPU in the session that wrote it): blocks per SM and the stage count are
- * compile-time choices (GQ4_MIN_BLOCKS, GQ4_STAGES) worth an A/B on the H200;
- * outputs are plain 16-byte stores (staging them in shared memory for bulk stores is a further
- * step only if the stores show up as the limit). */
-/* 3 blocks of 256 threads per SM (<= 80 registers: ptxas -v, CUDA 13, sm_90a: 72-80, no spills)
- * with 3 stages each: 3 x (48 KB ring + 16 KB transposed tiles + 2 KB) = 200 KB of shared memory,
- * 9 tiles = 144 KB in flight per SM (v3: 64 KB), and 24 warps to overlap one block's barrier with
- * another's work.  The alternative, 2 blocks of 4 stages (88-92 registers), is a -D away. */
+ * Outputs are plain 16-byte stores (staging them in shared memory for bulk stores is a further
+ * step only if the stores show up as the limit).
+ *
+ * Two tilings, one body (template parameter TC; GLN_CUDA_QUANT_TC=64 or =128 selects one, unset:
+ * 128 where cols > 64, else 64, since a 128-column tile of a narrower tensor is half empty):
+ *   TC = 64: tiles of 128 x 64, one box each; thread t owns column chunk k = t % 4 of rows
+ *     rr = t / 4 and rr + 64 (GQ_RPT = 2).  A warp's rowwise store covers 8 rows x 64 bytes, half
+ *     of each 128-byte line.  3 blocks of 256 threads per SM (<= 80 registers: ptxas -v, CUDA 13,
+ *     sm_90a: 72-80, no spills) with 3 stages each: 3 x (48 KB ring + 16 KB transposed tiles +
+ *     2 KB) = 200 KB of shared memory, 9 tiles = 144 KB in flight per SM.  H200, 16384 x 8192
+ *     bf16: delayed R+T 71-73 % of a device copy, current R+T 52-54 % (ncu: 1.3 eligible warps per
+ *     scheduler, ~14.7 thread instructions per element, DRAM 66 %).
+ *   TC = 128 (bench/lab/lab_stream.cu: the same cast with whole-line transposed stores moved
+ *     75.2 % of a copy with 128 x 64 tiles and 82.6 % with 128 x 128): a tile is two boxes of
+ *     the same map side by side in one 32 KB stage (box b at byte b · 16 KB, each with its own
+ *     128-byte swizzle).  The second box is issued only where it starts before cols, and the
+ *     stage's barrier expects exactly the issued boxes' bytes (gq4_issue), as gq_mx3_kernel does;
+ *     its chunks are then all past cols, so they are never read as data (replaced by +0 like
+ *     every chunk outside the member) and the transposed phase skips that half (its columns are
+ *     >= cols).  Thread t: lane l = t % 32 of warp w = t / 32 owns column chunk k = 4·bit3(l) +
+ *     (l % 4) of rows rr + 32h, rr = 4w + 2·bit4(l) + bit2(l), h = 0..3 (RPT = 4; gq4_thread):
+ *       - a warp's rowwise store covers 4 rows x 128 bytes, 4 whole lines;
+ *       - stage reads (16 bytes a lane; conflicts are counted per 8 lanes): lanes 8q .. 8q+7 read
+ *         rows r, r + 1 (r even) of one box at units 2(l % 4) (+1) ^ (row % 8); the rows' XOR
+ *         keys differ in bit 0, so the 8 units are distinct: no conflict (the mapping with 8
+ *         chunks of one row per 8 lanes would read units of the same parity of both boxes, 2-way);
+ *       - transposed tile: one gq3_pos sub-tile per box, sub-tile 1 at 2050 words (2 words past a
+ *         bank period) so that the 64-bit stores of lanes 16q .. 16q+15 (rows r, r + 1, both boxes,
+ *         4 chunks) hit 32 distinct banks: box 0's words have bank bits 0-1 in {0, 1} or in {2, 3}
+ *         (gq3_pos's key is even), box 1's the other two; the transposed reads (one sub-tile per
+ *         instruction, all banks shifted alike) stay free of conflicts;
+ *       - the transposed phase is v4's twice (columns 64b + 4cg .. of sub-tile b).
+ *     Blocks and stages (228 KB of shared memory per SM, 1 KB of it reserved per block): a block
+ *     holds S x 32 KB of ring + 1 KB of alignment slack + 2 x 16.4 KB of transposed tiles
+ *     (double-buffered, see above) + ~0.1 KB.  3 stages: 129.9 KB, 1 block per SM (8 warps, 2
+ *     tiles = 64 KB in flight while one is converted: the lab's winner, but the lab's cast has
+ *     no amax, member switch or NaN path, and with 8 warps one block's barrier stalls the SM).
+ *     2 stages: 97.9 KB, 2 blocks per SM (196 KB + 2 KB reserved <= 228 KB): 16 warps, the same
+ *     64 KB in flight per SM (one tile per block while the other is converted), and one block's
+ *     barrier overlaps the other's work, which is what the 64-column kernel's 3 blocks bought.
+ *     Chosen: 2 stages x 2 blocks (GQ4W_STAGES, GQ4W_MIN_BLOCKS; 3 x 1 is a -D away:
+ *     -DGQ4W_STAGES=3 -DGQ4W_MIN_BLOCKS=1).  Registers (ptxas -v, CUDA 13, sm_90a; the limit at
+ *     2 blocks is 128): cast 96 / 99, amax 103, cast + amax 115 / 116 (fp16 / bf16), no spills;
+ *     static shared memory 33 KB (cast passes).  TC = 64 is unchanged (72-80).  512 threads per
+ *     block was not taken: GQ_THREADS is the block reduction's and the transposed phase's size
+ *     throughout this file.
+ *   Not measured yet (no GPU in the session that wrote TC = 128): the tiling, and 2 x 2 against
+ *     1 x 3 stages, are worth an A/B on the H200 (GLN_CUDA_QUANT_TC=64 / 128 in one run).
+ *   Current scaling's amax pass runs on the same TC, stage ring and grid as its cast pass
+ *     (gq4_first_pass / gq_run_tensor), so block b covers the same tiles in both passes and the
+ *     reversed cast pass starts on the tiles the amax pass read last (still in L2). */
 #ifndef GQ4_STAGES
 #define GQ4_STAGES 3
 #endif
 #ifndef GQ4_MIN_BLOCKS
 #define GQ4_MIN_BLOCKS 3
 #endif
-#define GQ4_TILE_BYTES (GQ_TR * GQ_TC * 2)                   /* one bf16 / fp16 box: 16 KB */
-#define GQ4_SMEM (GQ4_STAGES * GQ4_TILE_BYTES + 1024)        /* dynamic: the ring + slack to align it */
-static_assert(GQ_TC * 2 == 128, "a tile row is one 128-byte swizzle span");
+#ifndef GQ4W_STAGES
+#define GQ4W_STAGES 2 /* TC = 128 */
+#endif
+#ifndef GQ4W_MIN_BLOCKS
+#define GQ4W_MIN_BLOCKS 2 /* TC = 128 */
+#endif
+#define GQ4_BOX_C 64                          /* columns of a box: a 128-byte row of bf16 / fp16 */
+#define GQ4_BOX_BYTES (GQ_TR * GQ4_BOX_C * 2) /* one box: 16 KB */
+#define GQ4_SUB_WORDS (GQ_TR * GQ4_BOX_C / 4 + 2) /* a transposed sub-tile (one box's codes) + bank offset */
+static_assert(GQ4_BOX_C * 2 == 128, "a box row is one 128-byte swizzle span");
+
+/* The geometry of tiling TC (the section's comment). */
+template <int TC> struct gq4_geo {
+    static_assert(TC == 64 || TC == 128, "v4 tiles are 64 or 128 columns wide");
+    static constexpr int NB = TC / GQ4_BOX_C;          /* boxes of a tile */
+    static constexpr int PER_ROW = TC / GQ_CHUNK;      /* chunks of a tile row */
+    static constexpr int PASS = GQ_THREADS / PER_ROW;  /* rows between a thread's chunks */
+    static constexpr int RPT = GQ_TR / PASS;           /* chunks per thread per tile */
+    static constexpr int S = TC == 64 ? GQ4_STAGES : GQ4W_STAGES;
+    static constexpr int MIN_BLOCKS = TC == 64 ? GQ4_MIN_BLOCKS : GQ4W_MIN_BLOCKS;
+    static constexpr int STAGE = NB * GQ4_BOX_BYTES;   /* bytes of a stage */
+    static constexpr int SMEM = S * STAGE + 1024;      /* dynamic: the ring + slack to align it */
+};
+static_assert(gq4_geo<64>::RPT == GQ_RPT && gq4_geo<64>::PASS == GQ_PASS, "TC = 64 is the file's tile");
+
+/* Thread t's tile row rr (its chunks are rows rr + h · PASS) and column chunk k (columns
+ * 16k .. 16k+15 of the tile, in box k / 4); the mapping of TC = 128 is the section's. */
+template <int TC> __device__ __forceinline__ void gq4_thread(int t, int &rr, int &k) {
+    if (TC == 64) {
+        rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    } else {
+        const int l = t & 31;
+        rr = 4 * (t >> 5) + 2 * (l >> 4) + ((l >> 2) & 1);
+        k = 4 * ((l >> 3) & 1) + (l & 3);
+    }
+}
 
 /* The producer's walk (thread 0 only, kept in shared memory so it costs no registers): the next
  * tile to load and the member cursor of the loads. */
@@ -1940,24 +2020,29 @@ typedef struct gq4_prod {
     int64_t rt, ct;
 } gq4_prod_t;
 
-/* Thread 0: arm `bar` for one box and load the producer's next tile into `dst`; advance. */
+/* Thread 0: arm `bar` for the tile's boxes and load the producer's next tile into `dst`; advance.
+ * A 128-column tile's second box is issued only where it starts before cols (else its chunks
+ * are all past cols and never read), and the barrier expects the issued boxes' bytes. */
+template <int TC>
 __device__ __forceinline__ void gq4_issue(const gq_args_t &a, const CUtensorMap *map, gq4_prod_t *p, int64_t sq,
                                           int64_t sr, uint8_t *dst, uint64_t *bar) {
     gq_cursor_t c = p->c;
     int64_t rt = p->rt, ct = p->ct;
     gq_locate(a, rt, c);
-    const int32_t row = (int32_t)(c.row0 + (rt - c.t0) * GQ_TR), col = (int32_t)(ct * GQ_TC);
-    gln_mbar_expect_tx(bar, GQ4_TILE_BYTES);
+    const int32_t row = (int32_t)(c.row0 + (rt - c.t0) * GQ_TR), col = (int32_t)(ct * TC);
+    const bool second = TC == 128 && (int64_t)col + GQ4_BOX_C < a.cols;
+    gln_mbar_expect_tx(bar, second ? 2u * GQ4_BOX_BYTES : (uint32_t)GQ4_BOX_BYTES);
     gln_tma_load_2d(dst, map, bar, row, col);
+    if (second) gln_tma_load_2d(dst + GQ4_BOX_BYTES, map, bar, row, col + GQ4_BOX_C);
     rt += sq, ct += sr;
     if (ct >= a.n_ct) ct -= a.n_ct, rt++;
     p->c = c, p->rt = rt, p->ct = ct;
 }
 
-/* The 8 words (16 elements, columns 16k .. 16k+15) of tile row `row` of a swizzled stage: 16-byte
- * units 2k and 2k+1 of the row, stored at unit ^ (row % 8). */
-__device__ __forceinline__ void gq4_read(const uint8_t *stage, int row, int k, uint32_t (&w)[8]) {
-    const uint8_t *r = stage + row * 128;
+/* The 8 words (16 elements, columns 16k .. 16k+15 of the box) of box row `row` of a swizzled box:
+ * 16-byte units 2k and 2k+1 of the row, stored at unit ^ (row % 8). */
+__device__ __forceinline__ void gq4_read(const uint8_t *box, int row, int k, uint32_t (&w)[8]) {
+    const uint8_t *r = box + row * 128;
     const int x = row & 7;
     const uint4 u0 = *(const uint4 *)(r + (((2 * k) ^ x) << 4)), u1 = *(const uint4 *)(r + (((2 * k + 1) ^ x) << 4));
     w[0] = u0.x, w[1] = u0.y, w[2] = u0.z, w[3] = u0.w;
@@ -1979,15 +2064,18 @@ __device__ __forceinline__ void gq4_store(uint8_t *p, const uint32_t (&b)[4], in
 }
 
 /* MODE GQ_AMAX (current scaling's amax pass), GQ_CAST (its cast pass: a.work holds the amax
- * pass's partials of the same x) or GQ_CAST_AMAX (delayed scaling).  `map`: gq_tma_encode's map
- * of a.x. */
-template <int DT, int MODE>
-__global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
+ * pass's partials of the same x, on the same TC and grid) or GQ_CAST_AMAX (delayed scaling); TC
+ * the tile's columns (a.n_ct counts TC-column tiles).  `map`: gq4_refusal's map of a.x (boxes of
+ * 128 rows x 64 columns, 128-byte swizzle). */
+template <int DT, int MODE, int TC>
+__global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     gq_tensor4_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a) {
-    static_assert(DT != GQ_F32, "v4: 2-byte inputs (a tile row is 128 bytes)");
-    constexpr int S = GQ4_STAGES, W = gq_traits<DT>::W;
+    static_assert(DT != GQ_F32, "v4: 2-byte inputs (a box row is 128 bytes)");
+    typedef gq4_geo<TC> G;
+    constexpr int S = G::S, W = gq_traits<DT>::W, RPT = G::RPT, PASS = G::PASS, NB = G::NB;
     constexpr bool CASTS = MODE != GQ_AMAX;
-    __shared__ __align__(16) uint32_t tile[CASTS ? 2 : 1][CASTS ? GQ_TR * GQ_TC / 4 : 1]; /* transposed, x2 */
+    /* transposed, x2; sub-tile b (box b's codes) at word b · GQ4_SUB_WORDS */
+    __shared__ __align__(16) uint32_t tile[CASTS ? 2 : 1][CASTS ? NB * GQ4_SUB_WORDS : 1];
     __shared__ __align__(8) uint64_t full[S];
     __shared__ gq4_prod_t prod;
     extern __shared__ __align__(1024) uint8_t gq4_dyn[];
@@ -1995,10 +2083,13 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
     if (wk.count <= 0) return;
     /* the ring, 1024-byte aligned in the shared window (the 128-byte swizzle repeats every 1024) */
     uint8_t *const ring = gq4_dyn + ((1024u - (gln_smem_addr(gq4_dyn) & 1023u)) & 1023u);
-    const int t = threadIdx.x, rr = t / GQ_PER_ROW, k = t % GQ_PER_ROW;
+    const int t = threadIdx.x;
+    int rr, k;
+    gq4_thread<TC>(t, rr, k);
+    const int kb = k & 3, box = k >> 2; /* the chunk within its box, the box */
     const int lane = t & 31, g = lane & 15, cg = 2 * (t >> 5) + (lane >> 4); /* transposed phase */
     const int64_t C = a.cols, count = wk.count;
-    const size_t passC = (size_t)GQ_PASS * (size_t)C;
+    const size_t passC = (size_t)PASS * (size_t)C;
     const int rd = 128 * g + ((16 * (g & 1)) | (cg ^ (2 * (g >> 1)))); /* as in gq_tensor3_kernel */
     const float dummy[GQ_CHUNK] = {};
     /* the walk as (row tile, column tile), as in gq_mx2_kernel */
@@ -2012,7 +2103,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
         for (int s = 0; s < S; s++) gln_mbar_init(&full[s], 1);
         gln_mbar_init_fence();
         prod.c = lc, prod.rt = rt, prod.ct = ct;
-        for (int s = 0; s < S && s < count; s++) gq4_issue(a, &map, &prod, sq, sr, ring + s * GQ4_TILE_BYTES, &full[s]);
+        for (int s = 0; s < S && s < count; s++)
+            gq4_issue<TC>(a, &map, &prod, sq, sr, ring + s * G::STAGE, &full[s]);
     }
     __syncthreads(); /* the barriers are initialized before anyone waits on them */
     int32_t ci = -1; /* the member whose amax partial / scale is in use (none yet) */
@@ -2034,17 +2126,18 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
                 if (MODE == GQ_CAST) fast = fast && a.work[ci].nan_not == 0;
             }
         }
-        const int64_t r0 = (rt - lc.t0) * GQ_TR, c = ct * GQ_TC + k * GQ_CHUNK;
+        const int64_t r0 = (rt - lc.t0) * GQ_TR, c = ct * TC + k * GQ_CHUNK;
         const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0; /* 16, 8 or 0 */
         const size_t e0 = (size_t)(lc.row0 + r0 + rr) * (size_t)C + (size_t)c; /* chunk h = 0's element */
-        uint8_t *const st = ring + stage * GQ4_TILE_BYTES;
+        uint8_t *const st = ring + stage * G::STAGE;
         gln_mbar_wait(&full[stage], parity);
-        bool ok[GQ_RPT]; /* chunk h (rows rr, rr + 64) is in the member */
-        uint32_t w[GQ_RPT][W];
+        bool ok[RPT]; /* chunk h (row rr + h · PASS) is in the member */
+        uint32_t w[RPT][W];
 #pragma unroll
-        for (int h = 0; h < GQ_RPT; h++) {
-            ok[h] = nc > 0 && r0 + rr + h * GQ_PASS < lc.m;
-            gq4_read(st, rr + h * GQ_PASS, k, w[h]);
+        for (int h = 0; h < RPT; h++) {
+            ok[h] = nc > 0 && r0 + rr + h * PASS < lc.m;
+            /* a chunk past cols may lie in a second box that was not issued: read, then replaced */
+            gq4_read(st + box * GQ4_BOX_BYTES, rr + h * PASS, kb, w[h]);
             if (!ok[h]) {
 #pragma unroll
                 for (int v = 0; v < W; v++) w[h][v] = 0u; /* not the member's: +0, like gq_load */
@@ -2053,13 +2146,13 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
         const bool tr = CASTS && a.qc != NULL; /* block-uniform: a transposed phase (with its barrier) */
         if (!tr) { /* every thread's words are out of the stage: refill it */
             __syncthreads();
-            if (t == 0 && j + S < count) gq4_issue(a, &map, &prod, sq, sr, st, &full[stage]);
+            if (t == 0 && j + S < count) gq4_issue<TC>(a, &map, &prod, sq, sr, st, &full[stage]);
         }
         bool use_fast = fast;
         if (MODE != GQ_CAST) {
             uint32_t pm = 0; /* packed |x| maxima of the thread's chunks (NaN patterns order above Inf) */
 #pragma unroll
-            for (int h = 0; h < GQ_RPT; h++)
+            for (int h = 0; h < RPT; h++)
 #pragma unroll
                 for (int v = 0; v < W; v++) pm = __vmaxu2(pm, w[h][v] & 0x7FFF7FFFu);
             const uint32_t tm = max(pm & 0xFFFFu, pm >> 16);
@@ -2068,41 +2161,49 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ4_MIN_BLOCKS)
                 best = max(best, __float_as_uint(gq_value<DT>(tm)));
             } else { /* v2's fold, with the lowest NaN's index */
 #pragma unroll
-                for (int h = 0; h < GQ_RPT; h++) gq_amax_chunk<DT>(w[h], e0 + (size_t)h * passC, best, nan_not);
+                for (int h = 0; h < RPT; h++) gq_amax_chunk<DT>(w[h], e0 + (size_t)h * passC, best, nan_not);
             }
             if (MODE == GQ_CAST_AMAX) use_fast = fast && !__any_sync(GQ_FULL, nan);
         }
         if (CASTS) {
             uint32_t *const tb = tile[CASTS ? (j & 1) : 0];
+            uint32_t *const tw = tb + box * GQ4_SUB_WORDS; /* this chunk's sub-tile */
 #pragma unroll
-            for (int h = 0; h < GQ_RPT; h++) {
+            for (int h = 0; h < RPT; h++) {
                 uint32_t b[4];
                 if (use_fast) gq_mx2_encode<DT, false>(w[h], s, dummy, a.e5m2, b); /* warp-uniform */
                 else gq2_encode<DT>(w[h], s, a.e5m2, b);
                 if (a.q && ok[h]) gq4_store(a.q + e0 + (size_t)h * passC, b, nc);
                 if (tr) {
-                    const int row = rr + h * GQ_PASS;
-                    *(uint2 *)&tb[gq3_pos(row, 4 * k)] = make_uint2(b[0], b[1]);
-                    *(uint2 *)&tb[gq3_pos(row, 4 * k + 2)] = make_uint2(b[2], b[3]);
+                    const int row = rr + h * PASS;
+                    *(uint2 *)&tw[gq3_pos(row, 4 * kb)] = make_uint2(b[0], b[1]);
+                    *(uint2 *)&tw[gq3_pos(row, 4 * kb + 2)] = make_uint2(b[2], b[3]);
                 }
             }
             if (tr) {
                 __syncthreads(); /* the transposed tile is written; every thread is past its stage reads */
-                if (t == 0 && j + S < count) gq4_issue(a, &map, &prod, sq, sr, st, &full[stage]);
-                uint32_t v[8]; /* rows 8g .. 8g+7, columns 4cg .. 4cg+3 */
+                if (t == 0 && j + S < count) gq4_issue<TC>(a, &map, &prod, sq, sr, st, &full[stage]);
 #pragma unroll
-                for (int i = 0; i < 8; i++) v[i] = tb[(rd ^ (16 * (i & 1) | 2 * ((i >> 1) & 1))) + 32 * (i >> 1)];
-                uint32_t lo[4], hi[4];
-                gq3_transpose4(v[0], v[1], v[2], v[3], lo);
-                gq3_transpose4(v[4], v[5], v[6], v[7], hi);
-                const int64_t rs = r0 + 8 * g, cc = ct * GQ_TC + 4 * cg;
-                if (rs < lc.m) {
-                    const int n = (int)min((int64_t)8, lc.m - rs);
-                    /* member i's transposed copy [C, m_i] starts at element row0 · C */
-                    uint8_t *p = a.qc + (size_t)lc.row0 * (size_t)C + (size_t)cc * (size_t)lc.m + (size_t)rs;
+                for (int bx = 0; bx < NB; bx++) {
+                    const int64_t cb = ct * TC + bx * GQ4_BOX_C; /* the sub-tile's first column */
+                    if (cb >= C) break;                         /* block-uniform: nothing of it is stored */
+                    const uint32_t *const sub = tb + bx * GQ4_SUB_WORDS;
+                    uint32_t v[8]; /* rows 8g .. 8g+7, columns 4cg .. 4cg+3 of the sub-tile */
 #pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        if (cc + q < C) gq3_store8(p + (size_t)q * (size_t)lc.m, lo[q], hi[q], n);
+                    for (int i = 0; i < 8; i++)
+                        v[i] = sub[(rd ^ (16 * (i & 1) | 2 * ((i >> 1) & 1))) + 32 * (i >> 1)];
+                    uint32_t lo[4], hi[4];
+                    gq3_transpose4(v[0], v[1], v[2], v[3], lo);
+                    gq3_transpose4(v[4], v[5], v[6], v[7], hi);
+                    const int64_t rs = r0 + 8 * g, cc = cb + 4 * cg;
+                    if (rs < lc.m) {
+                        const int n = (int)min((int64_t)8, lc.m - rs);
+                        /* member i's transposed copy [C, m_i] starts at element row0 · C */
+                        uint8_t *p = a.qc + (size_t)lc.row0 * (size_t)C + (size_t)cc * (size_t)lc.m + (size_t)rs;
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            if (cc + q < C) gq3_store8(p + (size_t)q * (size_t)lc.m, lo[q], hi[q], n);
+                    }
                 }
                 /* no barrier here: the next tile writes the other buffer (see above) */
             }
@@ -2314,79 +2415,149 @@ static int gq_reverse_enabled(void) {
     return !(e && e[0] == '0');
 }
 
-/* GLN_CUDA_QUANT_TMA=0: v3 / v2 where gq_tensor4_kernel (the TMA pipeline) is the default, to A/B
- * them; read at every call. */
-static int gq_tma_enabled(void) {
+/* GLN_CUDA_QUANT_TMA: 0 selects v3 / v2 where gq_tensor4_kernel (the TMA pipeline) is the default,
+ * to A/B them; 2 requires gq_tensor4_kernel: a per-tensor pass it cannot take fails with
+ * GLN_STATUS_NOT_SUPPORTED saying why (tests and benchmarks prove which kernel ran).  Unset or
+ * anything else: v4 where it applies.  Read at every call.  Returns 0 (off), 1 (where it applies)
+ * or 2 (required). */
+static int gq_tma_mode(void) {
     const char *e = getenv("GLN_CUDA_QUANT_TMA");
-    return !(e && e[0] == '0');
+    if (e && e[0] == '0') return 0;
+    return e && e[0] == '2' ? 2 : 1;
 }
 
-/* The shapes gq_tensor4_kernel takes (its section's conditions).  GLN_CUDA_QUANT_V2=0 and
- * GLN_CUDA_QUANT_V3=0 keep selecting the older kernels, so each switch names one kernel. */
-static int gq_tma_ok(const gq_args_t *a, const gln_tensor_t *in) {
-    return gq_tma_enabled() && gq_v2_enabled() && gq_v3_enabled() && !a->dpart && a->act == GLN_ACT_LOAD_NONE &&
-           (in->dtype == GLN_DTYPE_BF16 || in->dtype == GLN_DTYPE_FP16) && gq_aligned(a->x) && a->cols > 0 &&
-           a->cols % 8 == 0 && a->cols <= INT32_MAX - GQ_TC && in->rows > 0 && in->rows <= INT32_MAX - GQ_TR;
+/* GLN_CUDA_QUANT_TC=64 / =128: gq_tensor4_kernel's tile columns; unset or anything else: 128 where
+ * cols > 64, else 64 (the section's comment).  Read at every call. */
+static int gq4_tc(int64_t cols) {
+    const char *e = getenv("GLN_CUDA_QUANT_TC");
+    if (e && strcmp(e, "64") == 0) return 64;
+    if (e && strcmp(e, "128") == 0) return 128;
+    return cols > 64 ? 128 : 64;
+}
+
+/* GLN_CUDA_QUANT_TMA_BLOCKS=n caps gq_tensor4_kernel's grid at n blocks (both passes of current
+ * scaling share it), so that a block walks many tiles and members through its stage ring on a
+ * small tensor (tests) or to measure fewer blocks; read at every call. */
+static int64_t gq4_block_cap(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_TMA_BLOCKS");
+    const long long n = e ? strtoll(e, NULL, 10) : 0;
+    return n > 0 ? (int64_t)n : 0;
+}
+
+/* Why gq_tensor4_kernel cannot take this pass (NULL: it can, with *map encoded; *empty: there is
+ * no element, and the register kernels' launches do nothing).  The section's conditions; the
+ * switches of the older kernels keep selecting them, so each switch names one kernel. */
+static const char *gq4_refusal(const gq_args_t *a, const gln_tensor_t *in, CUtensorMap *map, int *empty) {
+    *empty = 0;
+    if (!gq_v2_enabled()) return "GLN_CUDA_QUANT_V2=0 selects the v1 kernels";
+    if (!gq_v3_enabled()) return "GLN_CUDA_QUANT_V3=0 selects gq_tensor2_kernel";
+    if (in->dtype != GLN_DTYPE_BF16 && in->dtype != GLN_DTYPE_FP16) return "the input is not bf16 or fp16";
+    if (a->dpart) return "a fused dbias runs on gq_tensor_kernel";
+    if (a->act != GLN_ACT_LOAD_NONE) return "an activation on load runs on gq_tensor2_kernel / gq_tensor_kernel";
+    if (in->rows <= 0 || a->cols <= 0) {
+        *empty = 1;
+        return "the tensor is empty";
+    }
+    if (a->cols % 8 != 0) return "cols is not a multiple of 8";
+    if (a->cols > INT32_MAX - 128 || in->rows > INT32_MAX - GQ_TR) return "rows or cols exceed 2^31 - 129";
+    if (!gq_aligned(a->x)) return "x is not 16-byte aligned";
+    if (gln_tma_encode_2d(map, in->dtype == GLN_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                          a->x, (uint64_t)in->rows, (uint64_t)a->cols, (uint64_t)a->cols * 2u, GQ_TR, GQ4_BOX_C,
+                          CU_TENSOR_MAP_SWIZZLE_128B) != 0)
+        return "the driver refused the tensor map";
+    return NULL;
 }
 
 typedef void (*gq4_kernel_t)(CUtensorMap, gq_args_t);
 
-/* gq_tensor4_kernel<DT, MODE> with its dynamic shared memory allowed on the current device (set
- * once per device and instantiation: more than the default 48 KB needs the attribute). */
-template <int DT, int MODE> static gln_status_t gq4_get(int dev, gq4_kernel_t *k, const char *call) {
+/* gq_tensor4_kernel<DT, MODE, TC> with its dynamic shared memory allowed on the current device
+ * (set once per device and instantiation: more than the default 48 KB needs the attribute). */
+template <int DT, int MODE, int TC> static gln_status_t gq4_get(int dev, gq4_kernel_t *k, const char *call) {
     static unsigned long long ready = 0; /* bit d: set on device d (< 64; others set it every call) */
-    *k = gq_tensor4_kernel<DT, MODE>;
+    *k = gq_tensor4_kernel<DT, MODE, TC>;
     const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
     if (bit && (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) & bit)) return GLN_STATUS_SUCCESS;
     GLN_TRY(gln_cuda_check(cudaFuncSetAttribute((const void *)*k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                GQ4_SMEM),
+                                                gq4_geo<TC>::SMEM),
                            call, "cudaFuncSetAttribute(gq_tensor4_kernel, MaxDynamicSharedMemorySize)"));
     if (bit) __atomic_fetch_or(&ready, bit, __ATOMIC_RELEASE);
     return GLN_STATUS_SUCCESS;
 }
 
-template <int MODE> static gln_status_t gq4_pick(int dt, gq4_kernel_t *k, const char *call) {
+template <int MODE, int TC> static gln_status_t gq4_pick_tc(int dt, gq4_kernel_t *k, const char *call) {
     int dev = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    return dt == GQ_BF16 ? gq4_get<GQ_BF16, MODE>(dev, k, call) : gq4_get<GQ_F16, MODE>(dev, k, call);
+    return dt == GQ_BF16 ? gq4_get<GQ_BF16, MODE, TC>(dev, k, call) : gq4_get<GQ_F16, MODE, TC>(dev, k, call);
 }
 
-static gln_status_t gq4_launch(gq4_kernel_t k, const CUtensorMap *map, const gq_args_t *a, int64_t tiles,
-                               int64_t blocks, cudaStream_t st, const char *call, const char *name) {
+/* The kernel of MODE for tile columns tc (64 or 128) and its dynamic shared memory. */
+template <int MODE>
+static gln_status_t gq4_pick(int dt, int tc, gq4_kernel_t *k, size_t *smem, const char *call) {
+    *smem = tc == 128 ? (size_t)gq4_geo<128>::SMEM : (size_t)gq4_geo<64>::SMEM;
+    return tc == 128 ? gq4_pick_tc<MODE, 128>(dt, k, call) : gq4_pick_tc<MODE, 64>(dt, k, call);
+}
+
+static gln_status_t gq4_launch(gq4_kernel_t k, size_t smem, const CUtensorMap *map, const gq_args_t *a,
+                               int64_t tiles, int64_t blocks, cudaStream_t st, const char *call, const char *name) {
     if (tiles <= 0 || blocks <= 0) return GLN_STATUS_SUCCESS;
-    k<<<(unsigned int)blocks, GQ_THREADS, GQ4_SMEM, st>>>(*map, *a);
+    k<<<(unsigned int)blocks, GQ_THREADS, smem, st>>>(*map, *a);
     return gln_cuda_check_launch(call, name);
 }
 
-/* The first pass of gq_run_tensor on gq_tensor4_kernel (current: the amax pass, with the grid both
- * passes share in *blocks; delayed: cast + amax), or *map_ok = 0 where the shape is not v4's or the
- * driver refuses the tensor map (the caller then runs v3 / v2). */
+/* What gq4_first_pass hands on to current scaling's cast pass: the arguments with a.n_ct in the
+ * pass's tiles, their count, the grid and the kernel's tiling. */
+typedef struct gq4_run {
+    gq_args_t a;
+    int64_t tiles, blocks;
+    int tc;
+} gq4_run_t;
+
+/* The first pass of gq_run_tensor on gq_tensor4_kernel (current: the amax pass, on the grid and
+ * tiling both passes share, handed on in *run; delayed: cast + amax), or *map_ok = 0 where the
+ * pass is not v4's (the caller then runs v3 / v2), unless GLN_CUDA_QUANT_TMA=2 requires v4:
+ * GLN_STATUS_NOT_SUPPORTED naming the reason.  tiles: gq_members' bound in 64-column tiles. */
 static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_t *a, const gln_tensor_t *in,
-                                   int64_t tiles, cudaStream_t st, CUtensorMap *map, int *map_ok, int64_t *blocks,
+                                   int64_t tiles, cudaStream_t st, CUtensorMap *map, int *map_ok, gq4_run_t *run,
                                    const char *call) {
     *map_ok = 0;
-    if (!gq_tma_ok(a, in)) return GLN_STATUS_SUCCESS;
-    if (gln_tma_encode_2d(map, in->dtype == GLN_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                          a->x, (uint64_t)in->rows, (uint64_t)a->cols, (uint64_t)a->cols * 2u, GQ_TR, GQ_TC,
-                          CU_TENSOR_MAP_SWIZZLE_128B) != 0)
-        return GLN_STATUS_SUCCESS;
+    const int mode = gq_tma_mode();
+    if (mode == 0) return GLN_STATUS_SUCCESS;
+    int empty = 0;
+    const char *why = gq4_refusal(a, in, map, &empty);
+    if (why) {
+        if (mode < 2 || empty) return GLN_STATUS_SUCCESS;
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED,
+                        "%s: GLN_CUDA_QUANT_TMA=2 requires gq_tensor4_kernel, which cannot take this pass: %s "
+                        "(%s, %lld x %lld)",
+                        call, why, gln_dtype_name(in->dtype), (long long)in->rows, (long long)a->cols);
+    }
     *map_ok = 1;
-    const int dt = gq_dt(in->dtype);
+    const int dt = gq_dt(in->dtype), tc = gq4_tc(a->cols);
+    /* the same row tiles (gq_members' bound: tiles = row_tiles · a->n_ct, cols > 0 here), in tc-column tiles */
+    run->a = *a;
+    run->a.n_ct = gln_ceil_div(a->cols, tc);
+    run->tiles = tiles / a->n_ct * run->a.n_ct;
+    run->tc = tc;
+    const int64_t cap = gq4_block_cap();
     gq4_kernel_t k = NULL;
+    size_t smem = 0;
     if (cfg->delayed) {
-        GLN_TRY(gq4_pick<GQ_CAST_AMAX>(dt, &k, call));
-        GLN_TRY(gq_grid((const void *)k, tiles, blocks, call, GQ4_SMEM));
-        return gq4_launch(k, map, a, tiles, *blocks, st, call, "gq_tensor4_kernel<cast+amax>");
+        GLN_TRY(gq4_pick<GQ_CAST_AMAX>(dt, tc, &k, &smem, call));
+        GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem));
+        if (cap > 0 && run->blocks > cap) run->blocks = cap;
+        return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<cast+amax>");
     }
     gq4_kernel_t cast = NULL;
+    size_t cast_smem = 0;
     int64_t cast_blocks = 0;
-    GLN_TRY(gq4_pick<GQ_AMAX>(dt, &k, call));
-    GLN_TRY(gq4_pick<GQ_CAST>(dt, &cast, call));
-    GLN_TRY(gq_grid((const void *)k, tiles, blocks, call, GQ4_SMEM));
-    GLN_TRY(gq_grid((const void *)cast, tiles, &cast_blocks, call, GQ4_SMEM));
-    if (cast_blocks < *blocks) *blocks = cast_blocks;
-    return gq4_launch(k, map, a, tiles, *blocks, st, call, "gq_tensor4_kernel<amax>");
+    GLN_TRY(gq4_pick<GQ_AMAX>(dt, tc, &k, &smem, call));
+    GLN_TRY(gq4_pick<GQ_CAST>(dt, tc, &cast, &cast_smem, call));
+    GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem));
+    GLN_TRY(gq_grid((const void *)cast, run->tiles, &cast_blocks, call, cast_smem));
+    if (cast_blocks < run->blocks) run->blocks = cast_blocks;
+    if (cap > 0 && run->blocks > cap) run->blocks = cap;
+    return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<amax>");
 }
 
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
@@ -2402,7 +2573,8 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
     int64_t blocks = 0, cast_blocks = 0;
     CUtensorMap map;
     int tma = 0;
-    GLN_TRY(gq4_first_pass(cfg, a, in, tiles, st, &map, &tma, &blocks, call)); /* v4: launched there */
+    gq4_run_t v4;
+    GLN_TRY(gq4_first_pass(cfg, a, in, tiles, st, &map, &tma, &v4, call)); /* v4: launched there */
     if (!tma && !cfg->delayed) {
         const gq_kernel_t amax = a->dpart ? gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec) : gq_tensor_pick<GQ_AMAX>(dt, vec);
         GLN_TRY(gq_grid((const void *)amax, tiles, &blocks, call));
@@ -2423,10 +2595,13 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
     gq_args_t r = *a;
     r.reverse = gq_reverse_enabled();
-    if (tma) {
+    if (tma) { /* the amax pass's tiling, tiles and grid */
+        gq_args_t r4 = v4.a;
+        r4.reverse = r.reverse;
         gq4_kernel_t cast = NULL;
-        GLN_TRY(gq4_pick<GQ_CAST>(dt, &cast, call));
-        return gq4_launch(cast, &map, &r, tiles, blocks, st, call, "gq_tensor4_kernel<cast>");
+        size_t smem = 0;
+        GLN_TRY(gq4_pick<GQ_CAST>(dt, v4.tc, &cast, &smem, call));
+        return gq4_launch(cast, smem, &map, &r4, v4.tiles, v4.blocks, st, call, "gq_tensor4_kernel<cast>");
     }
     return gq_launch_on(gq_tensor_pick<GQ_CAST>(dt, vec), &r, tiles, blocks, st, call, "gq_tensor_kernel<cast>");
 }
