@@ -538,8 +538,90 @@ static void test_block_v1(void) {
     CHECK(unsetenv("GLN_CUDA_BLOCK_V1") == 0);
 }
 
+/* A device gln_quantize that GLN_CUDA_BLOCK_TMA=2 must refuse: GLN_STATUS_NOT_SUPPORTED naming the
+ * switch and the reason, and not one output byte written. */
+static void refused_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t rows, int64_t cols, size_t skew_in,
+                         const char *reason, gln_rng_t *rng) {
+    gln_quant_layout_t lay;
+    CHECK_OK(gln_quant_layout(cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
+    void *h = make_input(rng, dt, rows, cols, 1);
+    gln_twin_t x = gln_twin_input(g_cu, h, (size_t)rows * (size_t)cols * gln_dtype_size(dt), skew_in);
+    qout_t o = qout_new(cfg, lay.data_bytes, lay.scale_bytes / 4, lay.col_scale_bytes / 4, 0);
+    gln_tensor_t din = gln_tensor_make(dt, rows, cols, x.d), dq = qout_tensor(cfg, &o, rows, cols, 1);
+    CHECK_STATUS(gln_quantize(g_cu, cfg, &din, &dq), GLN_STATUS_NOT_SUPPORTED, "GLN_CUDA_BLOCK_TMA=2");
+    CHECK_STATUS(gln_quantize(g_cu, cfg, &din, &dq), GLN_STATUS_NOT_SUPPORTED, reason);
+    CHECK_OK(gln_context_async_error(g_cu));
+    /* the host twins still hold the poison: the device copies must too */
+    char what[240], c[120];
+    cfg_name(cfg, dt, c, sizeof c);
+    snprintf(what, sizeof what, "refused quantize %lldx%lld %s (GLN_CUDA_BLOCK_TMA=2)", (long long)rows,
+             (long long)cols, c);
+    layout_t L = {cfg->mode, 1, {rows}, cols};
+    qout_check(&o, &L, what);
+    qout_free(&o);
+    gln_twin_free(g_cu, &x);
+    free(h);
+}
+
+/* GLN_CUDA_BLOCK_TMA=2 (v3 required, read at every call): a call v3 cannot take fails with
+ * GLN_STATUS_NOT_SUPPORTED instead of falling back to v2, so every call below that succeeds ran
+ * on v3.  The awkward shapes v3 accepts: columns 8 / 24 / 136 / 264 (a partial last column tile,
+ * tiles narrower than one 16-byte chunk per thread), rows 1 / 3 / 129 / 130 (partial row tiles,
+ * boxes past the tensor's end), members of 0 / 1 / 127 / 129 / 300 rows (boxes reaching into the
+ * next member), NaN / Inf, E4M3 / E5M2, power-of-two and FP32 scales, both NaN rules, BLOCK_1D and
+ * BLOCK_2D, all against the CPU reference; then with the grid capped at 1 and 3 blocks so each
+ * block turns its stage ring many times.  Then the refusals: fp32 and fp16 input, columns not a
+ * multiple of 8, a misaligned bf16 base, and GLN_CUDA_BLOCK_V1=1 - each names its reason. */
+static void test_block_tma_required(void) {
+    static const int64_t rows[] = {1, 3, 129, 130}, cols[] = {8, 24, 136, 264};
+    static const int64_t sp[] = {0, 1, 127, 129, 300};
+    gln_rng_t rng = gln_rng_seed(95);
+    CHECK(setenv("GLN_CUDA_BLOCK_TMA", "2", 1) == 0);
+    for (size_t r = 0; r < COUNT(rows); r++)
+        for (size_t c = 0; c < COUNT(cols); c++)
+            for (int mode = 0; mode < 2; mode++)
+                for (int v = 0; v < 8; v++) {
+                    const int copies = 1 + (int)((r + c + (size_t)v) % 3);
+                    const gln_quant_config_t cfg =
+                        make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, copies, v);
+                    single_case(&cfg, GLN_DTYPE_BF16, rows[r], cols[c], 1, 0, 0, &rng);
+                }
+    const int64_t sum = splits_sum((int32_t)COUNT(sp), sp);
+    for (size_t c = 0; c < COUNT(cols); c++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int v = 0; v < 8; v++) {
+                const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, v);
+                gcase_t g = {&cfg, GLN_DTYPE_BF16, (int32_t)COUNT(sp), sp, sum + (v & 1) * 3, cols[c]};
+                grouped_case(&g, (v + (int)c) & 1, 0, 1, &rng);
+            }
+    static const char *caps[] = {"1", "3"};
+    for (size_t k = 0; k < COUNT(caps); k++) {
+        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[k], 1) == 0);
+        for (int mode = 0; mode < 2; mode++)
+            for (int v = 0; v < 8; v += 3) {
+                const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, v);
+                single_case(&cfg, GLN_DTYPE_BF16, 700, 264, 1, 0, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_BF16, 130, 8, 1, 0, 0, &rng);
+                gcase_t g = {&cfg, GLN_DTYPE_BF16, (int32_t)COUNT(sp), sp, sum + 5, 136};
+                grouped_case(&g, (v + (int)k) & 1, 0, 1, &rng);
+            }
+        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, 2);
+        refused_case(&cfg, GLN_DTYPE_FP32, 129, 136, 0, "not bf16", &rng);
+        refused_case(&cfg, GLN_DTYPE_FP16, 129, 136, 0, "not bf16", &rng);
+        refused_case(&cfg, GLN_DTYPE_BF16, 129, 33, 0, "multiple of 8", &rng);
+        refused_case(&cfg, GLN_DTYPE_BF16, 129, 136, 2, "16-byte aligned", &rng);
+        CHECK(setenv("GLN_CUDA_BLOCK_V1", "1", 1) == 0);
+        refused_case(&cfg, GLN_DTYPE_BF16, 129, 136, 0, "GLN_CUDA_BLOCK_V1=1", &rng);
+        CHECK(unsetenv("GLN_CUDA_BLOCK_V1") == 0);
+    }
+    CHECK(unsetenv("GLN_CUDA_BLOCK_TMA") == 0);
+}
+
 #endif
 
 GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu,
     GLN_CASE(test_selfcheck), GLN_CASE(test_single), GLN_CASE(test_grouped), GLN_CASE(test_grouped_dtypes),
-    GLN_CASE(test_graph), GLN_CASE(test_prefetch_off), GLN_CASE(test_block_v1))
+    GLN_CASE(test_graph), GLN_CASE(test_prefetch_off), GLN_CASE(test_block_v1), GLN_CASE(test_block_tma_required))

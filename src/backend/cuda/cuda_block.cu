@@ -50,7 +50,7 @@
  * gln_block_quant3_kernel (v3, below v2; the default for bf16 with a 16-byte aligned base and
  * cols % 8 == 0; GLN_CUDA_BLOCK_TMA=0: v2) runs v2's per-thread code on tiles that a Hopper
  * tensor copy (TMA) brings into a 3-stage shared-memory ring ahead of use, so a block's next two
- * tiles are in flight while it computes and stores one (v2: no load in flight then).  ptxas: 127
+ * tiles are in flight while it computes and stores one (v2: no load in flight then).  ptxas (s6): 121
  * (2D) / 128 (1D) registers, no spills, 101 KiB of shared memory, 2 blocks per SM. */
 #include <cublasLt.h>
 #include <cuda_fp16.h>
@@ -338,17 +338,21 @@ __device__ __forceinline__ float bq_row_amax(const float ra[8], int lane) {
 }
 
 /* BLOCK_1D rowwise: rscale[p] = encode scale of tile row rg*8 + p; its decode scale (or the
- * grid's padding 0 for rows in [m, pad4(m))) is written by one lane per row. */
-template <bool NANP>
-__device__ __forceinline__ void bq_row_scales(const bq_args_t &a, const bq_tile_t &tl, const float ra[8], int rg,
-                                              int cg, float rscale[8]) {
+ * grid's padding 0 for rows in [m, pad4(m))) is written by one lane per row.  bq_row_spread does
+ * it from `scale`, lane cg's encode scale of row cg >> 1 of its half-warp (bq_row_amax's row). */
+__device__ __forceinline__ void bq_row_spread(const bq_args_t &a, const bq_tile_t &tl, float scale, int rg, int cg,
+                                              float rscale[8]) {
     const int lane = threadIdx.x & 31, own = cg >> 1;
-    const float scale = bq_scale(a, bq_row_amax<NANP>(ra, lane));
 #pragma unroll
     for (int p = 0; p < 8; p++) rscale[p] = __shfl_sync(BQ_FULL, scale, (lane & 16) | (p << 1));
     const int64_t rl = tl.rs + rg * 8 + own, gc = gln_round_up(tl.m, 4);
     if ((cg & 1) || rl >= gc) return;
     a.s[tl.so_r + tl.ct * gc + rl] = rl < tl.m ? 1.0f / scale : 0.0f;
+}
+template <bool NANP>
+__device__ __forceinline__ void bq_row_scales(const bq_args_t &a, const bq_tile_t &tl, const float ra[8], int rg,
+                                              int cg, float rscale[8]) {
+    bq_row_spread(a, tl, bq_scale(a, bq_row_amax<NANP>(ra, threadIdx.x & 31)), rg, cg, rscale);
 }
 
 /* BLOCK_1D columnwise, first half: this warp's column maxima (ca[j]: this lane's 8 rows of
@@ -365,8 +369,15 @@ __device__ __forceinline__ void bq_col_partials(const float ca[8], int cg, float
 }
 
 /* Second half: one thread per column reduces the warps' maxima into the encode scale cscale[c]
- * and writes its decode scale (or the padding 0 of columns in [cols, pad4(cols))).  Starts and
- * ends with a block barrier. */
+ * and writes its decode scale (or the padding 0 of columns in [cols, pad4(cols))): that last part
+ * is bq_col_scale_out's, from column c's amax.  Starts and ends with a block barrier. */
+__device__ __forceinline__ void bq_col_scale_out(const bq_args_t &a, const bq_tile_t &tl, int c, float amax,
+                                                 float *cscale) {
+    const float scale = bq_scale(a, amax);
+    cscale[c] = scale;
+    const int64_t gc = gln_round_up(a.cols, 4);
+    if (tl.c0 + c < gc) a.cs[tl.so_c + tl.tr * gc + tl.c0 + c] = c < tl.nc ? 1.0f / scale : 0.0f;
+}
 template <bool NANP>
 __device__ __forceinline__ void bq_col_scales(const bq_args_t &a, const bq_tile_t &tl,
                                               const float (*colmax)[BQ_EDGE], float *cscale) {
@@ -376,22 +387,16 @@ __device__ __forceinline__ void bq_col_scales(const bq_args_t &a, const bq_tile_
         float amax = 0.0f;
 #pragma unroll
         for (int w = 0; w < BQ_THREADS / 32; w++) amax = bq_max<NANP>(amax, colmax[w][c]);
-        const float scale = bq_scale(a, amax);
-        cscale[c] = scale;
-        const int64_t gc = gln_round_up(a.cols, 4);
-        if (tl.c0 + c < gc) a.cs[tl.so_c + tl.tr * gc + tl.c0 + c] = c < tl.nc ? 1.0f / scale : 0.0f;
+        bq_col_scale_out(a, tl, c, amax, cscale);
     }
     __syncthreads();
 }
 
 /* BLOCK_2D: the tile's encode scale; thread 0 writes the decode scale into each present grid and
- * the padding 0 after the last tile of a grid row. */
+ * the padding 0 after the last tile of a grid row.  bq_tile_scale_of does it from the amax of the
+ * thread's elements. */
 template <bool NANP>
-__device__ __forceinline__ float bq_tile_scale(const bq_args_t &a, const bq_tile_t &tl, const float ra[8],
-                                               float *wmax) {
-    float amax = ra[0];
-#pragma unroll
-    for (int p = 1; p < 8; p++) amax = bq_max<NANP>(amax, ra[p]);
+__device__ __forceinline__ float bq_tile_scale_of(const bq_args_t &a, const bq_tile_t &tl, float amax, float *wmax) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) amax = bq_max<NANP>(amax, __shfl_xor_sync(BQ_FULL, amax, off));
     if ((threadIdx.x & 31) == 0) wmax[threadIdx.x >> 5] = amax;
@@ -418,6 +423,14 @@ __device__ __forceinline__ float bq_tile_scale(const bq_args_t &a, const bq_tile
         }
     }
     return scale;
+}
+template <bool NANP>
+__device__ __forceinline__ float bq_tile_scale(const bq_args_t &a, const bq_tile_t &tl, const float ra[8],
+                                               float *wmax) {
+    float amax = ra[0];
+#pragma unroll
+    for (int p = 1; p < 8; p++) amax = bq_max<NANP>(amax, ra[p]);
+    return bq_tile_scale_of<NANP>(a, tl, amax, wmax);
 }
 
 /* ---- stores ---------------------------------------------------------------------------------- */
@@ -888,7 +901,7 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const b
 /* ---- v3 (issue 9): bf16 input through a bulk-copy (TMA) load pipeline ------------------------
  *
  * gln_block_quant3_kernel is the default for bf16 input whose base is 16-byte aligned, whose
- * columns are a multiple of 8 and which is not an activation on load (bq_v3_usable on the host;
+ * columns are a multiple of 8 and which is not an activation on load (bq_v3_refusal on the host;
  * GLN_CUDA_BLOCK_TMA=0: v2 as before).  v2 holds a tile in registers after load-then-use 16-byte
  * loads, so while a block encodes and stores a tile none of its loads are in flight.  v3 keeps a
  * ring of BQ3_STAGES (3) tiles in dynamic shared memory, filled by the Hopper tensor copy
@@ -926,8 +939,8 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const b
  *     iteration, which every thread reaches after its staging reads.  Each thread fences its
  *     ordinary shared accesses against the async proxy (fence.proxy.async) before that barrier,
  *     so the tensor copy's writes are ordered after the staging writes.
- *   - Shared memory: 3 x 32 KB stages (+ 128 bytes to align the ring) dynamic, plus v2's 4.6 KB
- *     of column maxima / scales, the barriers, slots and walk static: 103,344 bytes (BLOCK_1D),
+ *   - Shared memory: 3 x 32 KB stages (+ 128 bytes to align the ring) dynamic, plus 2.8 KB
+ *     of column maxima / scales, the barriers, slots and walk static: 101,296 bytes (BLOCK_1D),
  *     2 blocks per SM (228 KB).
  *     4 stages would leave 1 block per SM (8 warps), too few to hide the barrier waits and the
  *     shuffles; 2 tiles in flight per block are 128 KB per SM, well above what the DRAM latency
@@ -936,7 +949,7 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant2_kernel(const b
  *     the dynamic shared memory); GLN_CUDA_QUANT_PREFETCH=0 still gives one block per tile (the
  *     pipeline then holds one tile, for the A/B); GLN_CUDA_BLOCK_GRID=N caps it at N blocks (the
  *     tests wrap the ring many times that way).  No L2 prefetch: the copies run ahead instead.
- *   - Registers: 127-128, no spills (ptxas -v), with the thread's row / column group made opaque
+ *   - Registers: 128 (1D) / 121 (2D), no spills (ptxas -v, s6), with the thread's row / column group made opaque
  *     per tile (else the compiler hoists the staging addresses out of the loop and spills them).
  * Stores stay v2's ordinary stores (8-byte rowwise, 16-byte transposed): staging the rowwise
  * codes in shared memory for bulk stores is a lever left for measurement. */
@@ -983,25 +996,262 @@ __device__ __forceinline__ void bq3_issue(const bq_args_t &a, const CUtensorMap 
 
 /* bq2_load's packed codes from a landed stage: w[p][k] = tile row rg*8 + p, tile columns
  * cg*8 + 2k (low half) and + 1 (high half); 0 for rows past the member's tile and for columns
- * past the tensor's (cols % 8 == 0, so a thread's 8 columns are all valid or all not). */
+ * past the tensor's (cols % 8 == 0, so a thread's 8 columns are all valid or all not).  The box
+ * always lands whole (rows of the next member or the zero fill past the tensor's end, the zero
+ * fill past cols), so the 8 reads need no guard; the zeroing runs only on a thread whose rows or
+ * columns leave the tile (a partial tile's). */
 __device__ __forceinline__ void bq3_load(const uint8_t *stage, const bq_tile_t &tl, int rg, int cg, uint32_t w[8][4]) {
-    const int c = cg * 8;
-    const uint8_t *src = stage + rg * 8 * (BQ_EDGE * 2) + c * 2;
+    const uint8_t *src = stage + rg * 8 * (BQ_EDGE * 2) + cg * 16;
 #pragma unroll
     for (int p = 0; p < 8; p++) {
-        uint4 u = make_uint4(0u, 0u, 0u, 0u);
-        if (rg * 8 + p < tl.nr && c < tl.nc) u = *(const uint4 *)(src + p * (BQ_EDGE * 2));
+        const uint4 u = *(const uint4 *)(src + p * (BQ_EDGE * 2));
         w[p][0] = u.x, w[p][1] = u.y, w[p][2] = u.z, w[p][3] = u.w;
     }
+    const int rows = cg * 8 < tl.nc ? tl.nr - rg * 8 : 0; /* the thread's rows in the tile, if > 0 */
+    if (rows < 8) {
+#pragma unroll
+        for (int p = 0; p < 8; p++)
+            if (p >= rows) w[p][0] = w[p][1] = w[p][2] = w[p][3] = 0u;
+    }
+}
+
+/* ---- v3's own per-thread code (s6): the amaxes stay packed to the scales -----------------------
+ *
+ * v2's code (bq2_amax, bq2_finish_*) widens the packed maxima to FP32 before the row butterfly and
+ * the column partials, and takes an FP32 slow path on a thread holding a NaN.  v3 keeps the
+ * maxima packed (two bf16 magnitude codes per word) until each block's amax is known, and widens
+ * only that:
+ *   - NaN codes (magnitude > 0x7F80): with NANP they are kept, as they order above every number
+ *     in the unsigned max and widen to a NaN, and a NaN amax is all the scale rule looks at
+ *     (gln_scale_from_amax_impl: scale 1 for any NaN); without NANP a thread holding one recomputes
+ *     its maxima with those codes replaced by 0 (fmaxf's "ignore NaN": the max of the others, 0 if
+ *     none, as v1's loop starting from 0).  Non-NaN magnitude codes order as their values, and the
+ *     widening is exact, so every block amax is v1's and v2's.
+ *   - Row amax: bq_row_amax's butterfly on the packed words (the same shuffles, __vmaxu2 for
+ *     bq_max), one widening at the end.
+ *   - Column partials: the two row groups of a warp combined packed (2 shuffles, a reduce-scatter:
+ *     each lane keeps 2 of its 4 column pairs) and stored as one 8-byte word per lane into
+ *     colmaxp[warp][64 column pairs]: a warp's 32 stores cover 256 contiguous bytes, no bank
+ *     conflict (v1 / v2: 4 scalar stores per lane, 4-way conflicts).
+ *   - Column scales: thread c < 128 reduces its pair's 8 words and widens its half.
+ *   - Encode scales of the columnwise copy read back as 2 16-byte loads per lane (v1 / v2: 8 scalar
+ *     loads, 4-way conflicts).
+ *   - Rowwise stores, transposed store: the 8-byte / 16-byte paths without per-row or per-chunk
+ *     guards for a whole tile (the common case), v2's functions otherwise.
+ *   - Staging of the transposed copy: two swizzle values per thread instead of eight.
+ * Encodes and NaN fix-ups are v2's functions. */
+
+/* The packed magnitude maxima of the thread's codes: rm[p] of row p (both halves are row p),
+ * cm[k] of columns 2k (low) and 2k + 1 (high) over the 8 rows (BLOCK_1D), *all of everything.
+ * DROP_NAN: NaN codes count as 0. */
+template <bool TWO_D, bool DROP_NAN>
+__device__ __forceinline__ void bq3_pmax(const uint32_t w[8][4], uint32_t rm[8], uint32_t cm[4], uint32_t *all) {
+    uint32_t acc = 0u;
+#pragma unroll
+    for (int k = 0; k < 4; k++) cm[k] = 0u;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        uint32_t m[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            m[k] = w[p][k] & 0x7FFF7FFFu;
+            if (DROP_NAN) m[k] &= ~__vcmpgtu2(m[k], 0x7F807F80u); /* 0xFFFF in each NaN half */
+        }
+        rm[p] = __vmaxu2(__vmaxu2(m[0], m[1]), __vmaxu2(m[2], m[3]));
+        acc = __vmaxu2(acc, rm[p]);
+        if (!TWO_D)
+#pragma unroll
+            for (int k = 0; k < 4; k++) cm[k] = __vmaxu2(cm[k], m[k]);
+    }
+    *all = acc;
+}
+
+/* bq3_pmax with v3's NaN rule (above); returns whether the thread holds a NaN (bq2_amax's
+ * has_nan, which selects the NaN fix-ups of the encodes). */
+template <bool TWO_D, bool NANP>
+__device__ __forceinline__ bool bq3_amax(const uint32_t w[8][4], uint32_t rm[8], uint32_t cm[4], uint32_t *all) {
+    bq3_pmax<TWO_D, false>(w, rm, cm, all);
+    const bool has_nan = max(*all & 0xFFFFu, *all >> 16) > 0x7F80u;
+    if (!NANP && has_nan) bq3_pmax<TWO_D, true>(w, rm, cm, all);
+    return has_nan;
+}
+
+/* The larger of a packed word's two magnitude codes, widened to FP32 (exact). */
+__device__ __forceinline__ float bq3_widen_max(uint32_t v) { return __uint_as_float(max(v & 0xFFFFu, v >> 16) << 16); }
+
+/* bq_row_scales on the packed row maxima: bq_row_amax's butterfly with __vmaxu2, so lane cg ends
+ * with row cg >> 1 of its half-warp, as there. */
+__device__ __forceinline__ void bq3_row_scales(const bq_args_t &a, const bq_tile_t &tl, const uint32_t rm[8], int rg,
+                                               int cg, float rscale[8]) {
+    const int lane = threadIdx.x & 31;
+    const bool b3 = lane & 8, b2 = lane & 4, b1 = lane & 2;
+    uint32_t a4[4], a2[2];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t send = b3 ? rm[k] : rm[k + 4], keep = b3 ? rm[k + 4] : rm[k];
+        a4[k] = __vmaxu2(keep, __shfl_xor_sync(BQ_FULL, send, 8));
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint32_t send = b2 ? a4[k] : a4[k + 2], keep = b2 ? a4[k + 2] : a4[k];
+        a2[k] = __vmaxu2(keep, __shfl_xor_sync(BQ_FULL, send, 4));
+    }
+    const uint32_t send = b1 ? a2[0] : a2[1], keep = b1 ? a2[1] : a2[0];
+    uint32_t a1 = __vmaxu2(keep, __shfl_xor_sync(BQ_FULL, send, 2));
+    a1 = __vmaxu2(a1, __shfl_xor_sync(BQ_FULL, a1, 1));
+    bq_row_spread(a, tl, bq_scale(a, bq3_widen_max(a1)), rg, cg, rscale);
+}
+
+/* Column pairs of a tile (BLOCK_1D column partials, packed) */
+#define BQ3_PAIRS (BQ_EDGE / 2)
+
+/* bq_col_partials on the packed column maxima: lane (rg, cg) of warp w leaves the max over the
+ * warp's 16 rows of its column pairs cg*4 + 2·b4 and + 1 (b4: the warp's second row group) in
+ * colmaxp[w][cg*4 + 2·b4 ...], one 8-byte store. */
+__device__ __forceinline__ void bq3_col_partials(const uint32_t cm[4], int cg, uint32_t (*colmaxp)[BQ3_PAIRS]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool b4 = lane & 16;
+    uint32_t o[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint32_t send = b4 ? cm[k] : cm[k + 2], keep = b4 ? cm[k + 2] : cm[k];
+        o[k] = __vmaxu2(keep, __shfl_xor_sync(BQ_FULL, send, 16));
+    }
+    *(uint2 *)&colmaxp[warp][cg * 4 + (b4 ? 2 : 0)] = make_uint2(o[0], o[1]);
+}
+
+/* bq_col_scales on the packed partials: thread c < 128 takes the max of its pair's 8 words, then
+ * its half (c even: low).  Starts and ends with a block barrier. */
+__device__ __forceinline__ void bq3_col_scales(const bq_args_t &a, const bq_tile_t &tl,
+                                               const uint32_t (*colmaxp)[BQ3_PAIRS], float *cscale) {
+    __syncthreads();
+    const int c = threadIdx.x;
+    if (c < BQ_EDGE) {
+        uint32_t v = 0u;
+#pragma unroll
+        for (int w = 0; w < BQ_THREADS / 32; w++) v = __vmaxu2(v, colmaxp[w][c >> 1]);
+        bq_col_scale_out(a, tl, c, __uint_as_float(((c & 1) ? v >> 16 : v & 0xFFFFu) << 16), cscale);
+    }
+    __syncthreads();
+}
+
+/* bq2_store_rows; a thread whose 8 rows and 8 columns are all in the tile, on an 8-byte aligned
+ * rowwise output, stores without per-row guards. */
+__device__ __forceinline__ void bq3_store_rows(const bq_args_t &a, const bq_tile_t &tl, const uint2 w[8], int rg,
+                                               int cg) {
+    const int c = cg * 8;
+    if (!a.vec_q || rg * 8 + 8 > tl.nr || c >= tl.nc) {
+        bq2_store_rows(a, tl, w, rg, cg);
+        return;
+    }
+    uint8_t *row = a.q + (size_t)(tl.mrow0 + tl.rs + rg * 8) * (size_t)a.cols + (size_t)(tl.c0 + c);
+#pragma unroll
+    for (int p = 0; p < 8; p++, row += a.cols) *(uint2 *)row = w[p];
+}
+
+/* bq_stage_cols for 2-byte inputs (tile column cg*8 + j): bq_swz(cg*8 + j) is
+ * ((2·cg + (j >> 2)) ^ (cg >> 3)) & 15, one value for j < 4 and one for j >= 4, so the 8 stores
+ * take two base addresses and immediate offsets j·128 (the compiler does not see that through the
+ * opaque cg).  Same bytes at the same places as bq_stage_cols<BQ_IN_BF16>. */
+__device__ __forceinline__ void bq3_stage_cols(uint8_t *tp, const uint2 w[8], int rg, int cg) {
+    uint8_t *col = tp + cg * 8 * BQ_EDGE;
+    uint8_t *lo = col + ((rg ^ bq_swz(cg * 8)) << 3), *hi = col + ((rg ^ bq_swz(cg * 8 + 4)) << 3);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        *(uint2 *)(lo + j * BQ_EDGE) = w[j];
+        *(uint2 *)(hi + (4 + j) * BQ_EDGE) = w[4 + j];
+    }
+}
+
+/* bq_store_tpose; for a whole tile whose transposed rows start 16-byte aligned, its 16-byte path
+ * unrolled: pass i of thread t is bq_store_tpose's u = t + 256·i (column (t >> 3) + 32·i, chunk
+ * t & 7), none of whose guards can fail there. */
+__device__ __forceinline__ void bq3_store_tpose(const bq_args_t &a, const bq_tile_t &tl, const uint8_t *tp) {
+    const size_t m = (size_t)tl.m;
+    uint8_t *dst = a.qt + (size_t)tl.mrow0 * (size_t)a.cols + (size_t)tl.c0 * m + (size_t)tl.rs;
+    if (tl.nr < BQ_EDGE || tl.nc < BQ_EDGE || (m & 15) != 0 || ((uintptr_t)dst & 15) != 0) {
+        bq_store_tpose(a, tl, tp);
+        return;
+    }
+    const int k = threadIdx.x & 7, c0 = threadIdx.x >> 3;
+    uint8_t *d = dst + (size_t)c0 * m + 16 * k;
+#pragma unroll
+    for (int i = 0; i < BQ_EDGE * 8 / BQ_THREADS; i++, d += (size_t)(BQ_THREADS / 8) * m) {
+        const int c = c0 + (BQ_THREADS / 8) * i, h = bq_swz(c);
+        uint4 v = *(const uint4 *)(tp + c * BQ_EDGE + (((2 * k) ^ h) >> 1) * 16);
+        if (h & 1) v = make_uint4(v.z, v.w, v.x, v.y); /* chunk 2k sits in the high half */
+        *(uint4 *)d = v;
+    }
+}
+
+/* bq2_finish_2d with the packed tile amax (thread_amax: the widened max of the thread's codes). */
+template <bool NANP, bool E5M2>
+__device__ __forceinline__ void bq3_finish_2d(const bq_args_t &a, const bq_tile_t &tl, const uint32_t w[8][4],
+                                              float thread_amax, bool has_nan, int rg, int cg, uint8_t *tp,
+                                              float *wmax) {
+    constexpr int IN = BQ_IN_BF16;
+    const float scale = bq_tile_scale_of<NANP>(a, tl, thread_amax, wmax);
+    uint2 rw[8];
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        float x[8];
+        bq2_row<IN>(w, p, x);
+        rw[p] = bq_enc8<E5M2>(x, scale);
+    }
+    if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+    if (a.q) bq3_store_rows(a, tl, rw, rg, cg);
+    if (!a.qt) return;
+    uint2 cw[8];
+    bq_tr8(rw, cw);
+    bq3_stage_cols(tp, cw, rg, cg);
+    __syncthreads();
+    bq3_store_tpose(a, tl, tp);
+}
+
+/* bq2_finish_1d with the packed maxima. */
+template <bool NANP, bool E5M2>
+__device__ __forceinline__ void bq3_finish_1d(const bq_args_t &a, const bq_tile_t &tl, const uint32_t w[8][4],
+                                              const uint32_t rm[8], const uint32_t cm[4], bool has_nan, int rg,
+                                              int cg, uint8_t *tp, uint32_t (*colmaxp)[BQ3_PAIRS],
+                                              float *cscale) {
+    constexpr int IN = BQ_IN_BF16;
+    if (a.qt) bq3_col_partials(cm, cg, colmaxp);
+    if (a.q) {
+        float rscale[8];
+        uint2 rw[8];
+        bq3_row_scales(a, tl, rm, rg, cg, rscale);
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+            float x[8];
+            bq2_row<IN>(w, p, x);
+            rw[p] = bq_enc8<E5M2>(x, rscale[p]);
+        }
+        if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+        bq3_store_rows(a, tl, rw, rg, cg);
+    }
+    if (!a.qt) return;
+    bq3_col_scales(a, tl, colmaxp, cscale);
+    const float4 s0 = *(const float4 *)(cscale + cg * 8), s1 = *(const float4 *)(cscale + cg * 8 + 4);
+    const float cs[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w}; /* column cg*8 + j's */
+    uint2 cw[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float x[8];
+        bq2_col<IN>(w, j, x);
+        cw[j] = bq_enc8<E5M2>(x, cs[j]);
+    }
+    if (has_nan) bq2_fix_nan_cols<IN>(w, cw);
+    bq3_stage_cols(tp, cw, rg, cg);
+    __syncthreads();
+    bq3_store_tpose(a, tl, tp);
 }
 
 template <bool TWO_D, bool NANP, bool E5M2>
 __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant3_kernel(const bq_args_t a,
                                                                          const __grid_constant__ CUtensorMap map) {
-    constexpr int IN = BQ_IN_BF16;
     extern __shared__ uint8_t bq3_dyn[];
-    __shared__ float colmax[BQ_THREADS / 32][BQ_EDGE];
-    __shared__ float cscale[BQ_EDGE];
+    __shared__ __align__(8) uint32_t colmaxp[BQ_THREADS / 32][BQ3_PAIRS];
+    __shared__ __align__(16) float cscale[BQ_EDGE];
     __shared__ float wmax[BQ_THREADS / 32];
     __shared__ __align__(8) uint64_t full[BQ3_STAGES];
     __shared__ bq3_slot_t slot[BQ3_STAGES];
@@ -1041,13 +1291,13 @@ __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant3_kernel(const b
         uint8_t *buf = ring + stage * BQ3_STAGE_BYTES;
         uint32_t w[8][4];
         bq3_load(buf, tl, rg, cg, w);
-        float ra[8], ca[8];
-        const bool has_nan = bq2_amax<IN, TWO_D, NANP>(w, ra, ca);
+        uint32_t rm[8], cm[4], all;
+        const bool has_nan = bq3_amax<TWO_D, NANP>(w, rm, cm, &all);
         /* buf is the transposed copy's staging tile from here on (see above) */
         if (TWO_D)
-            bq2_finish_2d<IN, NANP, E5M2>(a, tl, w, ra, has_nan, rg, cg, buf, wmax);
+            bq3_finish_2d<NANP, E5M2>(a, tl, w, bq3_widen_max(all), has_nan, rg, cg, buf, wmax);
         else
-            bq2_finish_1d<IN, NANP, E5M2>(a, tl, w, ra, ca, has_nan, rg, cg, buf, colmax, cscale);
+            bq3_finish_1d<NANP, E5M2>(a, tl, w, rm, cm, has_nan, rg, cg, buf, colmaxp, cscale);
         if (++stage == BQ3_STAGES) stage = 0, parity ^= 1u;
     }
 }
@@ -1093,11 +1343,16 @@ static int bq_v1_forced(void) {
     return e && e[0] == '1';
 }
 
-/* GLN_CUDA_BLOCK_TMA=0: v2 (or v1 under GLN_CUDA_BLOCK_V1=1) where v3 would run; read at every
- * call. */
-static int bq_v3_off(void) {
+/* GLN_CUDA_BLOCK_TMA: 0 = v2 (or v1 under GLN_CUDA_BLOCK_V1=1) where v3 would run; 2 = v3
+ * required: a call v3 cannot take fails with GLN_STATUS_NOT_SUPPORTED saying why (the tests use it
+ * to prove which shapes run on v3); unset or anything else = v3 where it applies, else the
+ * fallback.  Read at every call. */
+enum { BQ_V3_OFF = 0, BQ_V3_AUTO = 1, BQ_V3_REQUIRED = 2 };
+static int bq_v3_mode(void) {
     const char *e = getenv("GLN_CUDA_BLOCK_TMA");
-    return e && e[0] == '0';
+    if (e && e[0] == '0' && e[1] == '\0') return BQ_V3_OFF;
+    if (e && e[0] == '2' && e[1] == '\0') return BQ_V3_REQUIRED;
+    return BQ_V3_AUTO;
 }
 
 /* GLN_CUDA_BLOCK_GRID=N (N > 0): at most N blocks, whatever the kernel, so that each block walks
@@ -1110,13 +1365,22 @@ static int64_t bq_grid_cap(void) {
 }
 
 /* v3's conditions (see its comment): bf16 read as is from a 16-byte aligned base with cols % 8
- * == 0 (a.vec_in), and row / column coordinates that fit the tensor copy's 32-bit ones. */
-static int bq_v3_usable(gln_dtype_t dtype, const bq_args_t *a, int64_t in_rows) {
-    return dtype == GLN_DTYPE_BF16 && a->act == GLN_ACT_LOAD_NONE && a->vec_in && in_rows > 0 &&
-           in_rows <= INT32_MAX && a->cols <= INT32_MAX && !bq_v1_forced() && !bq_v3_off();
+ * == 0 (a.vec_in), and row / column coordinates that fit the tensor copy's 32-bit ones; not
+ * switched off (GLN_CUDA_BLOCK_TMA=0, GLN_CUDA_BLOCK_V1=1).  NULL when v3 can take the call, else
+ * the reason, for GLN_CUDA_BLOCK_TMA=2's message. */
+static const char *bq_v3_refusal(gln_dtype_t dtype, const bq_args_t *a, int64_t in_rows) {
+    if (dtype != GLN_DTYPE_BF16) return "the input is not bf16";
+    if (a->act != GLN_ACT_LOAD_NONE) return "the input is an activation computed on load";
+    if (a->cols % 8 != 0) return "the columns are not a multiple of 8";
+    if (!a->vec_in) return "the input's base is not 16-byte aligned";
+    if (in_rows <= 0 || in_rows > INT32_MAX) return "the packed rows are outside [1, INT32_MAX]";
+    if (a->cols > INT32_MAX) return "the columns exceed INT32_MAX";
+    if (bq_v1_forced()) return "GLN_CUDA_BLOCK_V1=1 selects v1";
+    if (bq_v3_mode() == BQ_V3_OFF) return "GLN_CUDA_BLOCK_TMA=0 selects v2";
+    return NULL;
 }
 
-/* Where v3 does not run (bq_launch tries it first): v2 for bf16 input (every path: scalar,
+/* Where v3 does not run (bq_launch tries it first; GLN_CUDA_BLOCK_TMA=2: nothing runs instead): v2 for bf16 input (every path: scalar,
  * 16-byte, activation on load); v1 for FP32 and fp16
  * (v2's fp16 instances spill under the 128-register bound: 12-72 bytes, ptxas -v). */
 static bq_kernel_t bq_pick(gln_dtype_t dtype, int two_d, int nanp, int e5m2) {
@@ -1168,7 +1432,7 @@ static gln_status_t bq_grid(const void *k, size_t smem, bq_args_t *a, unsigned i
     return GLN_STATUS_SUCCESS;
 }
 
-/* v3 (bq_v3_usable): *launched = 1 once it is launched, 0 when the driver refuses the tensor map
+/* v3 (bq_v3_refusal gave NULL): *launched = 1 once it is launched, 0 when the driver refuses the tensor map
  * (the caller then launches v2). */
 static gln_status_t bq_launch_v3(gln_context_t *ctx, const gln_quant_config_t *cfg, bq_args_t *a, int64_t in_rows,
                                  int *launched, const char *call) {
@@ -1204,11 +1468,19 @@ static gln_status_t bq_launch(gln_context_t *ctx, const gln_quant_config_t *cfg,
     if (!a->q && !a->qt) return GLN_STATUS_SUCCESS;
     a->tiles = row_tiles * a->ctiles;
     if (a->tiles == 0) return GLN_STATUS_SUCCESS;
-    if (bq_v3_usable(dtype, a, in_rows)) {
+    const int required = bq_v3_mode() == BQ_V3_REQUIRED;
+    const char *refusal = bq_v3_refusal(dtype, a, in_rows);
+    if (!refusal) {
         int launched = 0;
         GLN_TRY(bq_launch_v3(ctx, cfg, a, in_rows, &launched, call));
         if (launched) return GLN_STATUS_SUCCESS;
+        refusal = "the driver refused the input's tensor map";
     }
+    if (required)
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED,
+                        "%s: GLN_CUDA_BLOCK_TMA=2 requires the TMA block-scaling kernel (v3), which cannot take "
+                        "this call: %s",
+                        call, refusal);
     const bq_kernel_t k = bq_pick(dtype, cfg->mode == GLN_SCALING_BLOCK_2D, cfg->amax_nan_propagate,
                                   cfg->fp8_dtype == GLN_DTYPE_FP8_E5M2);
     unsigned int grid = 0;
