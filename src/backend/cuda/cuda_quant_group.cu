@@ -1296,7 +1296,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  *     64-column ones).  The walk is gq_walk's (the kernel's a.n_ct counts 128-column tiles), the
  *     members come from the device plan (gq_locate), the grid is persistent.
  *   - Loads: one 2-D tensor map over the packed input [rows, cols], encoded on the host per call
- *     (gq_mx3_try), boxes of 128 rows x 64 columns (128 bytes a row, no swizzle); a tile is two
+ *     (gq_mx3_try), boxes of 128 rows x 64 columns (128 bytes a row, 128-byte swizzle: 16-byte
+ *     unit u of box row r lands at unit u ^ (r % 8), gq_mx3_unit); a tile is two
  *     boxes, the second not issued when it starts at or past the last column, and the barrier
  *     expects exactly the issued boxes' bytes (a box's bytes count in full, zero-filled parts
  *     included).  A box at a member's row row0 + r0 reaches into the next member's rows (real
@@ -1307,34 +1308,51 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  *   - A ring of GQ_MX3_STAGES = 3 stages of 32 KB in dynamic shared memory, one "full" mbarrier
  *     each.  Thread 0 issues the first 3 tiles' boxes, then at the top of tile j the boxes of
  *     tile j + 2 into the stage that the barrier ending tile j - 1 released; the same barrier
- *     frees the columnwise multipliers.  ~98 KB a block: 2 blocks (512 threads) per SM, up to 6
- *     tiles = 192 KB of loads in flight per SM.  __launch_bounds__(256, 2) gives ptxas the 128
- *     registers that 2 blocks allow; it uses 122 (bf16) / 119 (fp16) without spilling (CUDA 13,
- *     sm_90a: the four chunks' 32 words stay in registers from the loads to the columnwise
- *     encode, and the load issuer's state lives in shared memory, not in every thread's
- *     registers).
- *   - Per tile, thread t takes chunk k = t % 8 (16 columns) of rows t / 8 + 32 h, h = 0..3 (a
- *     warp: 4 rows x 128 columns; chunk h lies in 32-row block h): the four chunks from the stage
- *     into registers, then v2's rowwise code per chunk (the neighbour lane completes the 32-column
- *     block; a warp vote of NaN picks the unchecked encode or v1's checked one).  Columnwise: each
- *     thread reduces one (32-row block, column pair) straight from the stage (32 32-bit loads, a
- *     warp reading 128 contiguous bytes of a box row: no bank conflict), rows past the member
+ *     frees the columnwise multipliers.  ~99 KB a block (stages 1024-byte aligned for the
+ *     swizzle): 2 blocks (512 threads) per SM, up to 6 tiles = 192 KB of loads in flight per SM.
+ *     __launch_bounds__(256, 2) gives ptxas the 128 registers that 2 blocks allow; it uses 122
+ *     (bf16) / 118 (fp16) without spilling (CUDA 13, sm_90a: the four chunks' 32 words stay in
+ *     registers from the loads to the columnwise encode, and the load issuer's state lives in
+ *     shared memory, not in every thread's registers).  3 blocks per SM (2 stages, 80
+ *     registers) would fit the shared memory, but ptxas spills ~300 bytes at 80 (sixth session).
+ *   - Per tile, thread t takes chunk k = t % 8 (16 columns) of rows rr + 32 h, h = 0..3, rr =
+ *     gq_mx3_row(t) (a warp: 4 whole rows x 128 columns; chunk h lies in 32-row block h): the four
+ *     chunks from the stage into registers, then v2's rowwise code per chunk (the neighbour lane
+ *     completes the 32-column block; a warp vote of NaN picks the unchecked encode or v1's checked
+ *     one).  Columnwise: each thread reduces one (32-row block, column pair) straight from the
+ *     stage (32 32-bit loads, a warp reading one whole 128-byte box row), rows past the member
  *     and columns past cols left out; a pair holding a NaN redoes its two columns v1's way (NaN
  *     left out of the maximum, code 0xFF under nan_propagate).  The multipliers go through shared
- *     memory (colmult); the vote of the barrier that publishes them says whether the tile holds a
- *     NaN: v2's unchecked encode without, v1's checked one with.
+ *     memory (colmult, in a permuted order); the vote of the barrier that publishes them says
+ *     whether the tile holds a NaN: v2's unchecked encode without, v1's checked one with.
  *   - Stores: 16 bytes a chunk per copy (cols % 16 == 0) or two 8-byte halves (cols % 16 == 8: a
  *     row then starts 8-byte aligned; the upper half only for a full chunk), a byte per scale;
  *     the grids' padding zeroed as v1 does, for 128-column tiles (gq_mx3_padding).
  * Every byte equals v2's and v1's: the same elements (a stage holds the input's bits), the same
  * amaxes (max is exact in any order; what is left out was +0 there), the same codes, multipliers,
  * FP32 products, conversions and store offsets.
- * Not measured (no GPU where this was written): a quarter warp's 16-byte stage loads of a chunk
- * meet the same banks in lanes k and k + 4 (both boxes' rows start on bank 0), 2 wavefronts where
- * 1 would do — shared-memory bandwidth, which these byte rates use a fraction of, not issue
- * slots; loading the two halves in the other order in the second box would remove it at 8 selects
- * a chunk.  Stores stay plain stores (a bulk store through shared memory would need another 32 KB
- * of staging per block).  Both are candidates for the lab. */
+ * Shared-memory traffic (sixth session): ncu on an H200 (16384 x 8192 bf16, E4M3) counted 6.4-way
+ * bank conflicts on the shared loads, 363 wavefronts per warp per tile where 80 would do: the
+ * colmult reads (4 float4 per chunk at colmult[h][16 k + 4 v]: lanes k of a quarter warp 64 bytes
+ * apart, 4-way, 16 x 16 = 256 wavefronts) and the chunk reads (lanes k and k + 4 on the same
+ * banks, the two boxes' rows both starting on bank 0: 2-way, 8 x 8 = 64).  Now: the swizzled
+ * boxes with the lane order of gq_mx3_row (chunk reads 8 x 4 = 32), colmult permuted so that a
+ * quarter warp reads 8 consecutive float4 (16 loads x 1 to 4 = 16 to 64, 1 where the hardware
+ * merges the quarters' identical addresses), the column pairs' reads unchanged in count (32 x 1,
+ * un-swizzled per row: one XOR per 4 rows) = 80 to 128 wavefronts per warp per tile; at 2 blocks
+ * per SM that takes the stage reads from ~49 % of an SM's shared bandwidth to 14-22 % (the TMA
+ * writes, 256 wavefronts a tile, come on top).  Also per tile: the rowwise scale indices as one
+ * gq_sidx_row and a step, the columnwise pair's second index as the first plus a constant.
+ * The alternative weighed against this layout: each column-pair thread encodes its pair for its
+ * 32 rows straight from the stage (no colmult, no second barrier, no w[] live across the
+ * barrier).  Per element it costs ~4 instructions (2 unpacks, 2 FMUL, half a cvt pair, a 2-byte
+ * store and its 64-bit address per row pair) against ~2.9 here (unpack, FMUL, half a cvt, a
+ * quarter of a multiplier load, a sixteenth of a store), and 32 2-byte stores per thread per tile
+ * (256 warp stores of 64 bytes) against 4 16-byte ones (32 warp stores of 512 bytes); it saves a
+ * barrier and the register pressure of w[], which the 2 blocks per SM of the shared memory do not
+ * turn into occupancy.  Kept as is.
+ * Stores stay plain stores (a bulk store through shared memory would need another 32 KB of
+ * staging per block). */
 #include "backend/cuda/cuda_tma.cuh"
 
 #define GQ_MX3_TC 128                                       /* columns of a tile: two boxes */
@@ -1345,7 +1363,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
 #define GQ_MX3_PER_ROW (GQ_MX3_TC / GQ_CHUNK)               /* chunks of a tile row: 8 */
 #define GQ_MX3_PASS (GQ_THREADS / GQ_MX3_PER_ROW)           /* rows of one chunk per thread: 32 */
 #define GQ_MX3_RPT (GQ_TR / GQ_MX3_PASS)                    /* chunks per thread per tile: 4 */
-#define GQ_MX3_COLMULT_BYTES ((GQ_TR / 32) * GQ_MX3_TC * 4) /* float colmult[4][128] */
+#define GQ_MX3_COLMULT_BYTES ((GQ_TR / 32) * GQ_MX3_TC * 4) /* float4 colmult[4][32], permuted */
 #define GQ_MX3_MIN_BLOCKS 2 /* what the shared memory allows */
 
 /* The load issuer's state (thread 0's), in shared memory so that it holds no register of the
@@ -1358,19 +1376,40 @@ typedef struct gq_mx3_producer {
 } gq_mx3_producer_t;
 
 /* Dynamic shared memory: the stages, colmult, the barriers, the issuer's state, and the slack
- * that aligns the stages to 128 bytes. */
+ * that aligns the stages to 1024 bytes (the period of the 128-byte swizzle). */
 #define GQ_MX3_SMEM                                                                                     \
-    (GQ_MX3_STAGES * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES + GQ_MX3_STAGES * 8 + sizeof(gq_mx3_producer_t) + 128)
+    (GQ_MX3_STAGES * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES + GQ_MX3_STAGES * 8 + sizeof(gq_mx3_producer_t) + 1024)
 static_assert(GQ_MX3_PASS == 32, "chunk h of a thread lies in 32-row block h");
 static_assert((GQ_TR / 32) * (GQ_MX3_TC / 2) == GQ_THREADS, "columnwise: one (32-row block, column pair) per thread");
-static_assert(GQ_MX3_STAGE_BYTES % 128 == 0 && GQ_MX3_COLMULT_BYTES % 16 == 0, "stage and colmult alignment");
+static_assert(GQ_MX3_STAGE_BYTES % 1024 == 0 && GQ_MX3_BOX_BYTES % 1024 == 0 && GQ_MX3_COLMULT_BYTES % 16 == 0,
+              "stage, box and colmult alignment");
+static_assert(GQ_MX3_BOX_C * 2 == 128 && GQ_TR == 128 && GQ_MX3_PER_ROW == 8, "a box row is one 128-byte swizzle span");
 
-/* Chunk k (tile columns 16k .. 16k + 15) of tile row r from a stage: box k / 4, bytes 32 (k % 4)
- * .. 32 (k % 4) + 31 of the box's row r. */
-__device__ __forceinline__ void gq_mx3_chunk(const uint8_t *stage, int r, int k, uint32_t (&w)[8]) {
-    const uint4 *p =
-        (const uint4 *)(stage + (k / 4) * GQ_MX3_BOX_BYTES + r * (GQ_MX3_BOX_C * 2) + (k % 4) * (GQ_CHUNK * 2));
-    const uint4 lo = p[0], hi = p[1];
+/* Byte offset in a stage of the 16-byte unit u (0..7) of box row r: the tensor map's 128-byte
+ * swizzle stores unit u of row r at unit u ^ (r % 8) of the row (boxes and stages are
+ * 1024-byte aligned, so r % 8 is the row's position in the swizzle period). */
+__device__ __forceinline__ int gq_mx3_unit(int r, int u) {
+    return r * (GQ_MX3_BOX_C * 2) + ((u ^ (r & 7)) << 4);
+}
+
+/* Where thread t reads its chunks (and stores them): row rr of the tile's first 32 rows (chunk h
+ * is row rr + 32 h), column chunk k (tile columns 16k .. 16k + 15).  Lane l of warp wp takes
+ * k = l % 8 of row 4 wp + q for k < 4, and of row 4 wp + (q ^ 1) for k >= 4, q = l / 8.  A warp
+ * covers rows 4 wp .. 4 wp + 3 whole (its stores write four whole 128-byte lines of each copy),
+ * lanes 2j and 2j + 1 hold the two halves of one 32-column block (gq_mx_row_block), and the 8
+ * lanes of a quarter warp (one 16-byte shared load each, the unit of a conflict-free access) read
+ * box 0 of one row and box 1 of a row of the other parity: units 2 (k % 4) ^ x of the first and
+ * 2 (k % 4) ^ x ^ 1 of the second, 8 distinct 16-byte units, so neither of a chunk's two loads
+ * meets a bank conflict (unswizzled, lanes k and k + 4 meet the same banks: 2-way). */
+__device__ __forceinline__ int gq_mx3_row(int t) {
+    const int l = t % 32, q = l / 8;
+    return 4 * (t / 32) + ((l % 8) < 4 ? q : (q ^ 1));
+}
+
+/* The 8 words (elements in column order) of a chunk: the units at byte offsets o (the lower 8
+ * elements) and o ^ 16 (the upper 8) of the stage, o = gq_mx3_unit(row, 2 (k % 4)) in box k / 4. */
+__device__ __forceinline__ void gq_mx3_chunk(const uint8_t *lo_p, const uint8_t *hi_p, uint32_t (&w)[8]) {
+    const uint4 lo = *(const uint4 *)lo_p, hi = *(const uint4 *)hi_p;
     w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w;
     w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
 }
@@ -1386,13 +1425,14 @@ __device__ __forceinline__ void gq_mx3_store(uint8_t *p, const uint32_t (&b)[4],
     if (n == GQ_CHUNK) *(uint2 *)(p + 8) = make_uint2(b[2], b[3]);
 }
 
-/* v1's columnwise amax of one column of a 32-row block on a stage (col: its first element, a box
- * row apart; nv rows of the member): the largest non-NaN |x| bits, bit 31 set when a NaN is
- * among them.  The rare path of a column pair holding a NaN. */
-template <int DT> __device__ __noinline__ uint32_t gq_mx3_col_fin(const uint16_t *col, int nv) {
+/* v1's columnwise amax of one column of a 32-row block on a swizzled stage (blk: the block's first
+ * box row; its element in row i at blk + gq_mx3_unit(i, u) + e; nv rows of the member): the
+ * largest non-NaN |x| bits, bit 31 set when a NaN is among them.  The rare path of a column pair
+ * holding a NaN. */
+template <int DT> __device__ __noinline__ uint32_t gq_mx3_col_fin(const uint8_t *blk, int u, int e, int nv) {
     uint32_t fm = 0, nn = 0;
     for (int i = 0; i < nv; i++) {
-        const uint32_t v = col[i * GQ_MX3_BOX_C] & 0x7FFFu;
+        const uint32_t v = *(const uint16_t *)(blk + gq_mx3_unit(i, u) + e) & 0x7FFFu;
         if (v > (uint32_t)gq_traits<DT>::NAN_ABOVE) nn = 1u << 31;
         else fm = max(fm, v);
     }
@@ -1417,20 +1457,33 @@ __device__ __forceinline__ void gq_mx3_padding(const gq_args_t &a, const gq_curs
     }
 }
 
-/* map: the packed input [rows, cols] in boxes of GQ_TR x GQ_MX3_BOX_C; a.n_ct: 128-column tiles. */
+/* map: the packed input [rows, cols] in boxes of GQ_TR x GQ_MX3_BOX_C, 128-byte swizzle; a.n_ct:
+ * 128-column tiles. */
 template <int DT>
 __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     gq_mx3_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a) {
     static_assert(DT != GQ_F32, "v3 takes 2-byte inputs");
     constexpr int W = gq_traits<DT>::W, S = GQ_MX3_STAGES;
-    extern __shared__ __align__(128) uint8_t gq_mx3_smem[];
+    extern __shared__ __align__(1024) uint8_t gq_mx3_smem[];
     const gq_walk_t wk = gq_walk(a);
     if (wk.count <= 0) return; /* block-uniform, before any barrier */
-    uint8_t *stages = gq_mx3_smem + ((128u - (gln_smem_addr(gq_mx3_smem) & 127u)) & 127u);
-    float(*colmult)[GQ_MX3_TC] = (float(*)[GQ_MX3_TC])(stages + S * GQ_MX3_STAGE_BYTES);
+    uint8_t *stages = gq_mx3_smem + ((1024u - (gln_smem_addr(gq_mx3_smem) & 1023u)) & 1023u);
+    /* colmult[h][8 v + k]: the multipliers of elements 4v .. 4v + 3 of column chunk k in 32-row
+     * block h, so that the 8 lanes of a quarter warp (k = 0..7) read 8 consecutive float4 (no
+     * bank conflict; the warp's other quarters read the same ones: broadcast) */
+    float4(*colmult)[GQ_MX3_TC / 4] = (float4(*)[GQ_MX3_TC / 4])(stages + S * GQ_MX3_STAGE_BYTES);
     uint64_t *full = (uint64_t *)(stages + S * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES);
     gq_mx3_producer_t *P = (gq_mx3_producer_t *)(full + S); /* thread 0's */
-    const int t = threadIdx.x, rr = t / GQ_MX3_PER_ROW, k = t % GQ_MX3_PER_ROW;
+    const int t = threadIdx.x, rr = gq_mx3_row(t), k = t % GQ_MX3_PER_ROW;
+    /* this thread's chunk h: stage bytes o_lo + 4096 h (elements 0..7) and o_hi + 4096 h (8..15);
+     * rr + 32 h has the swizzle phase of rr, and o_lo's bit 4 is the parity of its unit */
+    const int o_lo = (k / 4) * GQ_MX3_BOX_BYTES + gq_mx3_unit(rr, 2 * (k % 4)), o_hi = o_lo ^ 16;
+    /* columnwise: (32-row block bb, column pair cp), its words at stage bytes
+     * o_col + gq_mx3_unit(i, u) for rows i = 0..31 of the block (a warp reads one whole 128-byte
+     * box row per row: no bank conflict) */
+    const int bb = t / (GQ_MX3_TC / 2), cp = t % (GQ_MX3_TC / 2), u = (cp % 32) / 4;
+    const int o_col = (cp / 32) * GQ_MX3_BOX_BYTES + bb * 32 * (GQ_MX3_BOX_C * 2) + (cp % 4) * 4;
+    float *const cm_out = (float *)&colmult[bb][((cp % 8) / 2) * 8 + cp / 8] + 2 * (cp % 2); /* its pair */
     const int64_t C = a.cols, count = wk.count;
     const bool al16 = C % GQ_CHUNK == 0;
     const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
@@ -1473,7 +1526,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
         const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_MX3_TC, c = c0 + k * GQ_CHUNK;
         const int rv = (int)min(cur.m - r0, (int64_t)GQ_TR); /* the member's rows in the tile (>= 1) */
         const int nc = c < C ? (C - c >= GQ_CHUNK ? GQ_CHUNK : GQ_CHUNK / 2) : 0; /* cols % 8 == 0 */
-        const size_t i0 = (size_t)(cur.row0 + r0 + rr) * (size_t)C + (size_t)c;
+        const int64_t i0 = (cur.row0 + r0 + rr) * C + c; /* chunk 0's first element; chunk h: + 32 h C */
         gln_mbar_wait(&full[st], phase);
         const uint8_t *tile = stages + st * GQ_MX3_STAGE_BYTES;
         bool ok[GQ_MX3_RPT]; /* chunk h holds elements of the member */
@@ -1482,7 +1535,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
         for (int h = 0; h < GQ_MX3_RPT; h++) {
             ok[h] = nc != 0 && rr + h * GQ_MX3_PASS < rv;
             if (ok[h]) {
-                gq_mx3_chunk(tile, rr + h * GQ_MX3_PASS, k, w[h]);
+                const int oh = h * GQ_MX3_PASS * (GQ_MX3_BOX_C * 2);
+                gq_mx3_chunk(tile + o_lo + oh, tile + o_hi + oh, w[h]);
             } else {
 #pragma unroll
                 for (int v = 0; v < W; v++) w[h][v] = 0;
@@ -1491,6 +1545,9 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
         float mult[GQ_CHUNK];
         uint32_t b[4];
         if (a.q) { /* rowwise, v2's code: this chunk and its neighbour lane's form one 32-column block */
+            /* grid entry of (row r0 + rr + 32 h, block c / 32): chunk 0's + h sstep, as r0 % 128 == 0
+             * and rr < 32 (gq_swz: i >> 7 and i & 31 fixed, (i & 127) >> 5 = h; compact: 32 h rows) */
+            const int64_t s0 = cur.srow + gq_sidx_row(a, r0 + rr, c / 32), sstep = a.swz ? 4 : GQ_MX3_PASS * a.gc_r;
 #pragma unroll
             for (int h = 0; h < GQ_MX3_RPT; h++) {
                 uint32_t m = 0; /* |x| maximum (bits; NaN patterns order above Inf) */
@@ -1500,23 +1557,26 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
                 const bool fast = !__any_sync(GQ_FULL, m > (uint32_t)gq_traits<DT>::NAN_ABOVE); /* warp-uniform */
                 const uint8_t code = gq_mx_row_block<DT>(a, w[h], m, fast, rinv, mult, b);
                 if (ok[h]) {
-                    gq_mx3_store(a.q + i0 + (size_t)(h * GQ_MX3_PASS) * (size_t)C, b, nc, al16);
-                    if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_MX3_PASS, c / 32)] = code;
+                    gq_mx3_store(a.q + i0 + h * GQ_MX3_PASS * C, b, nc, al16);
+                    if (k % 2 == 0) a.s[s0 + h * sstep] = code;
                 }
             }
         }
         if (a.qc) { /* columnwise: 32-row blocks of each column, from the stage */
-            const int bb = t / (GQ_MX3_TC / 2), cp = t % (GQ_MX3_TC / 2); /* block, column pair */
-            const int64_t cc = c0 + 2 * cp;                               /* cc < C: cc + 1 < C too */
-            const int nv = cc < C ? max(0, min(32, rv - bb * 32)) : 0;    /* the pair's member rows */
-            const uint32_t *col = (const uint32_t *)(tile + (cp / 32) * GQ_MX3_BOX_BYTES +
-                                                     bb * 32 * (GQ_MX3_BOX_C * 2)) + cp % 32;
+            const int64_t cc = c0 + 2 * cp;                            /* cc < C: cc + 1 < C too */
+            const int nv = cc < C ? max(0, min(32, rv - bb * 32)) : 0; /* the pair's member rows */
+            const uint8_t *blk = tile + o_col;
             uint32_t pm = 0; /* both columns' |x| maxima, packed like the elements */
-            if (nv == 32) {
-#pragma unroll 8
-                for (int i = 0; i < 32; i++) pm = __vmaxu2(pm, col[i * (GQ_MX3_BOX_C / 2)] & 0x7FFF7FFFu);
+            if (nv == 32) { /* rows 8 g + x: the swizzle offset computed once per x */
+#pragma unroll
+                for (int x = 0; x < 8; x++) {
+                    const uint8_t *px = blk + gq_mx3_unit(x, u);
+#pragma unroll
+                    for (int g = 0; g < 4; g++)
+                        pm = __vmaxu2(pm, *(const uint32_t *)(px + g * 8 * (GQ_MX3_BOX_C * 2)) & 0x7FFF7FFFu);
+                }
             } else {
-                for (int i = 0; i < nv; i++) pm = __vmaxu2(pm, col[i * (GQ_MX3_BOX_C / 2)] & 0x7FFF7FFFu);
+                for (int i = 0; i < nv; i++) pm = __vmaxu2(pm, *(const uint32_t *)(blk + gq_mx3_unit(i, u)) & 0x7FFF7FFFu);
             }
             const uint32_t mlo = pm & 0xFFFFu, mhi = pm >> 16;
             const int cnan = max(mlo, mhi) > (uint32_t)gq_traits<DT>::NAN_ABOVE;
@@ -1524,29 +1584,29 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
             if (!cnan) {
                 lo = gq_mx2_code<DT>(a, mlo, rinv), hi = gq_mx2_code<DT>(a, mhi, rinv);
             } else { /* v1's column amax and code, each column of the pair */
-                const uint32_t flo = gq_mx3_col_fin<DT>((const uint16_t *)col, nv);
-                const uint32_t fhi = gq_mx3_col_fin<DT>((const uint16_t *)col + 1, nv);
+                const uint32_t flo = gq_mx3_col_fin<DT>(blk - (cp % 4) * 4, u, (cp % 4) * 4, nv);
+                const uint32_t fhi = gq_mx3_col_fin<DT>(blk - (cp % 4) * 4, u, (cp % 4) * 4 + 2, nv);
                 lo = gq_mx_code<DT>(a, flo & 0x7FFFFFFFu, (int)(flo >> 31));
                 hi = gq_mx_code<DT>(a, fhi & 0x7FFFFFFFu, (int)(fhi >> 31));
             }
-            *(float2 *)&colmult[bb][2 * cp] = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
-            if (nv > 0) { /* the member's 32-row block rb, columns cc and cc + 1 */
-                const int64_t rb = r0 / 32 + bb;
-                a.cs[cur.scol + gq_sidx_col(a, rb, cc, cur.m)] = lo;
-                a.cs[cur.scol + gq_sidx_col(a, rb, cc + 1, cur.m)] = hi;
+            *(float2 *)cm_out = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
+            if (nv > 0) { /* the member's 32-row block rb, columns cc and cc + 1 (cc even: gq_swz's
+                           * i & 31 grows by one, nothing else moves; compact: the next byte) */
+                const int64_t s_lo = cur.scol + gq_sidx_col(a, r0 / 32 + bb, cc, cur.m);
+                a.cs[s_lo] = lo;
+                a.cs[s_lo + (a.swz ? 16 : 1)] = hi;
             }
             const bool tile_nan = __syncthreads_or(cnan) != 0; /* block-uniform; colmult complete */
 #pragma unroll
             for (int h = 0; h < GQ_MX3_RPT; h++) {
-                const float4 *cm = (const float4 *)&colmult[h][k * GQ_CHUNK];
 #pragma unroll
                 for (int v = 0; v < 4; v++) {
-                    const float4 f = cm[v];
+                    const float4 f = colmult[h][v * 8 + k];
                     mult[4 * v] = f.x, mult[4 * v + 1] = f.y, mult[4 * v + 2] = f.z, mult[4 * v + 3] = f.w;
                 }
                 if (!tile_nan) gq_mx2_encode<DT, true>(w[h], 0.0f, mult, a.e5m2, b);
                 else gq_encode<DT>(w[h], mult, a.e5m2, b);
-                if (ok[h]) gq_mx3_store(a.qc + i0 + (size_t)(h * GQ_MX3_PASS) * (size_t)C, b, nc, al16);
+                if (ok[h]) gq_mx3_store(a.qc + i0 + h * GQ_MX3_PASS * C, b, nc, al16);
             }
         }
         gq_mx3_padding(a, cur, r0, ct);
@@ -1632,7 +1692,7 @@ static const char *gq_mx3_refusal(const gq_args_t *a, const gln_tensor_t *in, CU
     if (R > INT32_MAX || C > INT32_MAX) return "rows or cols exceed 2^31 - 1";
     if (((uintptr_t)a->x | (uintptr_t)a->q | (uintptr_t)a->qc) & 15u) return "a buffer is not 16-byte aligned";
     if (gln_tma_encode_2d(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a->x,
-                          (uint64_t)R, (uint64_t)C, (uint64_t)C * 2u, GQ_TR, GQ_MX3_BOX_C, CU_TENSOR_MAP_SWIZZLE_NONE))
+                          (uint64_t)R, (uint64_t)C, (uint64_t)C * 2u, GQ_TR, GQ_MX3_BOX_C, CU_TENSOR_MAP_SWIZZLE_128B))
         return "the driver refused the tensor map";
     return NULL;
 }
