@@ -38,6 +38,11 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_sep(gln_context_t *, const
 gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_sep_delay(gln_context_t *, const gln_cutlass_grouped_t *,
                                                                 const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_coop_256x128_sep(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_epi_pp_*.cu: the same with the pingpong schedule */
+gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                           const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -67,6 +72,12 @@ static const variant_t variants[] = {
     {"lab 128x256 e32 sep dly", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep_delay,
      GLN_CUTLASS_BF16_NT_F32},
     {"lab 256x128 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_256x128_sep, GLN_CUTLASS_BF16_NT_F32},
+    /* pingpong, the tile per warpgroup, epilogue subtile e<N> (64 x N FP32), C / D stages, D in its
+     * C slot.  Their control is the builder's pingpong 128x128 (e32 C4D2; asserted in
+     * lab_epi_pp_128x128_e64.cu), the small regime's kernel before the cooperative 128x256. */
+    {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32},
+    {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32},
+    {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 

@@ -21,7 +21,16 @@
  * layouts, copy atoms and fusion callbacks the builder would use), given an explicit
  * Sm90PtrArrayTmaWarpSpecialized dispatch policy; the fusion is the library's wgrad fusion,
  * LinearCombination<float, float> with per-expert alpha pointers and a scalar beta.  The
- * mainloop gets whatever shared memory is left (StageCountAutoCarveout), as in the library. */
+ * mainloop gets whatever shared memory is left (StageCountAutoCarveout), as in the library.
+ *
+ * Pingpong (the last template parameter, off by default): the ptr-array pingpong kernel and
+ * epilogue instead of the cooperative ones.  Each of the two consumer warpgroups then owns a whole
+ * CTA tile (Tile is one warpgroup's tile) and they take alternate tiles; CUTLASS's order barrier
+ * runs their main loops one after the other and their epilogues one after the other, so one
+ * warpgroup's epilogue (main_grad traffic) runs while the other's main loop (tensor work) does.
+ * The epilogue's shared memory (C and D stages) is one set that the two warpgroups' epilogues use
+ * in turn; its subtile is 64 rows (the builder's rule for this schedule) spread over the 128
+ * threads of one warpgroup. */
 #ifndef GLN_BENCH_LAB_LAB_EPI_CUH
 #define GLN_BENCH_LAB_LAB_EPI_CUH
 
@@ -30,11 +39,13 @@
 namespace gln_lab {
 
 /* The grouped bf16 NT wgrad into FP32 (A column-major x, B row-major dy: the library's
- * GLN_CUTLASS_BF16_NT_F32 operands), cooperative ptr-array kernel, no cluster, with an explicit
- * epilogue: subtile EpiTile (a cute::Shape<M, N>; M must be 128 for the cooperative schedule),
- * StagesC C-load stages, StagesD D-store stages, ReuseSmemC, DelayTmaStore.  It exposes the
- * members gln_cutlass::run<G> reads (the same names as gln_cutlass::Grouped). */
-template <class Tile, class EpiTile, int StagesC, int StagesD, bool ReuseSmemC, bool DelayTmaStore>
+ * GLN_CUTLASS_BF16_NT_F32 operands), cooperative (or, with Pingpong, pingpong) ptr-array kernel,
+ * no cluster, with an explicit epilogue: subtile EpiTile (a cute::Shape<M, N>; M must be 128 for
+ * the cooperative schedule, 64 for pingpong), StagesC C-load stages, StagesD D-store stages,
+ * ReuseSmemC, DelayTmaStore.  It exposes the members gln_cutlass::run<G> reads (the same names as
+ * gln_cutlass::Grouped). */
+template <class Tile, class EpiTile, int StagesC, int StagesD, bool ReuseSmemC, bool DelayTmaStore,
+          bool Pingpong = false>
 struct WgradEpi {
     static constexpr bool kBias = false;
     using ElementBias = cutlass::bfloat16_t; /* unused (no bias) */
@@ -47,19 +58,24 @@ struct WgradEpi {
     static constexpr int kAlignB = 16 / (int)sizeof(ElementB);
     static constexpr int kAlignD = 16 / (int)sizeof(ElementD);
 
-    using EpiSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-    using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+    using EpiSchedule = cute::conditional_t<Pingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+                                            cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+    using KernelSchedule = cute::conditional_t<Pingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                                               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
 
     /* The builder's own rules for what is not a knob here: the fragment is the subtile spread over
-     * the 256 threads of the two consumer warpgroups; the explicit-subtile rules of
-     * sm90_compute_tile_shape_or_override (M = 128 for the cooperative schedule, N a multiple
-     * of 16), and the subtile must divide the CTA tile. */
+     * the threads that run one epilogue (the 256 of the two consumer warpgroups for the cooperative
+     * schedule, the 128 of one warpgroup for pingpong); the explicit-subtile rules of
+     * sm90_compute_tile_shape_or_override (M = 128 for the cooperative schedule, 64 for pingpong,
+     * N a multiple of 16), and the subtile must divide the CTA tile. */
+    static constexpr int kEpiThreads = Pingpong ? 128 : 256;
     static constexpr int kEpiM = cute::size<0>(EpiTile{});
     static constexpr int kEpiN = cute::size<1>(EpiTile{});
-    static_assert(kEpiM == 128 && kEpiN % 16 == 0, "cooperative epilogue subtile: 128 x (multiple of 16)");
+    static_assert(kEpiM == (Pingpong ? 64 : 128) && kEpiN % 16 == 0,
+                  "epilogue subtile: 128 (cooperative) or 64 (pingpong) x (multiple of 16)");
     static_assert(cute::size<0>(Tile{}) % kEpiM == 0 && cute::size<1>(Tile{}) % kEpiN == 0,
                   "the epilogue subtile must divide the CTA tile");
-    static constexpr int kFragment = kEpiM * kEpiN / 256;
+    static constexpr int kFragment = kEpiM * kEpiN / kEpiThreads;
     static_assert(!(DelayTmaStore && ReuseSmemC && StagesC <= StagesD),
                   "a delayed store with reused C slots needs more C stages than D stages (else it deadlocks)");
     static_assert(!ReuseSmemC || StagesD <= StagesC, "reusing C slots for D needs StagesD <= StagesC");
@@ -100,13 +116,18 @@ struct WgradEpi {
  * GLN_LAB_WGRAD_EPI(name, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, mainloop
  * stages, epilogue shared-memory bytes) — the last two are the values the candidate's comment
  * quotes, asserted at compile time so that the comment cannot go stale. */
-#define GLN_LAB_WGRAD_EPI(name, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, MainStages, EpiSmem) \
-    using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore>;        \
-    static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");              \
-    static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                 \
-    extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,           \
-                                                   const char *call) {                                           \
-        return gln_cutlass::run<GlnLab_##name>(ctx, g, call);                                                    \
+#define GLN_LAB_WGRAD_EPI(name, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, MainStages, EpiSmem)   \
+    GLN_LAB_WGRAD_EPI_SCHED(name, false, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, MainStages,   \
+                            EpiSmem)
+/* The same with the schedule named: Pingpong true (pingpong) or false (cooperative). */
+#define GLN_LAB_WGRAD_EPI_SCHED(name, Pingpong, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore,        \
+                                MainStages, EpiSmem)                                                               \
+    using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, Pingpong>; \
+    static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");                 \
+    static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                    \
+    extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,             \
+                                                   const char *call) {                                             \
+        return gln_cutlass::run<GlnLab_##name>(ctx, g, call);                                                      \
     }
 
 #endif
