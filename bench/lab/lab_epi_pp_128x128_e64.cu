@@ -30,3 +30,10 @@ static_assert(cute::is_same_v<gln_lab::WgradEpi<GlnLabTile_pp128, cute::Shape<cu
                                                 true>::Kernel,
                               GlnLabPingpong128::Kernel>,
               "lab_epi.cuh with the builder's pingpong policy must give the builder's pingpong 128x128 kernel");
+
+/* The library's medium-regime bf16 wgrad (src/backend/cuda/cutlass/grouped_bf16_nt_f32_pp.cuh),
+ * promoted from this candidate, is this very kernel type. */
+#include "backend/cuda/cutlass/grouped_bf16_nt_f32_pp.cuh"
+static_assert(cute::is_same_v<GlnLab_lab_bf16_nt_pp_128x128_e64::Kernel,
+                              GlnWgradBf16Pingpong::Kernel>,
+              "the library's pingpong wgrad must be the lab's pp 128x128 e64 C4D2 candidate");

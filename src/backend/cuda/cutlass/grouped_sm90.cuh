@@ -57,9 +57,12 @@ using BiasEpilogue = fusion::Sm90EVT<
         fusion::Sm90RowBroadcast<0, Tile, EBias *, float>>>;                                   /* bias_i */
 
 /* One grouped-GEMM instantiation: operand types and layouts, tile and cluster shapes, schedules,
- * whether the epilogue adds a per-expert bias (the fprop kernels), and the bias's element type. */
+ * whether the epilogue adds a per-expert bias (the fprop kernels), the bias's element type, and the
+ * epilogue subtile (EpilogueTileAuto: the builder's choice; the builder then also derives the
+ * epilogue's C / D stage counts from the subtile). */
 template <class EA, class LA, class EB, class LB, class ED, class Tile, class Cluster_, class KernelSchedule,
-          class EpiSchedule, bool WithBias = false, class EBias = cutlass::bfloat16_t>
+          class EpiSchedule, bool WithBias = false, class EBias = cutlass::bfloat16_t,
+          class EpiTile = cutlass::epilogue::collective::EpilogueTileAuto>
 struct Grouped {
     static constexpr bool kBias = WithBias;
     using ElementBias = EBias;
@@ -74,7 +77,7 @@ struct Grouped {
 
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
+        EpiTile, float, float, ED, cutlass::layout::RowMajor *, kAlignD, ED,
         cutlass::layout::RowMajor *, kAlignD, EpiSchedule,
         cute::conditional_t<WithBias, BiasEpilogue<ED, Tile, EBias>,
                             fusion::LinearCombination<ED, float>>>::CollectiveOp;

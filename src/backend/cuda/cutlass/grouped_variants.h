@@ -13,6 +13,8 @@ gln_status_t gln_cutlass_run_bf16_tn_small(gln_context_t *ctx, const gln_cutlass
 gln_status_t gln_cutlass_run_bf16_nn_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_bf16_nt_f32_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                                const char *call);
+/* the medium regime's bf16 wgrad into FP32: pingpong 128×128, 64×64 epilogue subtiles */
+gln_status_t gln_cutlass_run_bf16_nt_f32_pp(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn_fast_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                                 const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
