@@ -43,6 +43,9 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64(gln_context_t *, const g
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8(gln_context_t *, const gln_cutlass_grouped_t *,
                                                            const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_e4m3_wgrad_pp.cu: the FP8 wgrad on the pingpong schedule */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                          const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -78,6 +81,8 @@ static const variant_t variants[] = {
     {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
+    /* --recipe e4m3: the FP8 wgrad's candidates; their control is "medium (coop 128x128)" */
+    {"lab e4m3 pp 64x128 e64", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64, GLN_CUTLASS_E4M3_WGRAD},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -88,6 +93,7 @@ static gln_status_t lab_hook(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
     if (!g_active || !g_active->fn || g->kernel != g_active->kernel) return GLN_STATUS_NOT_SUPPORTED;
     if (g->kernel == GLN_CUTLASS_BF16_NT_F32 && g->d_dtype != GLN_DTYPE_FP32) return GLN_STATUS_NOT_SUPPORTED;
     if (g->kernel == GLN_CUTLASS_BF16_TN && g->d_dtype != GLN_DTYPE_BF16) return GLN_STATUS_NOT_SUPPORTED;
+    if (g->kernel == GLN_CUTLASS_E4M3_WGRAD && g->d_dtype != GLN_DTYPE_FP32) return GLN_STATUS_NOT_SUPPORTED;
     g_lab_ran = 1;
     return g_active->fn(ctx, g, call);
 }
@@ -311,10 +317,14 @@ int main(int argc, char **argv) {
            stage_s, recipe, bench_splits_names[sk], full ? "the shape" : "a reduced twin", (int)c.E,
            (long long)c.tokens, (long long)c.K, (long long)c.N);
     printf("%-26s | %-8s | %8s %8s\n", "variant", "check", "ms", "TFLOP/s");
+    /* the dispatcher's kernel that this stage and recipe's lab candidates stand in for */
+    const gln_cutlass_kernel_t lab_kernel = fp8 ? (stage == WGRAD ? GLN_CUTLASS_E4M3_WGRAD : GLN_CUTLASS_E4M3_TN)
+                                            : stage == FPROP ? GLN_CUTLASS_BF16_TN
+                                            : stage == WGRAD ? GLN_CUTLASS_BF16_NT_F32
+                                                             : GLN_CUTLASS_BF16_NN;
     for (int v = 0; v < NVARIANTS; v++) {
         const variant_t *var = &variants[v];
-        if (var->fn && (fp8 || (var->kernel == GLN_CUTLASS_BF16_TN) != (stage == FPROP) ||
-                        (var->kernel == GLN_CUTLASS_BF16_NT_F32) != (stage == WGRAD)))
+        if (var->fn && var->kernel != lab_kernel)
             continue; /* a lab kernel for another stage or recipe */
         activate(var);
         g_lab_ran = 0;
