@@ -144,6 +144,21 @@ static void test_update(void) {
                 }
 }
 
+/* Histories of TE's default length (1024) and around the update kernel's 256-row chunks, with
+ * slot counts around its 32-slot blocks. */
+static void test_update_long(void) {
+    static const int32_t slots[] = {33, 384}, lens[] = {255, 256, 257, 1024};
+    gln_rng_t r = gln_rng_seed(92);
+    for (size_t si = 0; si < 2; si++)
+        for (size_t li = 0; li < 4; li++)
+            for (int flags = 0; flags < 8; flags++) {
+                upd_case_t c = {slots[si], lens[li], (int)(li * 3),
+                                (flags & 1) ? GLN_AMAX_ALGO_MOST_RECENT : GLN_AMAX_ALGO_MAX, (flags >> 1) & 1,
+                                (flags >> 2) & 1};
+                update_case(&c, &r);
+            }
+}
+
 /* ---- gather and record ------------------------------------------------------------------------- */
 
 typedef struct sel {
@@ -330,7 +345,7 @@ static void test_graph_capture(void) {
 #endif
 
 static const gln_test_case_t k_cases[] = {
-    GLN_CASE(test_update), GLN_CASE(test_gather), GLN_CASE(test_record),
+    GLN_CASE(test_update), GLN_CASE(test_update_long), GLN_CASE(test_gather), GLN_CASE(test_record),
 #if defined(GLN_TEST_HAVE_CUDA)
     GLN_CASE(test_graph_capture),
 #endif

@@ -39,6 +39,15 @@ GLN_HD static inline void gln_delayed_window_roll(int32_t num_slots, int32_t his
     h[k] = 0.0f;
 }
 
+/* scale[k] from the window's amax: fp8_max[k] · 2^-margin / amax (FLT_MAX when that overflows); a
+ * 0, NaN or Inf amax keeps the old scale. */
+GLN_HD static inline void gln_delayed_set_scale(float *scale, const float *fp8_max, int32_t k, float amax,
+                                                float pow2_neg_margin) {
+    if (!gln_f32_isfinite(amax) || !(amax > 0.0f)) return; /* keep the old scale */
+    float s = fp8_max[k] * pow2_neg_margin / amax;
+    scale[k] = gln_f32_isinf(s) ? GLN_FP32_MAX : s;
+}
+
 /* One update step of slot k: the window's amax, the roll, and scale[k] = fp8_max[k] · 2^-margin
  * / amax (FLT_MAX when that overflows).  A 0, NaN or Inf amax keeps the old scale.
  * pow2_neg_margin = gln_delayed_pow2_neg_margin(margin). */
@@ -50,9 +59,7 @@ GLN_HD static inline void gln_delayed_update_slot(int32_t num_slots, int32_t his
     if (!always_roll && h[k] == 0.0f) return;
     float amax = gln_delayed_window_amax(num_slots, history_len, h, k, algo, nan_propagate);
     gln_delayed_window_roll(num_slots, history_len, h, k);
-    if (!gln_f32_isfinite(amax) || !(amax > 0.0f)) return; /* keep the old scale */
-    float s = fp8_max[k] * pow2_neg_margin / amax;
-    scale[k] = gln_f32_isinf(s) ? GLN_FP32_MAX : s;
+    gln_delayed_set_scale(scale, fp8_max, k, amax, pow2_neg_margin);
 }
 
 #endif
