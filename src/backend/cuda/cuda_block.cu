@@ -771,20 +771,38 @@ __device__ __forceinline__ void bq2_col(const uint32_t w[8][4], int j, float x[8
     for (int p = 0; p < 8; p++) x[p] = bq2_elem<IN>(w, p, j);
 }
 
+/* The thread's 8 packed row words under row p's scale rs[p] / 8 packed column words under column
+ * j's scale cs[j], NaN codes fixed where the thread holds a NaN (v2's and v3's finish steps). */
+template <int IN, bool E5M2>
+__device__ __forceinline__ void bq2_enc_rows(const uint32_t w[8][4], const float rs[8], bool has_nan, uint2 rw[8]) {
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        float x[8];
+        bq2_row<IN>(w, p, x);
+        rw[p] = bq_enc8<E5M2>(x, rs[p]);
+    }
+    if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+}
+template <int IN, bool E5M2>
+__device__ __forceinline__ void bq2_enc_cols(const uint32_t w[8][4], const float cs[8], bool has_nan, uint2 cw[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float x[8];
+        bq2_col<IN>(w, j, x);
+        cw[j] = bq_enc8<E5M2>(x, cs[j]);
+    }
+    if (has_nan) bq2_fix_nan_cols<IN>(w, cw);
+}
+
 /* bq_finish_2d on the packed codes, with bq2_store_rows. */
 template <int IN, bool NANP, bool E5M2>
 __device__ __forceinline__ void bq2_finish_2d(const bq_args_t &a, const bq_tile_t &tl, const uint32_t w[8][4],
                                               const float ra[8], bool has_nan, int rg, int cg, uint8_t *tp,
                                               float *wmax) {
     const float scale = bq_tile_scale<NANP>(a, tl, ra, wmax);
+    const float rs[8] = {scale, scale, scale, scale, scale, scale, scale, scale};
     uint2 rw[8];
-#pragma unroll
-    for (int p = 0; p < 8; p++) {
-        float x[8];
-        bq2_row<IN>(w, p, x);
-        rw[p] = bq_enc8<E5M2>(x, scale);
-    }
-    if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+    bq2_enc_rows<IN, E5M2>(w, rs, has_nan, rw);
     if (a.q) bq2_store_rows(a, tl, rw, rg, cg);
     if (!a.qt) return;
     uint2 cw[8];
@@ -802,25 +820,16 @@ __device__ __forceinline__ void bq2_finish_1d(const bq_args_t &a, const bq_tile_
         float rscale[8];
         uint2 rw[8];
         bq_row_scales<NANP>(a, tl, ra, rg, cg, rscale);
-#pragma unroll
-        for (int p = 0; p < 8; p++) {
-            float x[8];
-            bq2_row<IN>(w, p, x);
-            rw[p] = bq_enc8<E5M2>(x, rscale[p]);
-        }
-        if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+        bq2_enc_rows<IN, E5M2>(w, rscale, has_nan, rw);
         bq2_store_rows(a, tl, rw, rg, cg);
     }
     if (!a.qt) return;
     bq_col_scales<NANP>(a, tl, colmax, cscale);
-    uint2 cw[8];
+    float cs[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float x[8];
-        bq2_col<IN>(w, j, x);
-        cw[j] = bq_enc8<E5M2>(x, cscale[bq_col<IN>(cg, j)]);
-    }
-    if (has_nan) bq2_fix_nan_cols<IN>(w, cw);
+    for (int j = 0; j < 8; j++) cs[j] = cscale[bq_col<IN>(cg, j)];
+    uint2 cw[8];
+    bq2_enc_cols<IN, E5M2>(w, cs, has_nan, cw);
     bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
 }
 
@@ -1191,14 +1200,9 @@ __device__ __forceinline__ void bq3_finish_2d(const bq_args_t &a, const bq_tile_
                                               float *wmax) {
     constexpr int IN = BQ_IN_BF16;
     const float scale = bq_tile_scale_of<NANP>(a, tl, thread_amax, wmax);
+    const float rs[8] = {scale, scale, scale, scale, scale, scale, scale, scale};
     uint2 rw[8];
-#pragma unroll
-    for (int p = 0; p < 8; p++) {
-        float x[8];
-        bq2_row<IN>(w, p, x);
-        rw[p] = bq_enc8<E5M2>(x, scale);
-    }
-    if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+    bq2_enc_rows<IN, E5M2>(w, rs, has_nan, rw);
     if (a.q) bq3_store_rows(a, tl, rw, rg, cg);
     if (!a.qt) return;
     uint2 cw[8];
@@ -1220,13 +1224,7 @@ __device__ __forceinline__ void bq3_finish_1d(const bq_args_t &a, const bq_tile_
         float rscale[8];
         uint2 rw[8];
         bq3_row_scales(a, tl, rm, rg, cg, rscale);
-#pragma unroll
-        for (int p = 0; p < 8; p++) {
-            float x[8];
-            bq2_row<IN>(w, p, x);
-            rw[p] = bq_enc8<E5M2>(x, rscale[p]);
-        }
-        if (has_nan) bq2_fix_nan_rows<IN>(w, rw);
+        bq2_enc_rows<IN, E5M2>(w, rscale, has_nan, rw);
         bq3_store_rows(a, tl, rw, rg, cg);
     }
     if (!a.qt) return;
@@ -1234,13 +1232,7 @@ __device__ __forceinline__ void bq3_finish_1d(const bq_args_t &a, const bq_tile_
     const float4 s0 = *(const float4 *)(cscale + cg * 8), s1 = *(const float4 *)(cscale + cg * 8 + 4);
     const float cs[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w}; /* column cg*8 + j's */
     uint2 cw[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float x[8];
-        bq2_col<IN>(w, j, x);
-        cw[j] = bq_enc8<E5M2>(x, cs[j]);
-    }
-    if (has_nan) bq2_fix_nan_cols<IN>(w, cw);
+    bq2_enc_cols<IN, E5M2>(w, cs, has_nan, cw);
     bq3_stage_cols(tp, cw, rg, cg);
     __syncthreads();
     bq3_store_tpose(a, tl, tp);
