@@ -33,6 +33,12 @@ gln_status_t gln_cuda_check(cudaError_t err, const char *call, const char *what)
                     cudaGetErrorString(err));
 }
 
+int64_t gln_cuda_env_grid_cap(const char *name) {
+    const char *e = getenv(name);
+    const long long n = e ? strtoll(e, NULL, 10) : 0;
+    return n > 0 ? (int64_t)n : 0;
+}
+
 gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what) {
     if (status == CUBLAS_STATUS_SUCCESS) return GLN_STATUS_SUCCESS;
     return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: %s failed: %s: %s", call, what,

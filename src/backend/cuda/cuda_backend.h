@@ -73,6 +73,9 @@ gln_status_t gln_cuda_check(cudaError_t err, const char *call, const char *what)
 gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what);
 /* The launch status of the last kernel (cudaGetLastError). */
 gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
+/* A grid cap from the environment variable `name` (the quantize kernels' test and measurement
+ * switches): its value when it is a positive integer, else 0 (no cap).  Read at every call. */
+int64_t gln_cuda_env_grid_cap(const char *name);
 
 /* Stream-ordered memory on the context's stream, for every buffer the library allocates for
  * itself (the scratch_alloc / scratch_free slots): the caller's allocator when the context

@@ -1350,11 +1350,7 @@ static int bq_v3_mode(void) {
 /* GLN_CUDA_BLOCK_GRID=N (N > 0): at most N blocks, whatever the kernel, so that each block walks
  * many tiles (the tests use it to wrap v3's stage ring many times on small tensors); read at
  * every call. */
-static int64_t bq_grid_cap(void) {
-    const char *e = getenv("GLN_CUDA_BLOCK_GRID");
-    const long long n = e ? strtoll(e, NULL, 10) : 0;
-    return n > 0 ? (int64_t)n : 0;
-}
+static int64_t bq_grid_cap(void) { return gln_cuda_env_grid_cap("GLN_CUDA_BLOCK_GRID"); }
 
 /* v3's conditions (see its comment): bf16 read as is from a 16-byte aligned base with cols % 8
  * == 0 (a.vec_in), and row / column coordinates that fit the tensor copy's 32-bit ones; not

@@ -941,6 +941,25 @@ template <int DT> __device__ __forceinline__ uint8_t gq_mx_code(const gq_args_t 
     return gln_e8m0_from_amax_impl(gq_value<DT>(fin), a.fp8_max, a.emax, a.floor_rule);
 }
 
+/* The rowwise E8M0 code of a 32-column block with v1's checks (this lane's chunk w and its
+ * neighbour lane's, so both lanes must call; fin: the chunk's |x| maximum bits, NaN patterns
+ * ordering above Inf) and the chunk's 16 codes into b through the NaN-checking encode.  v1's
+ * rowwise step, and the rare path of gq_mx_row_block. */
+template <int DT>
+__device__ __forceinline__ uint8_t gq_mx_row_checked(const gq_args_t &a, const uint32_t (&w)[gq_traits<DT>::W],
+                                                     uint32_t fin, float (&mult)[GQ_CHUNK], uint32_t (&b)[4]) {
+    const int hn = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
+    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w));
+    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
+    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
+    const uint8_t code = gq_mx_code<DT>(a, fin, nan2);
+    const float s = gln_e8m0_inverse_bits(code);
+#pragma unroll
+    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
+    gq_encode<DT>(w, mult, a.e5m2, b);
+    return code;
+}
+
 /* Zero the padding of member cur's grids that this tile owns: rowwise, the padded blocks of its
  * rows (last column tile) and its blocks of the padded rows (last row tile); columnwise the same
  * with 32-row blocks. */
@@ -1002,16 +1021,7 @@ __global__ void __launch_bounds__(GQ_THREADS) gq_mx_kernel(const gq_args_t a) {
         if (a.q) { /* rowwise: this chunk and its neighbour lane's form one 32-column block */
 #pragma unroll
             for (int h = 0; h < GQ_RPT; h++) {
-                uint32_t fin = gq_absmax<DT>(w[h]);
-                const int nan = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
-                if (nan) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w[h]));
-                fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
-                const int nan2 = nan | __shfl_xor_sync(GQ_FULL, nan, 1);
-                const uint8_t code = gq_mx_code<DT>(a, fin, nan2);
-                const float m = gln_e8m0_inverse_bits(code);
-#pragma unroll
-                for (int e = 0; e < GQ_CHUNK; e++) mult[e] = m;
-                gq_encode<DT>(w[h], mult, a.e5m2, b);
+                const uint8_t code = gq_mx_row_checked<DT>(a, w[h], gq_absmax<DT>(w[h]), mult, b);
                 if (n[h]) {
                     gq_store16(a.q + i0[h], b, n[h]);
                     if (k % 2 == 0) a.s[cur.srow + gq_sidx_row(a, r0 + rr + h * GQ_PASS, c / 32)] = code;
@@ -1155,17 +1165,7 @@ __device__ __forceinline__ uint8_t gq_mx_row_block(const gq_args_t &a, const uin
         gq_mx2_encode<DT, false>(w, gln_e8m0_inverse_bits(code), mult, a.e5m2, b);
         return code;
     }
-    uint32_t fin = m;
-    const int hn = fin > (uint32_t)gq_traits<DT>::NAN_ABOVE;
-    if (hn) fin = (uint32_t)gq_absmax_fin<DT>(gq_pack<DT>(w));
-    fin = max(fin, __shfl_xor_sync(GQ_FULL, fin, 1));
-    const int nan2 = hn | __shfl_xor_sync(GQ_FULL, hn, 1);
-    const uint8_t code = gq_mx_code<DT>(a, fin, nan2);
-    const float s = gln_e8m0_inverse_bits(code);
-#pragma unroll
-    for (int e = 0; e < GQ_CHUNK; e++) mult[e] = s;
-    gq_encode<DT>(w, mult, a.e5m2, b);
-    return code;
+    return gq_mx_row_checked<DT>(a, w, m, mult, b);
 }
 
 template <int DT>
@@ -1630,11 +1630,7 @@ static int gq_mx3_mode(void) {
 
 /* GLN_CUDA_QUANT_MX_BLOCKS=n caps gq_mx3_kernel's grid at n blocks, so that a block walks many
  * tiles through its ring on a small tensor (tests) or to measure fewer blocks; read at every call. */
-static int64_t gq_mx3_block_cap(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_MX_BLOCKS");
-    const long long n = e ? strtoll(e, NULL, 10) : 0;
-    return n > 0 ? (int64_t)n : 0;
-}
+static int64_t gq_mx3_block_cap(void) { return gln_cuda_env_grid_cap("GLN_CUDA_QUANT_MX_BLOCKS"); }
 
 /* gq_mx3_kernel<DT>'s dynamic shared memory limit, raised once per device (bit d of `done`; a
  * racing first call raises it twice, which is harmless). */
@@ -2498,11 +2494,7 @@ static int gq4_tc(int64_t cols) {
 /* GLN_CUDA_QUANT_TMA_BLOCKS=n caps gq_tensor4_kernel's grid at n blocks (both passes of current
  * scaling share it), so that a block walks many tiles and members through its stage ring on a
  * small tensor (tests) or to measure fewer blocks; read at every call. */
-static int64_t gq4_block_cap(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_TMA_BLOCKS");
-    const long long n = e ? strtoll(e, NULL, 10) : 0;
-    return n > 0 ? (int64_t)n : 0;
-}
+static int64_t gq4_block_cap(void) { return gln_cuda_env_grid_cap("GLN_CUDA_QUANT_TMA_BLOCKS"); }
 
 /* Why gq_tensor4_kernel cannot take this pass (NULL: it can, with *map encoded; *empty: there is
  * no element, and the register kernels' launches do nothing).  The section's conditions; the
