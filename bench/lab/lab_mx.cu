@@ -69,16 +69,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_tma.cuh"
+#include "lab_check.h"
 #include "numerics/numerics.h"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define TR 128                        /* tile rows */
 #define TC 128                        /* tile columns: two boxes */

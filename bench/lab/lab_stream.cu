@@ -23,15 +23,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_tma.cuh"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "lab_check.h"
 
 #define TR 128 /* tile rows */
 #define BOX_C 64 /* tensor-map box columns (128 bytes of bf16) */
