@@ -1306,15 +1306,29 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  *     issued box are zero-filled by the copy, which is what the upper 8 elements of a row's last
  *     chunk need when cols % 16 == 8 (v1 loads them as +0 too); chunks past cols are never read.
  *   - A ring of GQ_MX3_STAGES = 3 stages of 32 KB in dynamic shared memory, one "full" mbarrier
- *     each.  Thread 0 issues the first 3 tiles' boxes, then at the top of tile j the boxes of
- *     tile j + 2 into the stage that the barrier ending tile j - 1 released; the same barrier
- *     frees the columnwise multipliers.  ~99 KB a block (stages 1024-byte aligned for the
- *     swizzle): 2 blocks (512 threads) per SM, up to 6 tiles = 192 KB of loads in flight per SM.
- *     __launch_bounds__(256, 2) gives ptxas the 128 registers that 2 blocks allow; it uses 122
- *     (bf16) / 118 (fp16) without spilling (CUDA 13, sm_90a: the four chunks' 32 words stay in
- *     registers from the loads to the columnwise encode, and the load issuer's state lives in
- *     shared memory, not in every thread's registers).  3 blocks per SM (2 stages, 80
- *     registers) would fit the shared memory, but ptxas spills ~300 bytes at 80 (sixth session).
+ *     and one slot each.  Thread 0 issues the first 3 tiles, then at the top of tile j the boxes of
+ *     tile j + 2 into the stage that the barrier of tile j - 1 released; before arming a stage it
+ *     finds the tile's member (gq_locate) and writes the member and the tile into the stage's
+ *     slot, which the other threads read after their wait (the barrier's arrival releases it), so
+ *     the member search runs once per tile in one thread, not in all 256.  One block barrier a
+ *     tile (__syncthreads_or, which also says whether the tile holds a NaN) publishes the
+ *     columnwise multipliers and frees the stage: the multipliers go through two colmult buffers
+ *     (tile j uses buffer j % 2), so no second barrier guards their reuse.  ~104 KB a block
+ *     (stages 1024-byte aligned for the swizzle): 2 blocks (512 threads) per SM, up to 6 tiles =
+ *     192 KB of loads in flight per SM.  __launch_bounds__(256, 2): 124 registers (bf16) / 118
+ *     (fp16), no spills (CUDA 13, sm_90a).
+ *   - The tiles are walked round-robin across blocks (gq_walk's strided order), so the blocks
+ *     resident together read neighbouring tiles as a copy does.  H200, 16384 x 8192 bf16
+ *     (seventh session, bench/gpu_quantize): 69.5 % of a device copy in contiguous bands, 81.0 %
+ *     strided with the member search in every thread, 80.4 % strided with the slots; on 128
+ *     Qwen3-like weights (a new member at nearly every tile) 71.0 %, 62.8 % and 70.9 %.
+ *   - Tried and left (seventh session): a warp-specialized form (256 converters and a load warp
+ *     that waits on per-stage "empty" barriers, the converters releasing a stage before their
+ *     encodes and stores).  In bench/lab/lab_mx.cu's lighter per-thread code it was the fastest
+ *     (88.8 % of a copy at 4 stages x 1 block per SM, against 83.1 % for this structure); in the
+ *     library, with 8 converting warps per SM it ran at 54.3 %, and at 2 blocks of 288 threads
+ *     ptxas caps it at 96 registers and spills (88-104 bytes).  The library's per-thread code
+ *     (runtime E8M0 rules and formats, members, swizzled grids, padding) needs the 16 warps.
  *   - Per tile, thread t takes chunk k = t % 8 (16 columns) of rows rr + 32 h, h = 0..3, rr =
  *     gq_mx3_row(t) (a warp: 4 whole rows x 128 columns; chunk h lies in 32-row block h): the four
  *     chunks from the stage into registers, then v2's rowwise code per chunk (the neighbour lane
@@ -1349,8 +1363,9 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  * store and its 64-bit address per row pair) against ~2.9 here (unpack, FMUL, half a cvt, a
  * quarter of a multiplier load, a sixteenth of a store), and 32 2-byte stores per thread per tile
  * (256 warp stores of 64 bytes) against 4 16-byte ones (32 warp stores of 512 bytes); it saves a
- * barrier and the register pressure of w[], which the 2 blocks per SM of the shared memory do not
- * turn into occupancy.  Kept as is.
+ * barrier and the register pressure of w[].  Kept as is: in bench/lab/lab_mx.cu (H200, 16384 x
+ * 8192) the direct encode in this warp-specialized structure ran at 76.6 % of a copy, against
+ * 88.8 % with colmult.
  * Stores stay plain stores (a bulk store through shared memory would need another 32 KB of
  * staging per block). */
 #include "backend/cuda/cuda_tma.cuh"
@@ -1363,10 +1378,17 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
 #define GQ_MX3_PER_ROW (GQ_MX3_TC / GQ_CHUNK)               /* chunks of a tile row: 8 */
 #define GQ_MX3_PASS (GQ_THREADS / GQ_MX3_PER_ROW)           /* rows of one chunk per thread: 32 */
 #define GQ_MX3_RPT (GQ_TR / GQ_MX3_PASS)                    /* chunks per thread per tile: 4 */
-#define GQ_MX3_COLMULT_BYTES ((GQ_TR / 32) * GQ_MX3_TC * 4) /* float4 colmult[4][32], permuted */
+#define GQ_MX3_COLMULT_BYTES ((GQ_TR / 32) * GQ_MX3_TC * 4) /* one buffer: float4 colmult[4][32], permuted */
 #define GQ_MX3_MIN_BLOCKS 2 /* what the shared memory allows */
 
-/* The load issuer's state (thread 0's), in shared memory so that it holds no register of the
+/* A stage's tile, written by the issuing thread before it arms the stage's barrier: the member
+ * (its cursor) and the tile's (row tile, column tile). */
+typedef struct gq_mx3_slot {
+    gq_cursor_t cur;
+    int64_t rt, ct;
+} gq_mx3_slot_t;
+
+/* The issuing thread's state (thread 0's), in shared memory so that it holds no register of the
  * other 255 threads: the next tile to load (row tile, column tile), its member, the tiles issued
  * so far and the next stage. */
 typedef struct gq_mx3_producer {
@@ -1375,10 +1397,11 @@ typedef struct gq_mx3_producer {
     int st;
 } gq_mx3_producer_t;
 
-/* Dynamic shared memory: the stages, colmult, the barriers, the issuer's state, and the slack
- * that aligns the stages to 1024 bytes (the period of the 128-byte swizzle). */
+/* Dynamic shared memory: the stages, two colmult buffers, the barriers, the slots, the issuer's
+ * state, and the slack that aligns the stages to 1024 bytes (the period of the 128-byte swizzle). */
 #define GQ_MX3_SMEM                                                                                     \
-    (GQ_MX3_STAGES * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES + GQ_MX3_STAGES * 8 + sizeof(gq_mx3_producer_t) + 1024)
+    (GQ_MX3_STAGES * GQ_MX3_STAGE_BYTES + 2 * GQ_MX3_COLMULT_BYTES + GQ_MX3_STAGES * 8 +              \
+     GQ_MX3_STAGES * sizeof(gq_mx3_slot_t) + sizeof(gq_mx3_producer_t) + 1024)
 static_assert(GQ_MX3_PASS == 32, "chunk h of a thread lies in 32-row block h");
 static_assert((GQ_TR / 32) * (GQ_MX3_TC / 2) == GQ_THREADS, "columnwise: one (32-row block, column pair) per thread");
 static_assert(GQ_MX3_STAGE_BYTES % 1024 == 0 && GQ_MX3_BOX_BYTES % 1024 == 0 && GQ_MX3_COLMULT_BYTES % 16 == 0,
@@ -1468,33 +1491,25 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     const gq_walk_t wk = gq_walk(a);
     if (wk.count <= 0) return; /* block-uniform, before any barrier */
     uint8_t *stages = gq_mx3_smem + ((1024u - (gln_smem_addr(gq_mx3_smem) & 1023u)) & 1023u);
-    /* colmult[h][8 v + k]: the multipliers of elements 4v .. 4v + 3 of column chunk k in 32-row
-     * block h, so that the 8 lanes of a quarter warp (k = 0..7) read 8 consecutive float4 (no
-     * bank conflict; the warp's other quarters read the same ones: broadcast) */
-    float4(*colmult)[GQ_MX3_TC / 4] = (float4(*)[GQ_MX3_TC / 4])(stages + S * GQ_MX3_STAGE_BYTES);
-    uint64_t *full = (uint64_t *)(stages + S * GQ_MX3_STAGE_BYTES + GQ_MX3_COLMULT_BYTES);
-    gq_mx3_producer_t *P = (gq_mx3_producer_t *)(full + S); /* thread 0's */
-    const int t = threadIdx.x, rr = gq_mx3_row(t), k = t % GQ_MX3_PER_ROW;
-    /* this thread's chunk h: stage bytes o_lo + 4096 h (elements 0..7) and o_hi + 4096 h (8..15);
-     * rr + 32 h has the swizzle phase of rr, and o_lo's bit 4 is the parity of its unit */
-    const int o_lo = (k / 4) * GQ_MX3_BOX_BYTES + gq_mx3_unit(rr, 2 * (k % 4)), o_hi = o_lo ^ 16;
-    /* columnwise: (32-row block bb, column pair cp), its words at stage bytes
-     * o_col + gq_mx3_unit(i, u) for rows i = 0..31 of the block (a warp reads one whole 128-byte
-     * box row per row: no bank conflict) */
-    const int bb = t / (GQ_MX3_TC / 2), cp = t % (GQ_MX3_TC / 2), u = (cp % 32) / 4;
-    const int o_col = (cp / 32) * GQ_MX3_BOX_BYTES + bb * 32 * (GQ_MX3_BOX_C * 2) + (cp % 4) * 4;
-    float *const cm_out = (float *)&colmult[bb][((cp % 8) / 2) * 8 + cp / 8] + 2 * (cp % 2); /* its pair */
+    /* colmult buffer b: float4 [h][8 v + k], the multipliers of elements 4v .. 4v + 3 of column
+     * chunk k in 32-row block h, so that the 8 lanes of a quarter warp (k = 0..7) read 8
+     * consecutive float4 (no bank conflict; the warp's other quarters read the same ones) */
+    float *const cmbase = (float *)(stages + S * GQ_MX3_STAGE_BYTES);
+    uint64_t *const full = (uint64_t *)(stages + S * GQ_MX3_STAGE_BYTES + 2 * GQ_MX3_COLMULT_BYTES);
+    gq_mx3_slot_t *const slot = (gq_mx3_slot_t *)(full + S);
+    gq_mx3_producer_t *const P = (gq_mx3_producer_t *)(slot + S); /* thread 0's */
+    const int t = threadIdx.x;
     const int64_t C = a.cols, count = wk.count;
-    const bool al16 = C % GQ_CHUNK == 0;
-    const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
     /* the walk as (row tile, column tile), advanced by the step's floor quotient and remainder */
     const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
     const int64_t sr = wk.step - sq * a.n_ct;
-    /* thread 0 issues the loads: tile P->issued of the block, at (P->rt, P->ct), into stage P->st */
+    /* thread 0 issues the loads: tile P->issued of the block, at (P->rt, P->ct), into stage P->st,
+     * its member and position into the stage's slot (the barrier's arrival releases them) */
     auto issue = [&]() {
         gq_locate(a, P->rt, P->cur);
         const int64_t prt = P->rt, pct = P->ct;
         const int pst = P->st;
+        slot[pst].cur = P->cur, slot[pst].rt = prt, slot[pst].ct = pct;
         const int32_t row = (int32_t)(P->cur.row0 + (prt - P->cur.t0) * GQ_TR), col = (int32_t)(pct * GQ_MX3_TC);
         const bool two = col + GQ_MX3_BOX_C < C; /* the second box holds columns of the tensor */
         uint8_t *dst = stages + pst * GQ_MX3_STAGE_BYTES;
@@ -1514,20 +1529,32 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
         while (P->issued < count && P->issued < S) issue();
     }
     __syncthreads();
-    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
-    gq_cursor_t cur = {};
-    cur.t1 = -1;
+
+    const int rr = gq_mx3_row(t), k = t % GQ_MX3_PER_ROW;
+    /* this thread's chunk h: stage bytes o_lo + 4096 h (elements 0..7) and o_hi + 4096 h (8..15);
+     * rr + 32 h has the swizzle phase of rr, and o_lo's bit 4 is the parity of its unit */
+    const int o_lo = (k / 4) * GQ_MX3_BOX_BYTES + gq_mx3_unit(rr, 2 * (k % 4)), o_hi = o_lo ^ 16;
+    /* columnwise: (32-row block bb, column pair cp), its words at stage bytes
+     * o_col + gq_mx3_unit(i, u) for rows i = 0..31 of the block (a warp reads one whole 128-byte
+     * box row per row: no bank conflict) */
+    const int bb = t / (GQ_MX3_TC / 2), cp = t % (GQ_MX3_TC / 2), u = (cp % 32) / 4;
+    const int o_col = (cp / 32) * GQ_MX3_BOX_BYTES + bb * 32 * (GQ_MX3_BOX_C * 2) + (cp % 4) * 4;
+    /* its pair's two multipliers in a colmult buffer (floats) */
+    const int cm_off = (bb * (GQ_MX3_TC / 4) + ((cp % 8) / 2) * 8 + cp / 8) * 4 + 2 * (cp % 2);
+    const bool al16 = C % GQ_CHUNK == 0;
+    const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
     int st = 0;         /* the stage of tile j */
-    uint32_t phase = 0; /* the parity of its barrier's phase this tile completes */
+    uint32_t phase = 0; /* the parity of its full barrier's phase this tile completes */
     for (int64_t j = 0; j < count; j++) {
-        /* tile j + S - 1 into the stage that the barrier ending tile j - 1 released */
+        /* tile j + S - 1 into the stage that the barrier of tile j - 1 released */
         if (t == 0 && j > 0 && P->issued < count) issue();
-        gq_locate(a, rt, cur);
+        gln_mbar_wait(&full[st], phase);
+        const gq_cursor_t cur = slot[st].cur; /* read before the stage is released */
+        const int64_t rt = slot[st].rt, ct = slot[st].ct;
         const int64_t r0 = (rt - cur.t0) * GQ_TR, c0 = ct * GQ_MX3_TC, c = c0 + k * GQ_CHUNK;
         const int rv = (int)min(cur.m - r0, (int64_t)GQ_TR); /* the member's rows in the tile (>= 1) */
         const int nc = c < C ? (C - c >= GQ_CHUNK ? GQ_CHUNK : GQ_CHUNK / 2) : 0; /* cols % 8 == 0 */
         const int64_t i0 = (cur.row0 + r0 + rr) * C + c; /* chunk 0's first element; chunk h: + 32 h C */
-        gln_mbar_wait(&full[st], phase);
         const uint8_t *tile = stages + st * GQ_MX3_STAGE_BYTES;
         bool ok[GQ_MX3_RPT]; /* chunk h holds elements of the member */
         uint32_t w[GQ_MX3_RPT][W];
@@ -1542,6 +1569,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
                 for (int v = 0; v < W; v++) w[h][v] = 0;
             }
         }
+        if (!a.qc) __syncthreads(); /* block-uniform: every thread is done with stage st */
         float mult[GQ_CHUNK];
         uint32_t b[4];
         if (a.q) { /* rowwise, v2's code: this chunk and its neighbour lane's form one 32-column block */
@@ -1589,19 +1617,24 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
                 lo = gq_mx_code<DT>(a, flo & 0x7FFFFFFFu, (int)(flo >> 31));
                 hi = gq_mx_code<DT>(a, fhi & 0x7FFFFFFFu, (int)(fhi >> 31));
             }
-            *(float2 *)cm_out = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
+            /* buffer j % 2: a thread writing it at tile j has passed the barrier of tile j - 1, so
+             * every thread has finished its reads of it at tile j - 2 */
+            float *const cm = cmbase + (j & 1) * (GQ_MX3_COLMULT_BYTES / 4);
+            *(float2 *)(cm + cm_off) = make_float2(gln_e8m0_inverse_bits(lo), gln_e8m0_inverse_bits(hi));
             if (nv > 0) { /* the member's 32-row block rb, columns cc and cc + 1 (cc even: gq_swz's
                            * i & 31 grows by one, nothing else moves; compact: the next byte) */
                 const int64_t s_lo = cur.scol + gq_sidx_col(a, r0 / 32 + bb, cc, cur.m);
                 a.cs[s_lo] = lo;
                 a.cs[s_lo + (a.swz ? 16 : 1)] = hi;
             }
-            const bool tile_nan = __syncthreads_or(cnan) != 0; /* block-uniform; colmult complete */
+            /* block-uniform; colmult complete, and every thread is done with stage st */
+            const bool tile_nan = __syncthreads_or(cnan) != 0;
+            const float4 *const cm4 = (const float4 *)cm;
 #pragma unroll
             for (int h = 0; h < GQ_MX3_RPT; h++) {
 #pragma unroll
                 for (int v = 0; v < 4; v++) {
-                    const float4 f = colmult[h][v * 8 + k];
+                    const float4 f = cm4[h * (GQ_MX3_TC / 4) + v * 8 + k];
                     mult[4 * v] = f.x, mult[4 * v + 1] = f.y, mult[4 * v + 2] = f.z, mult[4 * v + 3] = f.w;
                 }
                 if (!tile_nan) gq_mx2_encode<DT, true>(w[h], 0.0f, mult, a.e5m2, b);
@@ -1610,10 +1643,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
             }
         }
         gq_mx3_padding(a, cur, r0, ct);
-        __syncthreads(); /* stage st and colmult are free */
         if (++st == S) st = 0, phase ^= 1u;
-        rt += sq, ct += sr; /* the next tile */
-        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
     }
 }
 
@@ -1712,14 +1742,12 @@ static gln_status_t gq_mx3_try(const gq_args_t *a, const gln_tensor_t *in, int64
     if (!why) {
         gq_args_t m = *a;
         m.n_ct = gln_ceil_div(in->cols, GQ_MX3_TC);
-        /* Contiguous bands of tiles unless GLN_CUDA_QUANT_ORDER=strided: one thread issues every
-         * load, so the member search of a tile (gq_locate: a binary search in global memory, ~7
-         * dependent loads) sits on the pipeline's critical path.  Strided, a block moves to a new
-         * member at nearly every tile when members are small (128 Qwen3-like weights: ~16 row
-         * tiles between a block's tiles, 6 per member), and the grouped launch ran at 1.37x the
-         * time of one tensor of the same bytes (H200, fifth session); in a band it searches about
-         * once per member it crosses. */
-        m.strided = gq_order_forced() == 1;
+        /* Round-robin (strided) tiles unless GLN_CUDA_QUANT_ORDER=contiguous: the blocks resident
+         * together read neighbouring tiles, as a copy does (H200, seventh session, 16384 x 8192
+         * bf16: 81.0 % of a device copy strided against 69.5 % in contiguous bands).  The member
+         * search that strided tiles make frequent (small members: a new member nearly every tile)
+         * runs in the issuing thread, which writes the result into the stage's slot. */
+        m.strided = gq_order_forced() != 0;
         const int64_t tiles = row_tiles * m.n_ct;
         GLN_TRY(in->dtype == GLN_DTYPE_BF16 ? gq_mx3_launch<GQ_BF16>(&m, &map, tiles, stream, call, taken)
                                             : gq_mx3_launch<GQ_F16>(&m, &map, tiles, stream, call, taken));
@@ -2413,7 +2441,10 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
  * its tiles in L2).  The order matters little: in one H200 run on 16384 x 8192 bf16, MXFP8 took
  * 253 us strided against 257 contiguous, current R 199 / 214, current R+T 291 / 301, delayed
  * R+T 224 / 220 (bench/RESULTS.md, 2026-12-03 third session) — the DRAM locality of the tile
- * walk is not what holds these kernels at ~50 % of a copy.  GLN_CUDA_QUANT_ORDER=strided or
+ * walk was not what held those kernels at ~50 % of a copy.  Once the kernels run near the copy it
+ * does matter: MXFP8 v3 on 16384 x 8192 69.5 % of a copy contiguous, 81.0 % strided; delayed
+ * per-tensor v4 71.4 / 75.6 %, but on the small grouped x of the Qwen3-like shape 49.0 / 42.0 %
+ * (seventh session), so the per-tensor kernels keep their bands.  GLN_CUDA_QUANT_ORDER=strided or
  * =contiguous forces one order; read once per process. */
 static int gq_order_forced(void) { /* -1: not forced; else 1 strided, 0 contiguous */
     static int forced = -2;          /* -2: not read yet */
