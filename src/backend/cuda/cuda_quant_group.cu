@@ -1544,7 +1544,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     const bool al16 = C % GQ_CHUNK == 0;
     const float rinv = 1.0f / a.fp8_max; /* gln_e8m0_from_amax_impl's factor, computed the same way */
     int st = 0;         /* the stage of tile j */
-    uint32_t phase = 0; /* the parity of its full barrier's phase this tile completes */
+    uint32_t phase = 0; /* the parity of its barrier's phase this tile completes */
     for (int64_t j = 0; j < count; j++) {
         /* tile j + S - 1 into the stage that the barrier of tile j - 1 released */
         if (t == 0 && j > 0 && P->issued < count) issue();
