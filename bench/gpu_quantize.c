@@ -24,7 +24,7 @@
  * GLN_CUDA_QUANT_PIPE=0 / GLN_CUDA_QUANT_REVERSE=0 in the environment select the load-then-use
  * kernels / the forward-order cast pass, GLN_CUDA_QUANT_V2=0 the first per-tensor kernels (v1)
  * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
- * for every kernel (default: strided for MXFP8 only), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
+ * for every kernel (default: strided for MXFP8 and delayed scaling), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
  * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
  * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0; GLN_CUDA_QUANT_TMA=2
  * requires v4, GLN_CUDA_QUANT_TC=64|128 its tile columns (default 128 where cols > 64),
@@ -34,8 +34,12 @@
  * GLN_CUDA_BLOCK_V1=1 the first block kernel, GLN_CUDA_BLOCK_TMA=0 the block kernel before the
  * TMA load pipeline (v2), to measure what each change gains; the variants are printed.
  *
+ * Each line gives the share of the 512 MB copy's bandwidth and of a copy of the problem's own bytes
+ * (the small MoE tensors cannot reach the large copy's rate: neither can a copy of their size).
+ * --shape ROWSxCOLS (up to 8) adds single tensors after 16384 x 8192.
+ *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
- *                     [--torch CMD]   (exit 77 without a GPU) */
+ *                     [--torch CMD] [--shape ROWSxCOLS]...   (exit 77 without a GPU) */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cuda_runtime.h>
@@ -88,18 +92,24 @@ typedef struct copy_arg {
     gln_context_t *ctx;
     void *src, *dst;
     size_t bytes;
+    int nsrc; /* sources rotated as the problems rotate their inputs: src + (k % nsrc) · bytes */
 } copy_arg_t;
 
 static void copy_call(void *p, int k) {
     copy_arg_t *c = p;
-    (void)k;
-    TRY(gln_memcpy(c->ctx, c->dst, c->src, c->bytes, GLN_COPY_BACKEND_TO_BACKEND));
+    TRY(gln_memcpy(c->ctx, c->dst, (char *)c->src + (size_t)(k % c->nsrc) * c->bytes, c->bytes,
+                   GLN_COPY_BACKEND_TO_BACKEND));
 }
 
-/* Device-to-device copy bandwidth, GB/s of bytes read + written (512 MB: far past L2). */
-static double copy_gbps(gln_context_t *ctx) {
-    copy_arg_t c = {ctx, NULL, NULL, (size_t)512 << 20};
-    c.src = device_random(ctx, GLN_DTYPE_BF16, c.bytes / 2, 1);
+/* Device-to-device copy bandwidth of `bytes`, GB/s of bytes read + written.  The ceiling is a copy
+ * of 512 MB (far past L2); a copy of a problem's own bytes (half its useful bytes read from
+ * rotating sources, as the problem reads its inputs, half written to one destination, as the
+ * problem writes its outputs) says what a pass over that little data reaches at all, launch and
+ * tail included. */
+static double copy_gbps(gln_context_t *ctx, size_t bytes) {
+    copy_arg_t c = {ctx, NULL, NULL, (bytes + 15) / 16 * 16, 1};
+    c.nsrc = c.bytes >= ROTATE_BYTES ? 1 : (int)((ROTATE_BYTES + c.bytes - 1) / c.bytes);
+    c.src = device_random_fast(ctx, GLN_DTYPE_BF16, (size_t)c.nsrc * c.bytes / 2, 1);
     TRY(gln_malloc(ctx, c.bytes, &c.dst));
     const double ms = median_ms(ctx, copy_call, &c);
     TRY(gln_free(ctx, c.src));
@@ -276,7 +286,9 @@ static double run(gln_context_t *ctx, const char *label, kind_t k, gln_dtype_t d
     if (num) snprintf(shape, sizeof shape, "%d x [%lld, %lld]%s", (int)num, (long long)(rows / num), (long long)cols,
                       device_splits ? " dev" : " host");
     else snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)rows, (long long)cols);
-    printf("%s %-26s %9.1f us %8.0f GB/s %6.1f%% of copy\n", name, shape, ms * 1e3, gbps, 100.0 * gbps / copy);
+    const double same = copy_gbps(ctx, p.useful_bytes / 2); /* a copy of the same bytes */
+    printf("%s %-26s %9.1f us %8.0f GB/s %6.1f%% of copy %6.1f%% of a same-size copy\n", name, shape, ms * 1e3, gbps,
+           100.0 * gbps / copy, 100.0 * gbps / same);
     if (!device_splits && num == 0 && rows == 16384) peer_note(rows, cols, k, gbps);
     if (device_splits && strstr(label, " x")) peer_note(rows, cols, k, gbps); /* the packed x of a MoE shape */
     fflush(stdout);
@@ -295,24 +307,30 @@ static const moe_t moes[] = {
 
 int main(int argc, char **argv) {
     gln_dtype_t dt = GLN_DTYPE_BF16;
+    long long shapes[8][2]; /* --shape: more single tensors after 16384 x 8192 */
+    int nshapes = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) g_repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) g_warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc) g_torch = argv[++i];
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8 &&
+                 sscanf(argv[i + 1], "%lldx%lld", &shapes[nshapes][0], &shapes[nshapes][1]) == 2 &&
+                 shapes[nshapes][0] > 0 && shapes[nshapes][1] > 0)
+            nshapes++, i++;
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *d = argv[++i];
             dt = !strcmp(d, "fp32") ? GLN_DTYPE_FP32 : !strcmp(d, "fp16") ? GLN_DTYPE_FP16 : GLN_DTYPE_BF16;
         } else {
             fprintf(stderr,
                     "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]"
-                    " [--torch CMD]\n");
+                    " [--torch CMD] [--shape ROWSxCOLS]...\n");
             return 2;
         }
     }
     if (g_repeat < 1) g_repeat = 1;
     gln_context_t *ctx = bench_cuda_context();
-    const double copy = copy_gbps(ctx);
+    const double copy = copy_gbps(ctx, (size_t)512 << 20);
     printf("device-to-device copy: %.0f GB/s (read + written); input %s; median of %d after %d warm-up\n", copy,
            gln_dtype_name(dt), g_repeat, g_warmup);
     { /* the kernel variants the CUDA backend picks from the environment (A/B in one GPU session) */
@@ -320,7 +338,7 @@ int main(int argc, char **argv) {
         const char *order = getenv("GLN_CUDA_QUANT_ORDER");
         printf("quantize kernels: %s (GLN_CUDA_QUANT_V2=%s), pipeline %s (GLN_CUDA_QUANT_PIPE=%s), tile order %s\n",
                v2 && v2[0] == '0' ? "v1" : "v2", v2 ? v2 : "unset", pipe && pipe[0] == '0' ? "off" : "on",
-               pipe ? pipe : "unset", order ? order : "default (MXFP8 strided)");
+               pipe ? pipe : "unset", order ? order : "default (MXFP8 and delayed strided)");
         const char *v3 = getenv("GLN_CUDA_QUANT_V3"), *mx = getenv("GLN_CUDA_QUANT_MX");
         const char *blk = getenv("GLN_CUDA_BLOCK_V1"), *tma = getenv("GLN_CUDA_QUANT_TMA");
         const char *btma = getenv("GLN_CUDA_BLOCK_TMA"), *tc = getenv("GLN_CUDA_QUANT_TC");
@@ -334,6 +352,11 @@ int main(int argc, char **argv) {
                blk ? blk : "unset", btma ? btma : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
+    for (int i = 0; i < nshapes; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%lldx%lld", shapes[i][0], shapes[i][1]);
+        for (int k = 0; k < K_COUNT; k++) run(ctx, label, (kind_t)k, dt, 0, shapes[i][0], shapes[i][1], 0, copy);
+    }
     for (size_t m = 0; m < sizeof moes / sizeof moes[0]; m++) {
         const moe_t *s = &moes[m];
         char label[64];

@@ -387,6 +387,51 @@ __device__ __forceinline__ void gq_locate(const gq_args_t &a, int64_t rt, gq_cur
     if (rt < c.t0 || rt >= c.t1) gq_member(a, gq_find(a, rt), c);
 }
 
+/* Members base .. base + 31, one a lane: true if one of them owns row tile rt, whose lane then
+ * writes its cursor to *c (shared memory).  Each lane loads its member's tile starts, rows and
+ * scale offsets at once, so the whole window costs one round of loads. */
+__device__ __forceinline__ bool gq_window_warp(const gq_args_t &a, int32_t base, int64_t rt, gq_cursor_t *c) {
+    const int32_t i = base + (int32_t)(threadIdx.x & 31);
+    bool mine = false; /* one lane at most: empty members own nothing */
+    if (i >= 0 && i < a.num) {
+        const int64_t t0 = __ldg(a.tstart + i), t1 = __ldg(a.tstart + i + 1);
+        const int64_t row0 = __ldg(a.rows + i), row1 = __ldg(a.rows + i + 1);
+        const int64_t srow = a.srow ? __ldg(a.srow + i) : 0, scol = a.scol ? __ldg(a.scol + i) : 0;
+        mine = t0 <= rt && rt < t1;
+        if (mine) c->i = i, c->t0 = t0, c->t1 = t1, c->row0 = row0, c->m = row1 - row0, c->srow = srow, c->scol = scol;
+    }
+    return __any_sync(GQ_FULL, mine);
+}
+
+/* gq_locate by a whole warp, on a cursor in shared memory (every lane calls it with the same rt;
+ * on return every lane sees the cursor of rt's member), for a walk that meets a new member at
+ * nearly every tile (the strided order over many small members).  gq_locate's binary search is
+ * ~log2(num) dependent loads, then the member's; here the window of 32 members from the current
+ * one on (walking forward; ending at it walking backward) is tried first, one round of loads,
+ * and only a longer jump first narrows the range 32-fold per round (keeping tstart[lo] <= rt:
+ * the owner is the last member whose start is <= rt, and it is never empty). */
+__device__ __forceinline__ void gq_locate_warp(const gq_args_t &a, int64_t rt, gq_cursor_t *c) {
+    const int64_t t0 = c->t0, t1 = c->t1;
+    const int32_t ci = c->i;
+    if (rt >= t0 && rt < t1) return; /* warp-uniform */
+    __syncwarp();                    /* every lane has read the cursor */
+    if (!a.rows) {
+        if ((threadIdx.x & 31) == 0) gq_member(a, 0, *c);
+    } else if (!(t1 >= t0 && gq_window_warp(a, rt >= t1 ? ci : ci - 31, rt, c))) {
+        int32_t lo = 0, n = a.num; /* the owner is in [lo, lo + n) */
+        const int32_t lane = (int32_t)(threadIdx.x & 31);
+        while (n > 32) {
+            const int32_t step = (n + 31) / 32;
+            const bool le = lane * step < n && __ldg(a.tstart + lo + lane * step) <= rt;
+            const int last = 31 - __clz((int)__ballot_sync(GQ_FULL, le)); /* lane 0's start is <= rt */
+            lo += last * step;
+            n = min(step, n - last * step);
+        }
+        gq_window_warp(a, lo, rt, c); /* the owner is one of these */
+    }
+    __syncwarp(); /* the new cursor is seen by every lane */
+}
+
 /* One thread's part of a tile: GQ_RPT chunks (rows rr and rr + GQ_PASS) of column chunk k,
  * loaded into registers.  Tiles are loaded one ahead of their use (the kernels' software
  * pipeline), so a block keeps the next tile's bytes in flight while it converts and stores the
@@ -426,7 +471,7 @@ __device__ __forceinline__ void gq_range(const gq_args_t &a, int64_t *lo, int64_
 
 /* The tiles one block walks: first, first + step, ... (count of them; ids over all members, row
  * tile-major).  Contiguous (per-tensor kernels): the block's range of gq_range, each block streaming
- * its own band of the tensor.  Strided (MXFP8; gq_strided): block b takes tiles b,
+ * its own band of the tensor.  Strided (MXFP8 and delayed scaling; gq_strided): block b takes tiles b,
  * b + G, b + 2G, ... so the blocks resident together cover neighbouring tiles — whole rows of
  * the input read and whole rows of the transposed copy written at one time, the access pattern
  * of a plain copy — instead of 128-byte pieces of ~400 rows scattered over the tensor (which is
@@ -1294,7 +1339,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  *   - Tiles of GQ_TR = 128 rows x GQ_MX3_TC = 128 columns of one member, so a tile row is one
  *     whole 128-byte line of each FP8 copy (the lab's 128-column tiles stored slightly faster than
  *     64-column ones).  The walk is gq_walk's (the kernel's a.n_ct counts 128-column tiles), the
- *     members come from the device plan (gq_locate), the grid is persistent.
+ *     members come from the device plan (gq_locate_warp), the grid is persistent.
  *   - Loads: one 2-D tensor map over the packed input [rows, cols], encoded on the host per call
  *     (gq_mx3_try), boxes of 128 rows x 64 columns (128 bytes a row, 128-byte swizzle: 16-byte
  *     unit u of box row r lands at unit u ^ (r % 8), gq_mx3_unit); a tile is two
@@ -1306,11 +1351,15 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX2_MIN_BLOCKS) gq_mx2_kernel(c
  *     issued box are zero-filled by the copy, which is what the upper 8 elements of a row's last
  *     chunk need when cols % 16 == 8 (v1 loads them as +0 too); chunks past cols are never read.
  *   - A ring of GQ_MX3_STAGES = 3 stages of 32 KB in dynamic shared memory, one "full" mbarrier
- *     and one slot each.  Thread 0 issues the first 3 tiles, then at the top of tile j the boxes of
- *     tile j + 2 into the stage that the barrier of tile j - 1 released; before arming a stage it
- *     finds the tile's member (gq_locate) and writes the member and the tile into the stage's
- *     slot, which the other threads read after their wait (the barrier's arrival releases it), so
- *     the member search runs once per tile in one thread, not in all 256.  One block barrier a
+ *     and one slot each.  Warp 0 issues the first 3 tiles, then at the top of tile j the boxes of
+ *     tile j + 2 into the stage that the barrier of tile j - 1 released; before arming a stage the
+ *     warp finds the tile's member (gq_locate_warp: a window of 32 members, one member a lane, in
+ *     one round of loads) and lane 0 writes the member and the tile into the stage's slot, which
+ *     the other threads read after their wait (the barrier's arrival releases it), so the member
+ *     search runs once per tile in one warp, not in all 256 threads.  (Until the eighth session
+ *     thread 0 searched alone, a binary search of ~log2(members) dependent loads between two
+ *     tiles' barriers: over 128 Qwen3-like weights the grouped launch took 1.18x one tensor of
+ *     the same bytes; with the warp's window 1.10x.)  One block barrier a
  *     tile (__syncthreads_or, which also says whether the tile holds a NaN) publishes the
  *     columnwise multipliers and frees the stage: the multipliers go through two colmult buffers
  *     (tile j uses buffer j % 2), so no second barrier guards their reuse.  ~104 KB a block
@@ -1503,30 +1552,38 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     /* the walk as (row tile, column tile), advanced by the step's floor quotient and remainder */
     const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
     const int64_t sr = wk.step - sq * a.n_ct;
-    /* thread 0 issues the loads: tile P->issued of the block, at (P->rt, P->ct), into stage P->st,
-     * its member and position into the stage's slot (the barrier's arrival releases them) */
+    /* warp 0 issues the loads: tile P->issued of the block, at (P->rt, P->ct), into stage P->st;
+     * the whole warp finds the tile's member (gq_locate_warp), lane 0 writes it and the tile's
+     * position into the stage's slot (the barrier's arrival releases them) and issues the boxes */
     auto issue = [&]() {
-        gq_locate(a, P->rt, P->cur);
-        const int64_t prt = P->rt, pct = P->ct;
-        const int pst = P->st;
-        slot[pst].cur = P->cur, slot[pst].rt = prt, slot[pst].ct = pct;
-        const int32_t row = (int32_t)(P->cur.row0 + (prt - P->cur.t0) * GQ_TR), col = (int32_t)(pct * GQ_MX3_TC);
-        const bool two = col + GQ_MX3_BOX_C < C; /* the second box holds columns of the tensor */
-        uint8_t *dst = stages + pst * GQ_MX3_STAGE_BYTES;
-        gln_mbar_expect_tx(&full[pst], two ? 2 * GQ_MX3_BOX_BYTES : GQ_MX3_BOX_BYTES);
-        gln_tma_load_2d(dst, &map, &full[pst], row, col);
-        if (two) gln_tma_load_2d(dst + GQ_MX3_BOX_BYTES, &map, &full[pst], row, col + GQ_MX3_BOX_C);
-        P->issued++;
-        P->st = pst + 1 == S ? 0 : pst + 1;
-        const int64_t nct = pct + sr;
-        P->rt = prt + sq + (nct >= a.n_ct), P->ct = nct >= a.n_ct ? nct - a.n_ct : nct;
+        gq_locate_warp(a, P->rt, &P->cur);
+        if (t == 0) {
+            const gq_cursor_t cur = P->cur;
+            const int64_t prt = P->rt, pct = P->ct;
+            const int pst = P->st;
+            slot[pst].cur = cur, slot[pst].rt = prt, slot[pst].ct = pct;
+            const int32_t row = (int32_t)(cur.row0 + (prt - cur.t0) * GQ_TR), col = (int32_t)(pct * GQ_MX3_TC);
+            const bool two = col + GQ_MX3_BOX_C < C; /* the second box holds columns of the tensor */
+            uint8_t *dst = stages + pst * GQ_MX3_STAGE_BYTES;
+            gln_mbar_expect_tx(&full[pst], two ? 2 * GQ_MX3_BOX_BYTES : GQ_MX3_BOX_BYTES);
+            gln_tma_load_2d(dst, &map, &full[pst], row, col);
+            if (two) gln_tma_load_2d(dst + GQ_MX3_BOX_BYTES, &map, &full[pst], row, col + GQ_MX3_BOX_C);
+            P->issued++;
+            P->st = pst + 1 == S ? 0 : pst + 1;
+            const int64_t nct = pct + sr;
+            P->rt = prt + sq + (nct >= a.n_ct), P->ct = nct >= a.n_ct ? nct - a.n_ct : nct;
+        }
+        __syncwarp(); /* the warp's next call sees the advanced walk */
     };
     if (t == 0) {
         for (int s = 0; s < S; s++) gln_mbar_init(&full[s], 1);
         gln_mbar_init_fence();
         P->rt = wk.first / a.n_ct, P->ct = wk.first % a.n_ct, P->issued = 0, P->st = 0;
-        P->cur.t0 = 0, P->cur.t1 = -1; /* no member yet: the first gq_locate searches */
-        while (P->issued < count && P->issued < S) issue();
+        P->cur.i = 0, P->cur.t0 = 0, P->cur.t1 = -1; /* no member yet: the first search is a full one */
+    }
+    if (t < 32) {
+        __syncwarp();
+        while (P->issued < count && P->issued < S) issue(); /* P->issued: warp-uniform after the syncs */
     }
     __syncthreads();
 
@@ -1547,7 +1604,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     uint32_t phase = 0; /* the parity of its barrier's phase this tile completes */
     for (int64_t j = 0; j < count; j++) {
         /* tile j + S - 1 into the stage that the barrier of tile j - 1 released */
-        if (t == 0 && j > 0 && P->issued < count) issue();
+        if (t < 32 && j > 0 && P->issued < count) issue();
         gln_mbar_wait(&full[st], phase);
         const gq_cursor_t cur = slot[st].cur; /* read before the stage is released */
         const int64_t rt = slot[st].rt, ct = slot[st].ct;
@@ -1968,7 +2025,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
  * stages: bytes in flight cost no registers and stay in flight while the block computes.
  *   - Loads: one 2-D tensor map over the packed input [rows, cols] (bf16 / fp16), boxes of
  *     GQ_TR x 64 elements (128 rows x 128 bytes): one instruction per 16 KB box, issued by
- *     thread 0 (a tile is one box, or two: TC below).  A box starts at the tile's packed row
+ *     warp 0's lane 0 (a tile is one box, or two: TC below).  A box starts at the tile's packed row
  *     (member row0 + r0), so a member's partial last tile also loads the next member's first
  *     rows (masked below, as the register kernels mask them) and rows past the tensor / columns
  *     past cols load as zero (the tensor map's out-of-bounds fill).  The box's bytes land in
@@ -1976,15 +2033,31 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
  *     The 128-byte swizzle (16-byte unit u of box row r at unit u ^ (r % 8); gq4_read) makes a
  *     warp's reads of its 8 rows x 4 chunks (TC = 64) free of bank conflicts, which an unswizzled
  *     128-byte pitch would make 2-way.
- *   - Ring: S stages (1024-byte aligned for the swizzle), a "full" mbarrier each (one arrival:
- *     thread 0's expect_tx, then the boxes' bytes).  The prologue issues tiles 0..S-1; tile j
- *     waits on stage j % S with parity (j / S) % 2, every thread copies its chunks (TC = 64: rows
- *     rr, rr + 64, 16 elements each) to registers, and after the next block barrier (the
- *     one the transposed phase needs anyway, or one of its own without a transposed copy) thread
- *     0 refills the stage with tile j + S: S tiles in flight while a tile is converted.
- *   - The transposed tile is double-buffered, so one block barrier per tile suffices: tile j + 2
- *     rewrites tile j's buffer only after every thread has passed tile j + 1's barrier, i.e.
- *     finished its reads of tile j.
+ *   - Ring: S stages (1024-byte aligned for the swizzle), a "full" mbarrier and a slot each
+ *     (gq4_slot_t: the tile and its member, written by the producer before it arms the stage, so
+ *     no consumer searches or walks).  The producer is warp 0 (gq4_issue): the whole warp finds
+ *     the member (gq_locate_warp: one round of loads over a window of 32 members, where a binary
+ *     search by one thread was ~log2(members) dependent loads; TC = 64 keeps lane 0's gq_locate,
+ *     which its 80-register budget holds without spilling), lane 0 arms the barrier and issues.
+ *     The prologue issues tiles 0..S-1; tile j waits on stage j % S with parity (j / S) % 2 and
+ *     every thread copies its chunks (TC = 64: rows rr, rr + 64, 16 elements each) to registers.
+ *     Without a transposed copy, the block barrier after those reads lets warp 0 refill the stage
+ *     with tile j + S.  With one:
+ *       - TC = 64: the transposed tile is a static double buffer, so one block barrier per tile
+ *         suffices (tile j + 2 rewrites tile j's buffer only after every thread has passed tile
+ *         j + 1's barrier, i.e. finished its reads of tile j), after which warp 0 refills the
+ *         stage with tile j + S;
+ *       - TC = 128: the transposed tile is staged in the consumed stage itself (as the block
+ *         kernels' v3 does), which leaves room for 3 stages at 2 blocks per SM: a barrier after
+ *         the chunk reads (every thread is out of stage j, and out of stage j - 1's transposed
+ *         reads), after which warp 0 refills stage j - 1 with tile j - 1 + S, and the barrier
+ *         between the transposed writes and reads; each thread fences its ordinary accesses of
+ *         the stage against the async proxy (fence.proxy.async) after its transposed reads, so
+ *         the next copy into the stage is ordered after them.  2 tiles in flight per block while
+ *         one is converted.
+ *   - Amax partials are flushed per warp (gq_flush_warp: shuffles and one atomic per warp, no
+ *     block barrier) when the member changes, which the strided order over small members does at
+ *     nearly every tile; max is exact in any order.
  *   - Everything after the registers hold the chunk is v3's code: the same member switch, the
  *     amax fold on packed pairs (v2's per-chunk fold with the NaN index for a thread whose tile
  *     holds a NaN), the same encodes (gq_mx2_encode without the NaN-code check when v3 would skip
@@ -2036,21 +2109,18 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
  *         instruction, all banks shifted alike) stay free of conflicts;
  *       - the transposed phase is v4's twice (columns 64b + 4cg .. of sub-tile b).
  *     Blocks and stages (228 KB of shared memory per SM, 1 KB of it reserved per block): a block
- *     holds S x 32 KB of ring + 1 KB of alignment slack + 2 x 16.4 KB of transposed tiles
- *     (double-buffered, see above) + ~0.1 KB.  3 stages: 129.9 KB, 1 block per SM (8 warps, 2
- *     tiles = 64 KB in flight while one is converted: the lab's winner, but the lab's cast has
- *     no amax, member switch or NaN path, and with 8 warps one block's barrier stalls the SM).
- *     2 stages: 97.9 KB, 2 blocks per SM (196 KB + 2 KB reserved <= 228 KB): 16 warps, the same
- *     64 KB in flight per SM (one tile per block while the other is converted), and one block's
- *     barrier overlaps the other's work, which is what the 64-column kernel's 3 blocks bought.
- *     Chosen: 2 stages x 2 blocks (GQ4W_STAGES, GQ4W_MIN_BLOCKS; 3 x 1 is a -D away:
- *     -DGQ4W_STAGES=3 -DGQ4W_MIN_BLOCKS=1).  Registers (ptxas -v, CUDA 13, sm_90a; the limit at
- *     2 blocks is 128): cast 96 / 99, amax 103, cast + amax 115 / 116 (fp16 / bf16), no spills;
- *     static shared memory 33 KB (cast passes).  TC = 64 is unchanged (72-80).  512 threads per
- *     block was not taken: GQ_THREADS is the block reduction's and the transposed phase's size
- *     throughout this file.
- *   Not measured yet (no GPU in the session that wrote TC = 128): the tiling, and 2 x 2 against
- *     1 x 3 stages, are worth an A/B on the H200 (GLN_CUDA_QUANT_TC=64 / 128 in one run).
+ *     holds S x 32 KB of ring + 1 KB of alignment slack + ~0.7 KB of barriers, slots and walk.
+ *     3 stages: ~97.7 KB, 2 blocks per SM (16 warps; one block's barriers overlap the other's
+ *     work).  Before the eighth session the transposed tile had its own double buffer (2 x 16.4
+ *     KB), which left room for 2 stages at 2 blocks; in one H200 run (both strided, two rounds
+ *     each) the two forms were within noise on the large tensors (16384 x 8192: 73.7 / 74.2 %
+ *     of a copy staged in the stage, 73.7 / 74.6 % double-buffered) and the staged form ahead on
+ *     the small ones (DeepSeek-like dy 50.5 / 48.8 against 46.5 / 46.6 %, Qwen3-like x 51.4 /
+ *     49.4 against 47.3 / 48.2 %), so it stayed.  Registers (ptxas -v, CUDA 13, sm_90a; the
+ *     limit at 2 blocks is 128): cast 111 / 113, amax 80, cast + amax 96 / 99 (bf16 / fp16), no
+ *     spills.  TC = 64: 72-80 registers, cast 4 / 16 and cast + amax 16 bytes of spill (bf16 /
+ *     fp16) since the slots.  512 threads per block was not taken: GQ_THREADS is the block
+ *     reduction's and the transposed phase's size throughout this file.
  *   Current scaling's amax pass runs on the same TC, stage ring and grid as its cast pass
  *     (gq4_first_pass / gq_run_tensor), so block b covers the same tiles in both passes and the
  *     reversed cast pass starts on the tiles the amax pass read last (still in L2). */
@@ -2061,7 +2131,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ3_MIN_BLOCKS) gq_tensor3_kernel(
 #define GQ4_MIN_BLOCKS 3
 #endif
 #ifndef GQ4W_STAGES
-#define GQ4W_STAGES 2 /* TC = 128 */
+#define GQ4W_STAGES 3 /* TC = 128 */
 #endif
 #ifndef GQ4W_MIN_BLOCKS
 #define GQ4W_MIN_BLOCKS 2 /* TC = 128 */
@@ -2082,6 +2152,9 @@ template <int TC> struct gq4_geo {
     static constexpr int MIN_BLOCKS = TC == 64 ? GQ4_MIN_BLOCKS : GQ4W_MIN_BLOCKS;
     static constexpr int STAGE = NB * GQ4_BOX_BYTES;   /* bytes of a stage */
     static constexpr int SMEM = S * STAGE + 1024;      /* dynamic: the ring + slack to align it */
+    /* the transposed tile staged in the consumed stage (TC = 128) or in a static double buffer */
+    static constexpr bool IN_STAGE = TC == 128;
+    static_assert(!IN_STAGE || NB * GQ4_SUB_WORDS * 4 <= STAGE, "the transposed tile fits in its stage");
 };
 static_assert(gq4_geo<64>::RPT == GQ_RPT && gq4_geo<64>::PASS == GQ_PASS, "TC = 64 is the file's tile");
 
@@ -2097,30 +2170,58 @@ template <int TC> __device__ __forceinline__ void gq4_thread(int t, int &rr, int
     }
 }
 
-/* The producer's walk (thread 0 only, kept in shared memory so it costs no registers): the next
+/* The producer's walk (warp 0's, kept in shared memory so it costs no registers): the next
  * tile to load and the member cursor of the loads. */
 typedef struct gq4_prod {
     gq_cursor_t c;
     int64_t rt, ct;
 } gq4_prod_t;
 
-/* Thread 0: arm `bar` for the tile's boxes and load the producer's next tile into `dst`; advance.
- * A 128-column tile's second box is issued only where it starts before cols (else its chunks
- * are all past cols and never read), and the barrier expects the issued boxes' bytes. */
+/* A stage's tile, written by the producer before it arms the stage's barrier: the member (its
+ * cursor) and the tile's (row tile, column tile). */
+typedef struct gq4_slot {
+    gq_cursor_t c;
+    int64_t rt, ct;
+} gq4_slot_t;
+
+/* Warp 0 (every lane): the producer's next tile.  The warp finds its member (gq_locate_warp;
+ * TC = 64: lane 0, gq_locate), lane 0 writes it and the tile into `slot`, arms `bar` for the tile's boxes and loads them into
+ * `dst`; the walk advances.  A 128-column tile's second box is issued only where it starts
+ * before cols (else its chunks are all past cols and never read), and the barrier expects the
+ * issued boxes' bytes. */
 template <int TC>
-__device__ __forceinline__ void gq4_issue(const gq_args_t &a, const CUtensorMap *map, gq4_prod_t *p, int64_t sq,
-                                          int64_t sr, uint8_t *dst, uint64_t *bar) {
-    gq_cursor_t c = p->c;
-    int64_t rt = p->rt, ct = p->ct;
-    gq_locate(a, rt, c);
-    const int32_t row = (int32_t)(c.row0 + (rt - c.t0) * GQ_TR), col = (int32_t)(ct * TC);
-    const bool second = TC == 128 && (int64_t)col + GQ4_BOX_C < a.cols;
-    gln_mbar_expect_tx(bar, second ? 2u * GQ4_BOX_BYTES : (uint32_t)GQ4_BOX_BYTES);
-    gln_tma_load_2d(dst, map, bar, row, col);
-    if (second) gln_tma_load_2d(dst + GQ4_BOX_BYTES, map, bar, row, col + GQ4_BOX_C);
-    rt += sq, ct += sr;
-    if (ct >= a.n_ct) ct -= a.n_ct, rt++;
-    p->c = c, p->rt = rt, p->ct = ct;
+__device__ __forceinline__ void gq4_issue(const gq_args_t &a, const CUtensorMap *map, gq4_prod_t *p, gq4_slot_t *slot,
+                                          int64_t sq, int64_t sr, uint8_t *dst, uint64_t *bar) {
+    if (TC == 128) gq_locate_warp(a, p->rt, &p->c);
+    if ((threadIdx.x & 31) == 0) {
+        if (TC == 64) gq_locate(a, p->rt, p->c); /* 80 registers: the warp's search would spill */
+        const gq_cursor_t c = p->c;
+        int64_t rt = p->rt, ct = p->ct;
+        slot->c = c, slot->rt = rt, slot->ct = ct;
+        const int32_t row = (int32_t)(c.row0 + (rt - c.t0) * GQ_TR), col = (int32_t)(ct * TC);
+        const bool second = TC == 128 && (int64_t)col + GQ4_BOX_C < a.cols;
+        gln_mbar_expect_tx(bar, second ? 2u * GQ4_BOX_BYTES : (uint32_t)GQ4_BOX_BYTES);
+        gln_tma_load_2d(dst, map, bar, row, col);
+        if (second) gln_tma_load_2d(dst + GQ4_BOX_BYTES, map, bar, row, col + GQ4_BOX_C);
+        rt += sq, ct += sr;
+        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
+        p->rt = rt, p->ct = ct;
+    }
+    __syncwarp(); /* the warp's next call sees the advanced walk */
+}
+
+/* gq_flush for one warp: its lanes' amax partials max-reduced, one atomic each (none when 0).
+ * No block barrier, so a member switch at nearly every tile (the strided order over small
+ * members) costs shuffles, not two barriers; 8 atomics per block and member visit instead of 1. */
+__device__ __forceinline__ void gq_flush_warp(gq_amax_t *w, uint32_t best, unsigned long long nan_not) {
+    for (int off = 16; off > 0; off >>= 1) {
+        best = max(best, __shfl_xor_sync(GQ_FULL, best, off));
+        nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (best) atomicMax(&w->max_bits, best);
+        if (nan_not) atomicMax(&w->nan_not, nan_not);
+    }
 }
 
 /* The 8 words (16 elements, columns 16k .. 16k+15 of the box) of box row `row` of a swizzled box:
@@ -2157,10 +2258,12 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     static_assert(DT != GQ_F32, "v4: 2-byte inputs (a box row is 128 bytes)");
     typedef gq4_geo<TC> G;
     constexpr int S = G::S, W = gq_traits<DT>::W, RPT = G::RPT, PASS = G::PASS, NB = G::NB;
-    constexpr bool CASTS = MODE != GQ_AMAX;
+    constexpr bool CASTS = MODE != GQ_AMAX, IN_STAGE = G::IN_STAGE;
+    constexpr bool BUF = CASTS && !IN_STAGE; /* the static double buffer of the transposed tile */
     /* transposed, x2; sub-tile b (box b's codes) at word b · GQ4_SUB_WORDS */
-    __shared__ __align__(16) uint32_t tile[CASTS ? 2 : 1][CASTS ? NB * GQ4_SUB_WORDS : 1];
+    __shared__ __align__(16) uint32_t tile[BUF ? 2 : 1][BUF ? NB * GQ4_SUB_WORDS : 1];
     __shared__ __align__(8) uint64_t full[S];
+    __shared__ gq4_slot_t slot[S];
     __shared__ gq4_prod_t prod;
     extern __shared__ __align__(1024) uint8_t gq4_dyn[];
     const gq_walk_t wk = gq_walk(a);
@@ -2179,16 +2282,17 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     /* the walk as (row tile, column tile), as in gq_mx2_kernel */
     const int64_t sq = wk.step >= 0 ? wk.step / a.n_ct : -((-wk.step + a.n_ct - 1) / a.n_ct);
     const int64_t sr = wk.step - sq * a.n_ct;
-    int64_t rt = wk.first / a.n_ct, ct = wk.first % a.n_ct;
-    gq_cursor_t lc; /* the consumers' cursor: the member of the tile in use */
-    gq_member(a, gq_find(a, rt), lc);
     if (t == 0) {
 #pragma unroll
         for (int s = 0; s < S; s++) gln_mbar_init(&full[s], 1);
         gln_mbar_init_fence();
-        prod.c = lc, prod.rt = rt, prod.ct = ct;
+        prod.rt = wk.first / a.n_ct, prod.ct = wk.first % a.n_ct;
+        prod.c.i = 0, prod.c.t0 = 0, prod.c.t1 = -1; /* no member yet: the first search is a full one */
+    }
+    if (t < 32) {
+        __syncwarp();
         for (int s = 0; s < S && s < count; s++)
-            gq4_issue<TC>(a, &map, &prod, sq, sr, ring + s * G::STAGE, &full[s]);
+            gq4_issue<TC>(a, &map, &prod, &slot[s], sq, sr, ring + s * G::STAGE, &full[s]);
     }
     __syncthreads(); /* the barriers are initialized before anyone waits on them */
     int32_t ci = -1; /* the member whose amax partial / scale is in use (none yet) */
@@ -2198,10 +2302,14 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     unsigned long long nan_not = 0;
     int stage = 0;
     uint32_t parity = 0;
+    const bool tr = CASTS && a.qc != NULL; /* block-uniform: a transposed phase (with its barrier) */
     for (int64_t j = 0; j < count; j++) {
-        gq_locate(a, rt, lc);
+        uint8_t *const st = ring + stage * G::STAGE;
+        gln_mbar_wait(&full[stage], parity);
+        const gq_cursor_t lc = slot[stage].c; /* read before the stage is refilled */
+        const int64_t rt = slot[stage].rt, ct = slot[stage].ct;
         if (lc.i != ci) { /* block-uniform: the next member */
-            if (MODE != GQ_CAST && ci >= 0) gq_flush(a.work + ci, best, nan_not), best = 0, nan_not = 0;
+            if (MODE != GQ_CAST && ci >= 0) gq_flush_warp(a.work + ci, best, nan_not), best = 0, nan_not = 0;
             ci = lc.i;
             if (CASTS) {
                 s = __ldg(a.scale + ci);
@@ -2213,8 +2321,6 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
         const int64_t r0 = (rt - lc.t0) * GQ_TR, c = ct * TC + k * GQ_CHUNK;
         const int nc = c < C ? (int)min((int64_t)GQ_CHUNK, C - c) : 0; /* 16, 8 or 0 */
         const size_t e0 = (size_t)(lc.row0 + r0 + rr) * (size_t)C + (size_t)c; /* chunk h = 0's element */
-        uint8_t *const st = ring + stage * G::STAGE;
-        gln_mbar_wait(&full[stage], parity);
         bool ok[RPT]; /* chunk h (row rr + h · PASS) is in the member */
         uint32_t w[RPT][W];
 #pragma unroll
@@ -2227,10 +2333,17 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
                 for (int v = 0; v < W; v++) w[h][v] = 0u; /* not the member's: +0, like gq_load */
             }
         }
-        const bool tr = CASTS && a.qc != NULL; /* block-uniform: a transposed phase (with its barrier) */
         if (!tr) { /* every thread's words are out of the stage: refill it */
             __syncthreads();
-            if (t == 0 && j + S < count) gq4_issue<TC>(a, &map, &prod, sq, sr, st, &full[stage]);
+            if (t < 32 && j + S < count) gq4_issue<TC>(a, &map, &prod, &slot[stage], sq, sr, st, &full[stage]);
+        } else if (IN_STAGE) {
+            /* every thread is out of this stage (its words are read) and out of the previous one
+             * (tile j - 1's transposed reads): this stage may take the transposed tile, the
+             * previous one its next tile, j - 1 + S */
+            __syncthreads();
+            const int prev = stage == 0 ? S - 1 : stage - 1;
+            if (t < 32 && j >= 1 && j - 1 + S < count)
+                gq4_issue<TC>(a, &map, &prod, &slot[prev], sq, sr, ring + prev * G::STAGE, &full[prev]);
         }
         bool use_fast = fast;
         if (MODE != GQ_CAST) {
@@ -2250,7 +2363,7 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
             if (MODE == GQ_CAST_AMAX) use_fast = fast && !__any_sync(GQ_FULL, nan);
         }
         if (CASTS) {
-            uint32_t *const tb = tile[CASTS ? (j & 1) : 0];
+            uint32_t *const tb = IN_STAGE ? (uint32_t *)st : tile[BUF ? (j & 1) : 0];
             uint32_t *const tw = tb + box * GQ4_SUB_WORDS; /* this chunk's sub-tile */
 #pragma unroll
             for (int h = 0; h < RPT; h++) {
@@ -2266,7 +2379,8 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
             }
             if (tr) {
                 __syncthreads(); /* the transposed tile is written; every thread is past its stage reads */
-                if (t == 0 && j + S < count) gq4_issue<TC>(a, &map, &prod, sq, sr, st, &full[stage]);
+                if (!IN_STAGE && t < 32 && j + S < count)
+                    gq4_issue<TC>(a, &map, &prod, &slot[stage], sq, sr, st, &full[stage]);
 #pragma unroll
                 for (int bx = 0; bx < NB; bx++) {
                     const int64_t cb = ct * TC + bx * GQ4_BOX_C; /* the sub-tile's first column */
@@ -2289,14 +2403,16 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
                             if (cc + q < C) gq3_store8(p + (size_t)q * (size_t)lc.m, lo[q], hi[q], n);
                     }
                 }
-                /* no barrier here: the next tile writes the other buffer (see above) */
+                /* IN_STAGE: the stage's next copy is issued after the next tile's first barrier,
+                 * which every thread reaches after these reads; its ordinary accesses to the stage
+                 * are ordered before that copy's writes by this fence.  Else no barrier here: the
+                 * next tile writes the other buffer (see above). */
+                if (IN_STAGE) gln_fence_async_smem();
             }
         }
-        rt += sq, ct += sr; /* the next tile */
-        if (ct >= a.n_ct) ct -= a.n_ct, rt++;
         if (++stage == S) stage = 0, parity ^= 1u;
     }
-    if (MODE != GQ_CAST && ci >= 0) gq_flush(a.work + ci, best, nan_not);
+    if (MODE != GQ_CAST && ci >= 0) gq_flush_warp(a.work + ci, best, nan_not);
 }
 
 /* ---- host side ---------------------------------------------------------------------------- */
@@ -2444,8 +2560,13 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
  * walk was not what held those kernels at ~50 % of a copy.  Once the kernels run near the copy it
  * does matter: MXFP8 v3 on 16384 x 8192 69.5 % of a copy contiguous, 81.0 % strided; delayed
  * per-tensor v4 71.4 / 75.6 %, but on the small grouped x of the Qwen3-like shape 49.0 / 42.0 %
- * (seventh session), so the per-tensor kernels keep their bands.  GLN_CUDA_QUANT_ORDER=strided or
- * =contiguous forces one order; read once per process. */
+ * (seventh session).  With the member search in one warp and the amax flushed per warp (eighth
+ * session) the strided order wins for delayed scaling on every MoE tensor but DeepSeek-like dy
+ * (16384 x 8192 71.2 -> 73.6 %, Qwen3-like x 48.5 -> 50.5 %, Qwen3-like weights 73.9 -> 77.3 %;
+ * dy 47.7 -> 46.2 %), so delayed scaling walks strided too.  Current scaling keeps its bands: its
+ * cast pass starts where its amax pass ended (the tiles still in L2), and strided it lost on the
+ * small members (Qwen3-like x 35.5 -> 31.2 %, grouped / one tensor 1.02 -> 1.11).
+ * GLN_CUDA_QUANT_ORDER=strided or =contiguous forces one order; read once per process. */
 static int gq_order_forced(void) { /* -1: not forced; else 1 strided, 0 contiguous */
     static int forced = -2;          /* -2: not read yet */
     if (forced == -2) {
@@ -2454,16 +2575,17 @@ static int gq_order_forced(void) { /* -1: not forced; else 1 strided, 0 contiguo
     }
     return forced;
 }
-static int gq_strided(gln_scaling_mode_t mode) {
+static int gq_strided(const gln_quant_config_t *cfg) {
     const int forced = gq_order_forced();
-    return forced >= 0 ? forced : mode == GLN_SCALING_MXFP8_1D;
+    if (forced >= 0) return forced;
+    return cfg->mode == GLN_SCALING_MXFP8_1D || (cfg->mode == GLN_SCALING_TENSOR && cfg->delayed);
 }
 
 static gq_args_t gq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t *in, const gln_tensor_t *out,
                               int32_t num, const gln_cuda_plan_t *plan, const gq_scratch_t *sc) {
     gq_args_t a;
     memset(&a, 0, sizeof a);
-    a.strided = gq_strided(cfg->mode);
+    a.strided = gq_strided(cfg);
     const int tensor = cfg->mode == GLN_SCALING_TENSOR;
     a.x = in->data;
     a.q = cfg->rowwise ? (uint8_t *)out->data : NULL;
