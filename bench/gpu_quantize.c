@@ -39,7 +39,7 @@
  * --shape ROWSxCOLS (up to 8) adds single tensors after 16384 x 8192.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
- *                     [--torch CMD] [--shape ROWSxCOLS]...   (exit 77 without a GPU) */
+ *                     [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back]   (exit 77 without a GPU) */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cuda_runtime.h>
@@ -47,6 +47,8 @@
 #define ROTATE_BYTES ((size_t)128 << 20)
 
 static int g_repeat = 30, g_warmup = 5;
+static int g_batch = 1; /* --back-to-back: calls per timed sample (B2B_CALLS) */
+#define B2B_CALLS 10
 static const char *g_only = NULL, *g_torch = NULL;
 
 static void cuda_try(cudaError_t e, const char *what) {
@@ -60,7 +62,12 @@ static void cuda_try(cudaError_t e, const char *what) {
 
 typedef void (*call_fn)(void *arg, int k);
 
-/* Median milliseconds of one call of fn(arg, k) (k = the call's index, for rotating inputs). */
+/* Median milliseconds of one call of fn(arg, k) (k = the call's index, for rotating inputs).  By
+ * default each sample is one call between two events on an idle device, so it includes the
+ * host's launch path of the call (the device waits for it); with --back-to-back a sample is
+ * B2B_CALLS calls enqueued one after another (the host runs ahead of the device, as in a training
+ * step) and the time per call is the sample's tenth: what the device itself takes, the gaps
+ * between a call's dependent kernels included. */
 static double median_ms(gln_context_t *ctx, call_fn fn, void *arg) {
     cudaStream_t st = (cudaStream_t)gln_context_stream(ctx);
     cudaEvent_t a, b;
@@ -71,12 +78,12 @@ static double median_ms(gln_context_t *ctx, call_fn fn, void *arg) {
     double *t = malloc((size_t)g_repeat * sizeof *t);
     for (int r = 0; r < g_repeat; r++) {
         cuda_try(cudaEventRecord(a, st), "cudaEventRecord");
-        fn(arg, g_warmup + r);
+        for (int c = 0; c < g_batch; c++) fn(arg, g_warmup + r * g_batch + c);
         cuda_try(cudaEventRecord(b, st), "cudaEventRecord");
         cuda_try(cudaEventSynchronize(b), "cudaEventSynchronize");
         float ms = 0.0f;
         cuda_try(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-        t[r] = ms;
+        t[r] = ms / g_batch;
     }
     qsort(t, (size_t)g_repeat, sizeof *t, cmp_double);
     const double m = t[g_repeat / 2];
@@ -314,6 +321,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) g_warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc) g_torch = argv[++i];
+        else if (!strcmp(argv[i], "--back-to-back")) g_batch = B2B_CALLS;
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8 &&
                  sscanf(argv[i + 1], "%lldx%lld", &shapes[nshapes][0], &shapes[nshapes][1]) == 2 &&
                  shapes[nshapes][0] > 0 && shapes[nshapes][1] > 0)
@@ -324,15 +332,16 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]"
-                    " [--torch CMD] [--shape ROWSxCOLS]...\n");
+                    " [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back]\n");
             return 2;
         }
     }
     if (g_repeat < 1) g_repeat = 1;
     gln_context_t *ctx = bench_cuda_context();
     const double copy = copy_gbps(ctx, (size_t)512 << 20);
-    printf("device-to-device copy: %.0f GB/s (read + written); input %s; median of %d after %d warm-up\n", copy,
-           gln_dtype_name(dt), g_repeat, g_warmup);
+    printf("device-to-device copy: %.0f GB/s (read + written); input %s; median of %d after %d warm-up; %s\n", copy,
+           gln_dtype_name(dt), g_repeat, g_warmup,
+           g_batch > 1 ? "back-to-back: a sample is 10 calls enqueued together" : "a sample is one call on an idle device");
     { /* the kernel variants the CUDA backend picks from the environment (A/B in one GPU session) */
         const char *v2 = getenv("GLN_CUDA_QUANT_V2"), *pipe = getenv("GLN_CUDA_QUANT_PIPE");
         const char *order = getenv("GLN_CUDA_QUANT_ORDER");
