@@ -1437,9 +1437,9 @@ typedef struct gq_mx3_slot {
     int64_t rt, ct;
 } gq_mx3_slot_t;
 
-/* The issuing thread's state (thread 0's), in shared memory so that it holds no register of the
- * other 255 threads: the next tile to load (row tile, column tile), its member, the tiles issued
- * so far and the next stage. */
+/* The issuing warp's state (its lane 0 writes it), in shared memory so that it holds no register
+ * of the other threads: the next tile to load (row tile, column tile), its member, the tiles
+ * issued so far and the next stage. */
 typedef struct gq_mx3_producer {
     gq_cursor_t cur;
     int64_t rt, ct, issued;
@@ -1546,7 +1546,7 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     float *const cmbase = (float *)(stages + S * GQ_MX3_STAGE_BYTES);
     uint64_t *const full = (uint64_t *)(stages + S * GQ_MX3_STAGE_BYTES + 2 * GQ_MX3_COLMULT_BYTES);
     gq_mx3_slot_t *const slot = (gq_mx3_slot_t *)(full + S);
-    gq_mx3_producer_t *const P = (gq_mx3_producer_t *)(slot + S); /* thread 0's */
+    gq_mx3_producer_t *const P = (gq_mx3_producer_t *)(slot + S); /* warp 0's */
     const int t = threadIdx.x;
     const int64_t C = a.cols, count = wk.count;
     /* the walk as (row tile, column tile), advanced by the step's floor quotient and remainder */
