@@ -19,7 +19,9 @@
  * Build: cmake -DGLN_BUILD_LAB=ON (needs CUTLASS); run on the GPU machine, e.g.
  *   bench/lab/grouped_tiles --shape qwen3 --stage wgrad
  * --recipe block: FP8 block scaling's kernels, checked and timed by lab_block.c (see there).
- * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|block]
+ * --recipe hybrid: as e4m3 with the gradient dy in E5M2 (FP8 HYBRID: dgrad and wgrad take
+ * E5M2 × E4M3 operands).
+ * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|hybrid|block]
  *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N]   (exit 77 without a GPU) */
 #include "../bench_util.h"
 
@@ -46,6 +48,8 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gl
 /* lab_e4m3_wgrad_pp.cu: the FP8 wgrad on the pingpong schedule */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64(gln_context_t *, const gln_cutlass_grouped_t *,
                                                           const char *);
+gln_status_t gln_cutlass_run_lab_e5m2_e4m3_wgrad_pp_64x128_e64(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                               const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -83,6 +87,9 @@ static const variant_t variants[] = {
     {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
     /* --recipe e4m3: the FP8 wgrad's candidates; their control is "medium (coop 128x128)" */
     {"lab e4m3 pp 64x128 e64", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64, GLN_CUTLASS_E4M3_WGRAD},
+    /* --recipe hybrid: the same for E5M2 dy × E4M3 x; control "medium (coop 128x128)" again */
+    {"lab e5m2xe4m3 pp 64x128 e64", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_wgrad_pp_64x128_e64,
+     GLN_CUTLASS_E5M2_E4M3_WGRAD},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -93,7 +100,9 @@ static gln_status_t lab_hook(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
     if (!g_active || !g_active->fn || g->kernel != g_active->kernel) return GLN_STATUS_NOT_SUPPORTED;
     if (g->kernel == GLN_CUTLASS_BF16_NT_F32 && g->d_dtype != GLN_DTYPE_FP32) return GLN_STATUS_NOT_SUPPORTED;
     if (g->kernel == GLN_CUTLASS_BF16_TN && g->d_dtype != GLN_DTYPE_BF16) return GLN_STATUS_NOT_SUPPORTED;
-    if (g->kernel == GLN_CUTLASS_E4M3_WGRAD && g->d_dtype != GLN_DTYPE_FP32) return GLN_STATUS_NOT_SUPPORTED;
+    if ((g->kernel == GLN_CUTLASS_E4M3_WGRAD || g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD) &&
+        g->d_dtype != GLN_DTYPE_FP32)
+        return GLN_STATUS_NOT_SUPPORTED;
     g_lab_ran = 1;
     return g_active->fn(ctx, g, call);
 }
@@ -117,7 +126,7 @@ enum { FPROP, DGRAD, WGRAD };
 typedef struct problem {
     int32_t E;
     int64_t tokens, K, N, M;
-    int fp8, stage;
+    int fp8, e5m2_dy, stage; /* e5m2_dy: dy (and its transposed copy) in E5M2, x and W in E4M3 */
     int64_t *splits;
     void *splits_dev;
     void *dev[8];       /* W, Wᵀ, x, x col, dy, dy col, out, scales */
@@ -130,18 +139,24 @@ static uint8_t e4m3_of(int v) { /* exact E4M3 codes of -2..2 */
     return v < 0 ? (uint8_t)(0x80 | pos[-v]) : pos[v];
 }
 
+static uint8_t e5m2_of(int v) { /* exact E5M2 codes of -2..2 */
+    static const uint8_t pos[3] = {0x00, 0x3C, 0x40};
+    return v < 0 ? (uint8_t)(0x80 | pos[-v]) : pos[v];
+}
+
 /* Element i of small integers in -2..2 (deterministic). */
 static int small_int(uint64_t seed, size_t i) {
     uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull);
     return (int)(xorshift(&s) % 5) - 2;
 }
 
+/* fp8: 1 E4M3, 2 E5M2 codes; 0 bf16. */
 static void *host_fill(size_t count, int fp8, uint64_t seed) {
     void *h = malloc(count * (fp8 ? 1 : 2) + 1);
     if (!h) exit(1);
     for (size_t i = 0; i < count; i++) {
         const int v = small_int(seed, i);
-        if (fp8) ((uint8_t *)h)[i] = e4m3_of(v);
+        if (fp8) ((uint8_t *)h)[i] = fp8 == 2 ? e5m2_of(v) : e4m3_of(v);
         else ((uint16_t *)h)[i] = gln_fp32_to_bf16((float)v);
     }
     return h;
@@ -168,9 +183,10 @@ static void *upload(gln_context_t *ctx, const void *h, size_t bytes) {
 
 /* check: host small integers uploaded (host copies kept); else device random data. */
 static void problem_init(gln_context_t *ctx, problem_t *p, const shape_t *s, int64_t tokens, int64_t K, int64_t N,
-                         int fp8, int stage, bench_splits_t sk, int check) {
+                         int fp8, int e5m2_dy, int stage, bench_splits_t sk, int check) {
     memset(p, 0, sizeof *p);
     p->E = s->experts, p->tokens = tokens, p->K = K, p->N = N, p->M = s->experts * tokens, p->fp8 = fp8;
+    p->e5m2_dy = fp8 && e5m2_dy;
     p->stage = stage;
     p->splits = malloc((size_t)p->E * sizeof(int64_t));
     bench_make_splits(sk, p->splits, p->E, tokens);
@@ -180,7 +196,7 @@ static void problem_init(gln_context_t *ctx, problem_t *p, const shape_t *s, int
     const gln_dtype_t dt = fp8 ? GLN_DTYPE_FP8_E4M3 : GLN_DTYPE_BF16;
     for (int b = 0; b < 6; b += 2) {
         if (check) {
-            p->host[b] = host_fill(counts[b], fp8, (uint64_t)b + 1);
+            p->host[b] = host_fill(counts[b], !fp8 ? 0 : b == 4 && p->e5m2_dy ? 2 : 1, (uint64_t)b + 1);
             p->dev[b] = upload(ctx, p->host[b], counts[b] * es);
         } else {
             p->dev[b] = device_random_fast(ctx, dt, counts[b], (uint64_t)b + 1);
@@ -239,7 +255,7 @@ static void problem_free(gln_context_t *ctx, problem_t *p) {
 
 static gln_grouped_tensor_t grouped(const problem_t *p, int side, int b, int64_t cols) {
     void **buf = side ? p->host : p->dev;
-    const gln_dtype_t dt = p->fp8 ? GLN_DTYPE_FP8_E4M3 : GLN_DTYPE_BF16;
+    const gln_dtype_t dt = !p->fp8 ? GLN_DTYPE_BF16 : b == 4 && p->e5m2_dy ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
     gln_grouped_tensor_t g = {p->E, side ? p->splits : p->splits_dev, !side, gln_tensor_make(dt, p->M, cols, buf[b])};
     if (p->fp8) {
         g.packed.scaling = GLN_SCALING_TENSOR;
@@ -277,12 +293,12 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(shapes[i].name, shape)) s = &shapes[i];
     const int stage = !strcmp(stage_s, "fprop") ? FPROP : !strcmp(stage_s, "dgrad") ? DGRAD : WGRAD;
-    const int fp8 = !strcmp(recipe, "e4m3");
+    const int hybrid = !strcmp(recipe, "hybrid"), fp8 = hybrid || !strcmp(recipe, "e4m3");
     int son[SPLITS_COUNT_];
     if (!s || repeat < 1 || inner < 1 || !bench_splits_parse(splits_s, son) || !strcmp(splits_s, "all")) return 2;
     bench_splits_t sk = son[0] ? SPLITS_UNIFORM : son[1] ? SPLITS_ZIPF : SPLITS_EMPTY;
     if (!strcmp(recipe, "block")) return lab_block_main(s, stage_s, sk, repeat, inner);
-    if (strcmp(recipe, "bf16") && strcmp(recipe, "e4m3")) return fprintf(stderr, "unknown recipe %s\n", recipe), 2;
+    if (strcmp(recipe, "bf16") && !fp8) return fprintf(stderr, "unknown recipe %s\n", recipe), 2;
     gln_context_t *cu = bench_cuda_context(), *cpu = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
     o.backend = GLN_BACKEND_CPU;
@@ -294,7 +310,7 @@ int main(int argc, char **argv) {
     problem_t c;
     const int64_t ct = full || s->tokens < 256 ? s->tokens : 256, ck = full || s->k < 1024 ? s->k : 1024,
                   cn = full || s->n < 1024 ? s->n : 1024;
-    problem_init(cu, &c, s, ct, ck, cn, fp8, stage, sk, 1);
+    problem_init(cu, &c, s, ct, ck, cn, fp8, hybrid, stage, sk, 1);
     TRY(run(cpu, &c, 1, 0));
     const size_t out_bytes = stage == FPROP ? (size_t)(c.M * c.N) * 2 : stage == DGRAD ? (size_t)(c.M * c.K) * 2
                                                                                      : (size_t)(c.N * c.K) * c.E * 4;
@@ -311,14 +327,16 @@ int main(int argc, char **argv) {
         free(first);
     }
     problem_t t;
-    problem_init(cu, &t, s, s->tokens, s->k, s->n, fp8, stage, sk, 0);
+    problem_init(cu, &t, s, s->tokens, s->k, s->n, fp8, hybrid, stage, sk, 0);
     const double flops = 2.0 * (double)t.M * (double)s->k * (double)s->n;
     printf("# lab: %s %s %s, %s splits; check on %s (E%d x %lld, K%lld N%lld), bitwise vs the CPU backend\n", shape,
            stage_s, recipe, bench_splits_names[sk], full ? "the shape" : "a reduced twin", (int)c.E,
            (long long)c.tokens, (long long)c.K, (long long)c.N);
     printf("%-26s | %-8s | %8s %8s\n", "variant", "check", "ms", "TFLOP/s");
     /* the dispatcher's kernel that this stage and recipe's lab candidates stand in for */
-    const gln_cutlass_kernel_t lab_kernel = fp8 ? (stage == WGRAD ? GLN_CUTLASS_E4M3_WGRAD : GLN_CUTLASS_E4M3_TN)
+    const gln_cutlass_kernel_t lab_kernel = hybrid && stage == WGRAD ? GLN_CUTLASS_E5M2_E4M3_WGRAD
+                                            : hybrid                  ? GLN_CUTLASS_E5M2_E4M3_TN
+                                            : fp8 ? (stage == WGRAD ? GLN_CUTLASS_E4M3_WGRAD : GLN_CUTLASS_E4M3_TN)
                                             : stage == FPROP ? GLN_CUTLASS_BF16_TN
                                             : stage == WGRAD ? GLN_CUTLASS_BF16_NT_F32
                                                              : GLN_CUTLASS_BF16_NN;

@@ -7,11 +7,22 @@
  * wgrad moves the same main_grad bytes.  The promoted FP8 main loop keeps a second accumulator,
  * so a pingpong warpgroup's tile is 64 rows (128×128 would need 256 accumulator registers a
  * thread): 64×128 with 64×64 FP32 epilogue subtiles (the builder then gives 2 C and 2 D stages,
- * D in its C slot). */
+ * D in its C slot).  The second candidate is the same kernel for FP8 HYBRID's wgrad (E5M2 dy ×
+ * E4M3 x, the library's GLN_CUTLASS_E5M2_E4M3_WGRAD; grouped_tiles --recipe hybrid), so both
+ * wgrads can be promoted together. */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
 GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_pp_64x128_e64,
                     cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    float,
+                    cute::Shape<cute::_64, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong, false, cutlass::bfloat16_t,
+                    cute::Shape<cute::_64, cute::_64>)
+
+GLN_CUTLASS_GROUPED(lab_e5m2_e4m3_wgrad_pp_64x128_e64,
+                    cutlass::float_e5m2_t, cutlass::layout::RowMajor,
                     cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
                     float,
                     cute::Shape<cute::_64, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
