@@ -33,6 +33,7 @@
 gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_tn_pp_64x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 /* lab_epi_*.cu: wgrad with the TMA epilogue spelled out (lab_epi.cuh) */
 gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x256_d3(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
@@ -45,11 +46,8 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64(gln_context_t *, const g
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8(gln_context_t *, const gln_cutlass_grouped_t *,
                                                            const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
-/* lab_e4m3_wgrad_pp.cu: the FP8 wgrad on the pingpong schedule */
-gln_status_t gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64(gln_context_t *, const gln_cutlass_grouped_t *,
-                                                          const char *);
-gln_status_t gln_cutlass_run_lab_e5m2_e4m3_wgrad_pp_64x128_e64(gln_context_t *, const gln_cutlass_grouped_t *,
-                                                               const char *);
+/* lab_e4m3_wgrad.cu: the FP8 wgrad on large experts */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x192(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -64,11 +62,12 @@ typedef struct variant {
 static const variant_t variants[] = {
     {"loop (cuBLASLt)", "1", NULL, NULL, 0},
     {"small regime", NULL, "small", NULL, 0},
-    {"medium (coop 128x128)", NULL, "medium", NULL, 0},
-    {"large (coop 256x128 1x2)", NULL, "large", NULL, 0},
+    {"medium regime", NULL, "medium", NULL, 0},
+    {"large regime", NULL, "large", NULL, 0},
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32},
+    {"lab coop 128x128 old large", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x128, GLN_CUTLASS_BF16_NT_F32},
     /* coop 128x256 as the small regime, epilogue subtile e<N> (128 x N FP32), C / D stages, "sep":
      * separate C and D buffers (else D is staged in its C slot), "dly": DelayTmaStore.  With the
      * small regime's policy (e32 C4D2) lab_epi.cuh yields its very kernel type (asserted in
@@ -85,11 +84,9 @@ static const variant_t variants[] = {
     {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
-    /* --recipe e4m3: the FP8 wgrad's candidates; their control is "medium (coop 128x128)" */
-    {"lab e4m3 pp 64x128 e64", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_pp_64x128_e64, GLN_CUTLASS_E4M3_WGRAD},
-    /* --recipe hybrid: the same for E5M2 dy × E4M3 x; control "medium (coop 128x128)" again */
-    {"lab e5m2xe4m3 pp 64x128 e64", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_wgrad_pp_64x128_e64,
-     GLN_CUTLASS_E5M2_E4M3_WGRAD},
+    /* --recipe e4m3: the FP8 wgrad's candidate for large experts; its control is "large (coop
+     * 128x128)" (the medium and small regimes run the pingpong 64x128 kernel) */
+    {"lab e4m3 coop 128x192", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x192, GLN_CUTLASS_E4M3_WGRAD},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -254,7 +251,7 @@ static void problem_free(gln_context_t *ctx, problem_t *p) {
 }
 
 static gln_grouped_tensor_t grouped(const problem_t *p, int side, int b, int64_t cols) {
-    void **buf = side ? p->host : p->dev;
+    void *const *buf = side ? p->host : p->dev;
     const gln_dtype_t dt = !p->fp8 ? GLN_DTYPE_BF16 : b == 4 && p->e5m2_dy ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
     gln_grouped_tensor_t g = {p->E, side ? p->splits : p->splits_dev, !side, gln_tensor_make(dt, p->M, cols, buf[b])};
     if (p->fp8) {

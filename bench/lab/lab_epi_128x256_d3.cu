@@ -13,7 +13,7 @@ GLN_LAB_WGRAD_EPI(lab_bf16_nt_coop_128x256_d3, GlnLabTile_d3, GlnLabEpi_d3, 4, 3
 
 /* The control for every lab_epi candidate: with the builder's own choices for this tile (2 D
  * stages instead of 3) lab_epi.cuh assembles exactly the library's small-regime kernel type
- * (grouped_bf16_nt_f32_small.cu), so the lab's "small regime" row is the baseline whose only
+ * (grouped_bf16_nt_f32.cu), so the lab's "small regime" row is the baseline whose only
  * difference from each candidate is the knobs it names. */
 using GlnLabSmallRegime = gln_cutlass::Grouped<cutlass::bfloat16_t, cutlass::layout::ColumnMajor, cutlass::bfloat16_t,
                                                cutlass::layout::RowMajor, float, GlnLabTile_d3,

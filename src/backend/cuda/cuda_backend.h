@@ -158,6 +158,8 @@ typedef struct gln_cutlass_grouped {
     int32_t k_align;                 /* split_is_k: experts whose row count is not a multiple of
                                       * this get no tiles here (their K stride cannot be read by
                                       * TMA); the caller computes them (0 or 1: no such rule) */
+    int64_t split_rows;              /* the split dimension's packed rows, known on the host (for
+                                      * the tile order, grouped_sm90.cuh); 0: unknown */
 } gln_cutlass_grouped_t;
 
 /* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */

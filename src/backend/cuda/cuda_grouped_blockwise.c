@@ -112,6 +112,7 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_blockwise
     g->accumulate = args->accumulate;
     bw->a_sf = (const float *)x->scale_inv;
     bw->packed_rows = x->rows;
+    g->split_rows = x->rows;
     return 1;
 }
 
@@ -149,6 +150,7 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_blockwise_t 
     g->d_list = d_ptrs;
     g->accumulate = args->accumulate;
     g->k_align = 16;
+    g->split_rows = dy->rows;
     bw->a_sf = (const float *)dy->col_scale_inv;
     bw->b_sf = (const float *)x->col_scale_inv;
     return 1;

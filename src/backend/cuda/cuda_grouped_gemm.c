@@ -38,14 +38,17 @@
  * Tile regime, from shapes the host knows (never the device splits), with avg = packed rows /
  * experts (the split dimension: M in fprop / dgrad, K in wgrad):
  *   large   avg >= GLN_CUTLASS_LARGE_ROWS (1024): 256×128 tiles, 1×2 clusters, cooperative,
- *           where an instantiation exists (bf16 TN / NN, FP8 fast-accumulating TN);
+ *           where an instantiation exists (bf16 TN / NN, FP8 fast-accumulating TN); the bf16
+ *           wgrad into FP32 on the small regime's cooperative 128×256 (Mixtral-like 6.22 ms
+ *           against 6.99 for cooperative 128×128 in the lab), the FP8 wgrads on cooperative
+ *           128×128;
  *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256) and at least GLN_CUTLASS_SMALL_EXPERTS (8)
  *           experts (Qwen3-like: 128 × 128 rows): the pingpong instantiations of
  *           cutlass/grouped_variants.h (128×128 tiles; 64×128 for promoted FP8, whose doubled
  *           accumulator would spill at 128 rows), no cluster — except the wgrads into FP32: bf16
- *           on cooperative 128×256, E4M3 on the medium kernel (the lab measured the pingpong
- *           kernels slowest there: Qwen3-like bf16 0.643 ms against 0.514, E4M3 0.568 against
- *           0.534).  An expert of ≤ 256 rows has one or
+ *           on cooperative 128×256 (the lab measured the builder's pingpong kernel slowest
+ *           there: Qwen3-like 0.643 ms against 0.514), FP8 on the medium regime's kernels
+ *           below.  An expert of ≤ 256 rows has one or
  *           two M tiles (wgrad: one or two K blocks), so a CTA switches experts — new TMA
  *           descriptors — almost every tile, and the fprop / dgrad are bound by streaming the
  *           weights, the wgrad by main_grad's FP32 read and write: pingpong is chosen to hide
@@ -55,11 +58,15 @@
  *           either way; they stay medium.  K and N do not enter (yet): the lab runs the regimes
  *           and two lab-only tile shapes per stage on any of the four benchmark shapes;
  *   medium  everything else, and any layout / recipe without a small or large instantiation
- *           (HYBRID E5M2 kernels): 128×128 cooperative, no cluster — except the bf16 wgrad
- *           into FP32, which runs the pingpong 128×128 kernel with 64×64 epilogue subtiles
- *           (cutlass/grouped_bf16_nt_f32_pp.cuh: one warpgroup's main_grad epilogue under the
- *           other's main loop; DeepSeek-like wgrad 1.180 ms against 1.438 in the lab); its
- *           large-regime experts keep the cooperative 128×128 kernel.
+ *           (HYBRID E5M2 kernels): 128×128 cooperative, no cluster — except the wgrads
+ *           into FP32, which run pingpong kernels with 64×64 epilogue subtiles, one warpgroup's
+ *           main_grad epilogue under the other's main loop: bf16 on 128×128 tiles
+ *           (cutlass/grouped_bf16_nt_f32_pp.cuh; DeepSeek-like 1.180 ms against 1.438 in the
+ *           lab), FP8 (E4M3 and HYBRID, promoted: 64×128 tiles) in this regime and the small one
+ *           (cutlass/grouped_e4m3_wgrad_pp.cu; DeepSeek-like 1.195 / 1.176 ms against 1.236 /
+ *           1.231, Qwen3-like 0.497 / 0.508 against 0.525 / 0.516); large-regime experts do not
+ *           take these (on Mixtral-like experts the FP8 pingpong kernel took 6.2 ms against
+ *           4.6 for the cooperative one).
  * bench/lab/grouped_tiles runs the regimes side by side on one shape, each checked against the
  * CPU first.
  *
@@ -72,10 +79,11 @@
  *
  * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
  * the loop; GLN_CUTLASS_TILES=small, =medium or =large forces a regime; GLN_CUTLASS_RASTER=m|n|auto
- * (default m: tiles handed out along M) and GLN_CUTLASS_SWIZZLE=1|2|4|8 (default 1) set the
- * persistent tile scheduler of every CUTLASS grouped kernel, block-scaled ones included, read once
- * a process (cutlass/grouped_sm90.cuh: with CUTLASS 4.2 the grouped scheduler applies no swizzle
- * whatever the maximum, and `auto` resolves to along N). */
+ * (default: along the dimension with fewer tiles per expert, from host-known shapes) and
+ * GLN_CUTLASS_SWIZZLE=1|2|4|8 (default 1) set the persistent tile scheduler of every CUTLASS
+ * grouped kernel, block-scaled ones included, read once a process (cutlass/grouped_sm90.cuh: the
+ * rule and why; with CUTLASS 4.2 the grouped scheduler applies no swizzle whatever the maximum,
+ * and `auto` resolves to along N). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +117,7 @@ static void tile_regime(gln_cutlass_grouped_t *g, int64_t packed_rows, int32_t n
     if (e && !strcmp(e, "large")) large = 1, small = 0;
     g->large_tiles = large;
     g->small_tiles = small;
+    g->split_rows = packed_rows;
 }
 
 static int forced_loop(void) {
@@ -301,8 +310,9 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
         return g->large_tiles ? gln_cutlass_run_bf16_nn_large(ctx, g, fn) : gln_cutlass_run_bf16_nn(ctx, g, fn);
     case GLN_CUTLASS_BF16_NT_F32:
         if (g->d_dtype == GLN_DTYPE_BF16) return gln_cutlass_run_bf16_nt_bf16(ctx, g, fn);
-        if (g->small_tiles) return gln_cutlass_run_bf16_nt_f32_small(ctx, g, fn);
-        return g->large_tiles ? gln_cutlass_run_bf16_nt_f32(ctx, g, fn) : gln_cutlass_run_bf16_nt_f32_pp(ctx, g, fn);
+        /* cooperative 128×256 for small and large experts, pingpong 128×128 between */
+        if (g->small_tiles || g->large_tiles) return gln_cutlass_run_bf16_nt_f32(ctx, g, fn);
+        return gln_cutlass_run_bf16_nt_f32_pp(ctx, g, fn);
     case GLN_CUTLASS_E4M3_TN:
         if (g->d_dtype == GLN_DTYPE_FP16)
             return g->fast_accumulate ? gln_cutlass_run_e4m3_tn_fast_f16(ctx, g, fn)
@@ -318,11 +328,13 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
     case GLN_CUTLASS_E4M3_WGRAD:
     case GLN_CUTLASS_E5M2_E4M3_WGRAD: {
         gln_status_t st;
-        if (g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD)
-            st = g->d_dtype == GLN_DTYPE_BF16 ? gln_cutlass_run_e5m2_e4m3_wgrad_bf16(ctx, g, fn)
-                                              : gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn);
-        else if (g->d_dtype == GLN_DTYPE_BF16) st = gln_cutlass_run_e4m3_wgrad_bf16(ctx, g, fn);
-        else st = gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
+        const int e5m2 = g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+        if (g->d_dtype == GLN_DTYPE_BF16)
+            st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad_bf16(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad_bf16(ctx, g, fn);
+        else if (g->large_tiles)
+            st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
+        else
+            st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad_pp(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad_pp(ctx, g, fn);
         /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
         if (st != GLN_STATUS_SUCCESS || g->k_align <= 1) return st;
         return gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn);

@@ -202,7 +202,7 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_blockw
                                         {t.a, t.sa, t.b, t.sb, t.sfa, t.lsfa, t.sfb, t.lsfb},
                                         {ep, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
                                         hw};
-        gln_cutlass::set_scheduler(args);
+        gln_cutlass::set_scheduler<typename G::Kernel>(args, *g);
         return args;
     };
     const size_t ws_bytes = Gemm::get_workspace_size(make_args((char *)256));

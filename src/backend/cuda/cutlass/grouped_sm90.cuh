@@ -179,27 +179,39 @@ __global__ void zero_empty_kernel(gln_cutlass_grouped_t g, Chunk c) {
 
 static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
-/* The persistent group tile scheduler's two knobs, for sweeps and the kernel lab, read once per
- * process from the environment (an unset or unknown value keeps the default, CUTLASS's):
- *   GLN_CUTLASS_RASTER=m (default) | n | auto  the order in which consecutive tiles of one expert
- *       are handed out: along M (CTAs next to each other share an N column: the same weight tile
- *       in fprop / dgrad), along N (they share the rows of x / dy), or CUTLASS's heuristic, which
- *       compares the tile grid's M and N extents; with the problem shapes on the device the group
- *       scheduler's grid is (SM count × 1), so `auto` always resolves to along N;
+/* The order in which the persistent group scheduler hands out one expert's tiles, and its swizzle.
+ *
+ * Tiles handed out along M (consecutive tiles share an N column) keep the N-side operand's tile
+ * in use by the CTAs running together while each reads its own M-side tile: the M-side operand is
+ * streamed once per N column.  Along N it is the other way round.  So the order walks the
+ * dimension with fewer tiles, and the operand re-read is the smaller one, which then stays in L2
+ * (50 MB): the Mixtral-like wgrad (dW_i [14336, 4096], 112 × 32 tiles of 128) handed out along M
+ * streamed dy_iᵀ (58.7 MB in E4M3, 117 MB in bf16: more than L2) from DRAM once per one of the 32
+ * N columns; along N, dy_iᵀ is read once and x_iᵀ (16.8 MB) is what repeats.  The tile counts
+ * come from shapes the host knows: N, and M (wgrad: the weights' rows) or, for fprop / dgrad, the
+ * average rows per expert (g.split_rows / g.num; the device splits are never read); ties and
+ * unknown shapes go along M.
+ *
+ * Environment, for sweeps and the kernel lab (read once per process; an unset or unknown value
+ * keeps the rule above):
+ *   GLN_CUTLASS_RASTER=m | n | auto   force along M, along N, or CUTLASS's own heuristic (with the
+ *       problem shapes on the device the group scheduler's grid is (SM count × 1), so `auto`
+ *       always resolves to along N);
  *   GLN_CUTLASS_SWIZZLE=1 (default) | 2 | 4 | 8  the maximum swizzle (tiles of the minor mode
  *       grouped before the major one advances).  Passed through as asked, but CUTLASS 4.2's group
  *       scheduler derives the swizzle it applies from that same (tiles × 1) grid, whose smaller
  *       extent is 1: get_log_swizzle_size() then returns 0 whatever the maximum, so the knob has no
  *       effect with this CUTLASS (a sweep over it measures noise; kept for newer versions). */
 struct SchedulerKnobs {
-    int raster; /* 0 along M, 1 along N, 2 heuristic */
+    int raster; /* -1 the shape rule, 0 along M, 1 along N, 2 CUTLASS's heuristic */
     int swizzle;
 };
 
 inline const SchedulerKnobs &scheduler_knobs() {
     static const SchedulerKnobs knobs = [] {
-        SchedulerKnobs k{0, 1};
+        SchedulerKnobs k{-1, 1};
         const char *r = getenv("GLN_CUTLASS_RASTER");
+        if (r && !strcmp(r, "m")) k.raster = 0;
         if (r && !strcmp(r, "n")) k.raster = 1;
         if (r && !strcmp(r, "auto")) k.raster = 2;
         const char *s = getenv("GLN_CUTLASS_SWIZZLE");
@@ -209,11 +221,23 @@ inline const SchedulerKnobs &scheduler_knobs() {
     return knobs;
 }
 
-/* The knobs into one kernel's scheduler arguments (every grouped kernel we launch). */
-template <class Args> inline void set_scheduler(Args &args) {
+/* The shape rule above: 1 (along N) when one expert has fewer N tiles than M tiles. */
+inline int raster_along_n(const gln_cutlass_grouped_t &g, int tile_m, int tile_n) {
+    const int64_t rows = g.split_is_k ? g.m : g.num > 0 ? g.split_rows / g.num : 0;
+    if (rows <= 0 || g.n <= 0) return 0;
+    const int64_t tiles_m = (rows + tile_m - 1) / tile_m, tiles_n = (g.n + tile_n - 1) / tile_n;
+    return tiles_n < tiles_m;
+}
+
+/* The order and swizzle into one kernel's scheduler arguments (every grouped kernel we launch;
+ * Kernel: the CUTLASS kernel type, whose CTA tile gives the tile counts). */
+template <class Kernel, class Args> inline void set_scheduler(Args &args, const gln_cutlass_grouped_t &g) {
     using Raster = decltype(args.scheduler.raster_order);
     const SchedulerKnobs &k = scheduler_knobs();
-    args.scheduler.raster_order = k.raster == 1 ? Raster::AlongN : k.raster == 2 ? Raster::Heuristic : Raster::AlongM;
+    const int raster = k.raster >= 0 ? k.raster
+                                     : raster_along_n(g, cute::size<0>(typename Kernel::TileShape{}),
+                                                      cute::size<1>(typename Kernel::TileShape{}));
+    args.scheduler.raster_order = raster == 1 ? Raster::AlongN : raster == 2 ? Raster::Heuristic : Raster::AlongM;
     args.scheduler.max_swizzle_size = k.swizzle;
 }
 
@@ -298,7 +322,7 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
                                         {t.a, t.sa, t.b, t.sb},
                                         {ep, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
                                         hw};
-        set_scheduler(args);
+        set_scheduler<typename G::Kernel>(args, *g);
         return args;
     };
     /* The workspace size depends only on the group count and the device, not on addresses. */
