@@ -32,6 +32,9 @@
 /* lab_tn.cu, lab_nt.cu */
 gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_tn_pp_64x256(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_tn_c21.cu */
+gln_status_t gln_cutlass_run_lab_bf16_tn_coop_128x256_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bf16_nn_coop_128x256_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bf16_nt_coop_128x128(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 /* lab_epi_*.cu: wgrad with the TMA epilogue spelled out (lab_epi.cuh) */
@@ -66,6 +69,8 @@ static const variant_t variants[] = {
     {"large regime", NULL, "large", NULL, 0},
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},
     {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN},
+    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256_c21, GLN_CUTLASS_BF16_TN},
+    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_nn_coop_128x256_c21, GLN_CUTLASS_BF16_NN},
     {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32},
     {"lab coop 128x128 old large", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x128, GLN_CUTLASS_BF16_NT_F32},
     /* coop 128x256 as the small regime, epilogue subtile e<N> (128 x N FP32), C / D stages, "sep":
