@@ -42,8 +42,11 @@
  *           wgrad into FP32 on the small regime's cooperative 128×256 (Mixtral-like 6.22 ms
  *           against 6.99 for cooperative 128×128 in the lab), the FP8 wgrads on cooperative
  *           128×128;
- *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256) and at least GLN_CUTLASS_SMALL_EXPERTS (8)
- *           experts (Qwen3-like: 128 × 128 rows): the pingpong instantiations of
+ *   small   avg <= GLN_CUTLASS_SMALL_ROWS (256; 512 for the bf16 fprop and dgrad) and at
+ *           least GLN_CUTLASS_SMALL_EXPERTS (8) experts (Qwen3-like: 128 × 128 rows; for bf16
+ *           fprop / dgrad also DeepSeek-like: 32 × 512, where the lab timed the pingpong kernels
+ *           at 0.662 / 0.667 ms against 0.684 / 0.743 for the medium regime's cooperative
+ *           128×128, 2026-12-04): the pingpong instantiations of
  *           cutlass/grouped_variants.h (128×128 tiles; 64×128 for promoted FP8, whose doubled
  *           accumulator would spill at 128 rows), no cluster — except the wgrads into FP32: bf16
  *           on cooperative 128×256 (the lab measured the builder's pingpong kernel slowest
@@ -102,16 +105,18 @@ static int fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 #define GLN_CUTLASS_LARGE_ROWS 1024
 #define GLN_CUTLASS_SMALL_ROWS 256
+#define GLN_CUTLASS_SMALL_ROWS_BF16 512 /* the bf16 fprop / dgrad: pingpong up to 512 rows */
 #define GLN_CUTLASS_SMALL_EXPERTS 8
 #define GLN_CUTLASS_LOOP_ROWS 2048
 
 /* g->large_tiles / g->small_tiles from the environment override or the heuristic (top of the
- * file); packed_rows: the split dimension's packed extent, known on the host. */
-static void tile_regime(gln_cutlass_grouped_t *g, int64_t packed_rows, int32_t num) {
+ * file); packed_rows: the split dimension's packed extent, known on the host; small_rows: the
+ * small regime's limit on the average rows per expert for this call's kernel. */
+static void tile_regime(gln_cutlass_grouped_t *g, int64_t packed_rows, int32_t num, int64_t small_rows) {
     const char *e = getenv("GLN_CUTLASS_TILES");
     const int64_t avg = num > 0 ? packed_rows / num : 0;
     int large = avg >= GLN_CUTLASS_LARGE_ROWS;
-    int small = avg <= GLN_CUTLASS_SMALL_ROWS && num >= GLN_CUTLASS_SMALL_EXPERTS;
+    int small = avg <= small_rows && num >= GLN_CUTLASS_SMALL_EXPERTS;
     if (e && !strcmp(e, "small")) large = 0, small = 1;
     if (e && !strcmp(e, "medium")) large = 0, small = 0;
     if (e && !strcmp(e, "large")) large = 1, small = 0;
@@ -197,7 +202,8 @@ static int plan_tn_nn(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t
     g->b_scale_list = fp8 ? b_scales : NULL;
     g->bias_list = args->bias_list ? biases : NULL;
     g->accumulate = args->accumulate;
-    tile_regime(g, x->rows, gb->num);
+    const int bf16 = kernel == GLN_CUTLASS_BF16_TN || kernel == GLN_CUTLASS_BF16_NN;
+    tile_regime(g, x->rows, gb->num, bf16 ? GLN_CUTLASS_SMALL_ROWS_BF16 : GLN_CUTLASS_SMALL_ROWS);
     /* TE's FP8 GEMM accumulation: fast in the forward GEMM, promoted to FP32 in dgrad */
     g->fast_accumulate = fp8 && tn;
     return 1;
@@ -239,7 +245,7 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
     g->b = x->data, g->b_row_bytes = n * 2;
     g->d_list = d_ptrs;
     g->accumulate = args->accumulate;
-    tile_regime(g, dy->rows, gdy->num);
+    tile_regime(g, dy->rows, gdy->num, GLN_CUTLASS_SMALL_ROWS);
     return 1;
 }
 
@@ -287,7 +293,7 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
         for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
         if (!unaligned) g->k_align = 1;
     }
-    tile_regime(g, dy->rows, gdy->num);
+    tile_regime(g, dy->rows, gdy->num, GLN_CUTLASS_SMALL_ROWS);
     return 1;
 }
 
