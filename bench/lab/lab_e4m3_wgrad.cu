@@ -2,7 +2,7 @@
  * dy_iᵀ · E4M3 x_i from the transposed copies, FP32 promotion in the main loop), built only with
  * -DGLN_BUILD_LAB=ON (bench/lab/grouped_tiles.c, --recipe e4m3 --stage wgrad).  The library runs
  * the cooperative 128×128×128 kernel there (grouped_e4m3_wgrad.cu; the "large" row) and the
- * pingpong 64×128 one below the large regime (grouped_e4m3_wgrad_pp.cu, promoted from this file's
+ * pingpong 64×128 one below the large regime (grouped_fp8_wgrad_pp.cuh, promoted from this file's
  * earlier candidate; the "medium" and "small" rows).  The promoted main loop holds its
  * accumulator twice, so a consumer warpgroup's share of the tile is at most 64 × 192 (96 + 96
  * FP32 registers a thread): cooperative 128×192 raises the FLOPs per operand byte by 1.2× over

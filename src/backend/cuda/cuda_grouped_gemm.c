@@ -66,7 +66,7 @@
  *           main_grad epilogue under the other's main loop: bf16 on 128×128 tiles
  *           (cutlass/grouped_bf16_nt_f32_pp.cuh; DeepSeek-like 1.180 ms against 1.438 in the
  *           lab), FP8 (E4M3 and HYBRID, promoted: 64×128 tiles) in this regime and the small one
- *           (cutlass/grouped_e4m3_wgrad_pp.cu; DeepSeek-like 1.195 / 1.176 ms against 1.236 /
+ *           (cutlass/grouped_fp8_wgrad_pp.cuh; DeepSeek-like 1.195 / 1.176 ms against 1.236 /
  *           1.231, Qwen3-like 0.497 / 0.508 against 0.525 / 0.516); large-regime experts do not
  *           take these (on Mixtral-like experts the FP8 pingpong kernel took 6.2 ms against
  *           4.6 for the cooperative one).
