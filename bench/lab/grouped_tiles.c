@@ -51,6 +51,10 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8(gln_context_t *, cons
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 /* lab_e4m3_wgrad.cu: the FP8 wgrad on large experts */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x192(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_epi_e4m3_*.cu: the same with the TMA epilogue spelled out (lab_epi.cuh) */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_sep(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_d3(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
 typedef gln_status_t (*lab_fn)(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 
@@ -92,6 +96,10 @@ static const variant_t variants[] = {
     /* --recipe e4m3: the FP8 wgrad's candidate for large experts; its control is "large (coop
      * 128x128)" (the medium and small regimes run the pingpong 64x128 kernel) */
     {"lab e4m3 coop 128x192", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x192, GLN_CUTLASS_E4M3_WGRAD},
+    /* cooperative 128x128 with the epilogue spelled out; control "large regime" (e32 C4D2) */
+    {"lab e4m3 e64 C2D2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_e64, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 e32 C4D2 sep", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_sep, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_d3, GLN_CUTLASS_E4M3_WGRAD},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 

@@ -38,19 +38,22 @@
 
 namespace gln_lab {
 
-/* The grouped bf16 NT wgrad into FP32 (A column-major x, B row-major dy: the library's
- * GLN_CUTLASS_BF16_NT_F32 operands), cooperative (or, with Pingpong, pingpong) ptr-array kernel,
+/* The grouped NT wgrad into FP32 — by default bf16 (A column-major x, B row-major dy: the
+ * library's GLN_CUTLASS_BF16_NT_F32 operands); EA / LA / EB / LB give other operands, e.g. the FP8
+ * wgrad's K-major E4M3 copies (GLN_CUTLASS_E4M3_WGRAD: A row-major, B column-major, for which the
+ * builder picks the main loop that promotes to FP32) — cooperative (or, with Pingpong, pingpong) ptr-array kernel,
  * no cluster, with an explicit epilogue: subtile EpiTile (a cute::Shape<M, N>; M must be 128 for
  * the cooperative schedule, 64 for pingpong), StagesC C-load stages, StagesD D-store stages,
  * ReuseSmemC, DelayTmaStore.  It exposes the members gln_cutlass::run<G> reads (the same names as
  * gln_cutlass::Grouped). */
 template <class Tile, class EpiTile, int StagesC, int StagesD, bool ReuseSmemC, bool DelayTmaStore,
-          bool Pingpong = false>
+          bool Pingpong = false, class EA = cutlass::bfloat16_t, class LA = cutlass::layout::ColumnMajor,
+          class EB = cutlass::bfloat16_t, class LB = cutlass::layout::RowMajor>
 struct WgradEpi {
     static constexpr bool kBias = false;
     using ElementBias = cutlass::bfloat16_t; /* unused (no bias) */
-    using ElementA = cutlass::bfloat16_t;
-    using ElementB = cutlass::bfloat16_t;
+    using ElementA = EA;
+    using ElementB = EB;
     using ElementD = float;
     using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
     using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -89,8 +92,8 @@ struct WgradEpi {
         kAlignD, cutlass::epilogue::fusion::LinearCombination<float, float>, EpiPolicy>::CollectiveOp;
 
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cutlass::layout::ColumnMajor *, kAlignA,
-        ElementB, cutlass::layout::RowMajor *, kAlignB, float, Tile, Cluster,
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LA *, kAlignA, ElementB, LB *, kAlignB,
+        float, Tile, Cluster,
         cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
             sizeof(typename Epilogue::SharedStorage))>,
         KernelSchedule>::CollectiveOp;
@@ -123,6 +126,19 @@ struct WgradEpi {
 #define GLN_LAB_WGRAD_EPI_SCHED(name, Pingpong, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore,        \
                                 MainStages, EpiSmem)                                                               \
     using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, Pingpong>; \
+    static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");                 \
+    static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                    \
+    extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,             \
+                                                   const char *call) {                                             \
+        return gln_cutlass::run<GlnLab_##name>(ctx, g, call);                                                      \
+    }
+
+/* The same for the E4M3 wgrad (GLN_CUTLASS_E4M3_WGRAD operands), cooperative schedule. */
+#define GLN_LAB_WGRAD_EPI_E4M3(name, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, MainStages,        \
+                               EpiSmem)                                                                            \
+    using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, false,     \
+                                            cutlass::float_e4m3_t, cutlass::layout::RowMajor,                      \
+                                            cutlass::float_e4m3_t, cutlass::layout::ColumnMajor>;                  \
     static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");                 \
     static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                    \
     extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,             \
