@@ -125,20 +125,21 @@ struct WgradEpi {
 /* The same with the schedule named: Pingpong true (pingpong) or false (cooperative). */
 #define GLN_LAB_WGRAD_EPI_SCHED(name, Pingpong, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore,        \
                                 MainStages, EpiSmem)                                                               \
-    using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, Pingpong>; \
-    static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");                 \
-    static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                    \
-    extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,             \
-                                                   const char *call) {                                             \
-        return gln_cutlass::run<GlnLab_##name>(ctx, g, call);                                                      \
-    }
+    GLN_LAB_WGRAD_EPI_DEFINE(name, MainStages, EpiSmem,                                                            \
+                             gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, Pingpong>)
 
 /* The same for the E4M3 wgrad (GLN_CUTLASS_E4M3_WGRAD operands), cooperative schedule. */
 #define GLN_LAB_WGRAD_EPI_E4M3(name, Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, MainStages,        \
                                EpiSmem)                                                                            \
-    using GlnLab_##name = gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, false,     \
-                                            cutlass::float_e4m3_t, cutlass::layout::RowMajor,                      \
-                                            cutlass::float_e4m3_t, cutlass::layout::ColumnMajor>;                  \
+    GLN_LAB_WGRAD_EPI_DEFINE(name, MainStages, EpiSmem,                                                            \
+                             gln_lab::WgradEpi<Tile, EpiTile, StagesC, StagesD, ReuseSmemC, DelayTmaStore, false,  \
+                                               cutlass::float_e4m3_t, cutlass::layout::RowMajor,                   \
+                                               cutlass::float_e4m3_t, cutlass::layout::ColumnMajor>)
+
+/* What the macros above share: the candidate type (the trailing arguments, which hold commas), its
+ * two asserted figures, and the C entry point. */
+#define GLN_LAB_WGRAD_EPI_DEFINE(name, MainStages, EpiSmem, ...)                                                   \
+    using GlnLab_##name = __VA_ARGS__;                                                                             \
     static_assert(GlnLab_##name::kMainloopStages == (MainStages), #name ": mainloop stage count");                 \
     static_assert(GlnLab_##name::kEpilogueSmem == (EpiSmem), #name ": epilogue shared memory");                    \
     extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,             \
