@@ -93,8 +93,8 @@ static const variant_t variants[] = {
     {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32},
     {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
-    /* --recipe e4m3: the FP8 wgrad's candidate for large experts; its control is "large (coop
-     * 128x128)" (the medium and small regimes run the pingpong 64x128 kernel) */
+    /* --recipe e4m3: the FP8 wgrad's candidate for large experts; its control is "large regime"
+     * (cooperative 128x128; the medium and small regimes run the pingpong 64x128 kernel) */
     {"lab e4m3 coop 128x192", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x192, GLN_CUTLASS_E4M3_WGRAD},
     /* cooperative 128x128 with the epilogue spelled out; control "large regime" (e32 C4D2) */
     {"lab e4m3 e64 C2D2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_e64, GLN_CUTLASS_E4M3_WGRAD},
