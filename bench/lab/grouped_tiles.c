@@ -51,6 +51,19 @@ gln_status_t gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8(gln_context_t *, cons
 gln_status_t gln_cutlass_run_lab_bf16_nt_pp_64x256_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 /* lab_e4m3_wgrad.cu: the FP8 wgrad on large experts */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x192(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_e4m3_wgrad_cluster.cu: the library's tile on clusters */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_e4m3_wgrad_160.cu: cuBLASLt's tile and cluster for this wgrad */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_fp8_dgrad_*.cu: the promoted FP8 dgrad of large experts, E4M3 and E5M2 (HYBRID) gradients */
+#define LAB_FP8_DGRAD(tag)                                                                                        \
+    gln_status_t gln_cutlass_run_lab_e4m3_dgrad_##tag(gln_context_t *, const gln_cutlass_grouped_t *, const char *); \
+    gln_status_t gln_cutlass_run_lab_e5m2_e4m3_dgrad_##tag(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+LAB_FP8_DGRAD(128x128_c21)
+LAB_FP8_DGRAD(128x128_c12)
+LAB_FP8_DGRAD(128x192_c21)
 /* lab_epi_e4m3_*.cu: the same with the TMA epilogue spelled out (lab_epi.cuh) */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_e64(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_sep(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
@@ -100,6 +113,19 @@ static const variant_t variants[] = {
     {"lab e4m3 e64 C2D2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_e64, GLN_CUTLASS_E4M3_WGRAD},
     {"lab e4m3 e32 C4D2 sep", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_sep, GLN_CUTLASS_E4M3_WGRAD},
     {"lab e4m3 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_d3, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c21, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 coop 128x160", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 coop 128x160 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21, GLN_CUTLASS_E4M3_WGRAD},
+    /* --recipe e4m3|hybrid --stage dgrad: the promoted FP8 dgrad ("medium regime": cooperative
+     * 128x128, "large regime": 128x192, promoted from here); fprop (fast accumulation) prints n/a
+     * for these */
+    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E4M3_TN},
+    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E4M3_TN},
+    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E4M3_TN},
+    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E5M2_E4M3_TN},
+    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E5M2_E4M3_TN},
+    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E5M2_E4M3_TN},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -113,6 +139,9 @@ static gln_status_t lab_hook(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
     if ((g->kernel == GLN_CUTLASS_E4M3_WGRAD || g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD) &&
         g->d_dtype != GLN_DTYPE_FP32)
         return GLN_STATUS_NOT_SUPPORTED;
+    if ((g->kernel == GLN_CUTLASS_E4M3_TN || g->kernel == GLN_CUTLASS_E5M2_E4M3_TN) &&
+        (g->fast_accumulate || g->d_dtype != GLN_DTYPE_BF16 || g->bias_list))
+        return GLN_STATUS_NOT_SUPPORTED; /* the dgrad candidates: promoted, bf16 out, no bias */
     g_lab_ran = 1;
     return g_active->fn(ctx, g, call);
 }

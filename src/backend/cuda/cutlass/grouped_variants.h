@@ -16,6 +16,10 @@ gln_status_t gln_cutlass_run_bf16_nt_f32_pp(gln_context_t *ctx, const gln_cutlas
 gln_status_t gln_cutlass_run_e4m3_tn_fast_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                                 const char *call);
 gln_status_t gln_cutlass_run_e4m3_tn_small(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+/* promoted FP8 (the dgrads) of large experts: cooperative 128×192 */
+gln_status_t gln_cutlass_run_e4m3_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+gln_status_t gln_cutlass_run_e5m2_e4m3_tn_large(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
+                                                const char *call);
 
 gln_status_t gln_cutlass_run_e4m3_tn_fast_f16(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
                                               const char *call);

@@ -1,0 +1,24 @@
+/* Kernel-lab candidates for the per-tensor FP8 wgrad into the FP32 main_grad on large experts
+ * (E4M3 dy_iᵀ · E4M3 x_i from the transposed copies, FP32 promotion), built only with
+ * -DGLN_BUILD_LAB=ON (bench/lab/grouped_tiles.c, --recipe e4m3 --stage wgrad): the library's
+ * cooperative 128×128 tile (grouped_e4m3_wgrad.cu, the "large regime" row) on 2×1 and 1×2
+ * clusters, the two CTAs of a cluster sharing one operand tile through TMA multicast (half its
+ * L2-to-SM traffic).  Measured (H200, 2026-12-04 tenth session, Mixtral-like, ms): 2×1 4.263,
+ * 1×2 4.298 against 4.282 without a cluster — inside the noise, not promoted. */
+#include "backend/cuda/cutlass/grouped_sm90.cuh"
+
+GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x128_c21,
+                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    float,
+                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_2, cute::_1, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+
+GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x128_c12,
+                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    float,
+                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)

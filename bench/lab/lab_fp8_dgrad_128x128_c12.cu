@@ -1,0 +1,27 @@
+/* Kernel-lab candidate for the per-tensor FP8 dgrad (dy · W through W's transposed copy, bf16
+ * output, FP32 promotion in the main loop: TransformerEngine's dgrad default) of large experts,
+ * built only with -DGLN_BUILD_LAB=ON (bench/lab/grouped_tiles.c, --recipe e4m3|hybrid --stage
+ * dgrad): cooperative 128×128 on 1×2 clusters (the two CTAs share their gradient tile).
+ * The library runs cooperative 128×128 without a cluster below the large regime and 128×192
+ * in it (grouped_e4m3_tn.cu, grouped_*_tn_large.cu: the "medium" and "large regime" rows are
+ * the controls); two instantiations, E4M3 and the HYBRID recipe's E5M2 gradient.
+ * Measured (H200, 2026-12-04 tenth session): Mixtral-like HYBRID 3.669 ms, DeepGEMM's E4M3 1.832,
+ * against 3.740 / 1.848 for 128×128 without a cluster: within noise, not promoted.
+ */
+#include "backend/cuda/cutlass/grouped_sm90.cuh"
+
+GLN_CUTLASS_GROUPED(lab_e4m3_dgrad_128x128_c12,
+                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+
+GLN_CUTLASS_GROUPED(lab_e5m2_e4m3_dgrad_128x128_c12,
+                    cutlass::float_e5m2_t, cutlass::layout::RowMajor,
+                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
+                    cutlass::bfloat16_t,
+                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
