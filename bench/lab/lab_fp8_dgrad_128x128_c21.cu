@@ -8,20 +8,9 @@
  * Measured (H200, 2026-12-04 tenth session): Mixtral-like HYBRID 3.802 ms, DeepGEMM's E4M3 1.876,
  * against 3.740 / 1.848 for 128×128 without a cluster: not promoted.
  */
-#include "backend/cuda/cutlass/grouped_sm90.cuh"
+#include "lab_fp8_dgrad.cuh"
 
-GLN_CUTLASS_GROUPED(lab_e4m3_dgrad_128x128_c21,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    cutlass::bfloat16_t,
-                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_2, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+using GlnLabDgradTile_128x128_c21 = cute::Shape<cute::_128, cute::_128, cute::_128>;
+using GlnLabDgradCluster_128x128_c21 = cute::Shape<cute::_2, cute::_1, cute::_1>;
 
-GLN_CUTLASS_GROUPED(lab_e5m2_e4m3_dgrad_128x128_c21,
-                    cutlass::float_e5m2_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    cutlass::bfloat16_t,
-                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_2, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+GLN_LAB_FP8_DGRAD(128x128_c21, GlnLabDgradTile_128x128_c21, GlnLabDgradCluster_128x128_c21)
