@@ -5,20 +5,11 @@
  * cuBLASLt picks for this GEMM on the Mixtral-like experts (nvjet_sm90_qrsss_128x160_128x5_2x1,
  * ncu, 2026-12-04 tenth session), which runs it 15 % faster than the library's cooperative
  * 128×128 ("large regime").  Built and checked to compile; not yet run on the H200. */
-#include "backend/cuda/cutlass/grouped_sm90.cuh"
+#include "lab_fp8.cuh"
 
-GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x160,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    float,
-                    cute::Shape<cute::_128, cute::_160, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+using GlnLabWgradTile_128x160 = cute::Shape<cute::_128, cute::_160, cute::_128>;
+using GlnLabWgradCluster_1x1 = cute::Shape<cute::_1, cute::_1, cute::_1>;
+using GlnLabWgradCluster_2x1 = cute::Shape<cute::_2, cute::_1, cute::_1>;
 
-GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x160_c21,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    float,
-                    cute::Shape<cute::_128, cute::_160, cute::_128>, cute::Shape<cute::_2, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+GLN_LAB_E4M3_WGRAD(lab_e4m3_wgrad_coop_128x160, GlnLabWgradTile_128x160, GlnLabWgradCluster_1x1)
+GLN_LAB_E4M3_WGRAD(lab_e4m3_wgrad_coop_128x160_c21, GlnLabWgradTile_128x160, GlnLabWgradCluster_2x1)

@@ -5,20 +5,11 @@
  * clusters, the two CTAs of a cluster sharing one operand tile through TMA multicast (half its
  * L2-to-SM traffic).  Measured (H200, 2026-12-04 tenth session, Mixtral-like, ms): 2×1 4.263,
  * 1×2 4.298 against 4.282 without a cluster — inside the noise, not promoted. */
-#include "backend/cuda/cutlass/grouped_sm90.cuh"
+#include "lab_fp8.cuh"
 
-GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x128_c21,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    float,
-                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_2, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+using GlnLabWgradTile_128x128 = cute::Shape<cute::_128, cute::_128, cute::_128>;
+using GlnLabWgradCluster_1x2 = cute::Shape<cute::_1, cute::_2, cute::_1>;
+using GlnLabWgradCluster_2x1 = cute::Shape<cute::_2, cute::_1, cute::_1>;
 
-GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x128_c12,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    float,
-                    cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+GLN_LAB_E4M3_WGRAD(lab_e4m3_wgrad_coop_128x128_c21, GlnLabWgradTile_128x128, GlnLabWgradCluster_2x1)
+GLN_LAB_E4M3_WGRAD(lab_e4m3_wgrad_coop_128x128_c12, GlnLabWgradTile_128x128, GlnLabWgradCluster_1x2)

@@ -8,7 +8,7 @@
  * Measured (H200, 2026-12-04 tenth session): Mixtral-like HYBRID 3.669 ms, DeepGEMM's E4M3 1.832,
  * against 3.740 / 1.848 for 128×128 without a cluster: within noise, not promoted.
  */
-#include "lab_fp8_dgrad.cuh"
+#include "lab_fp8.cuh"
 
 using GlnLabDgradTile_128x128_c12 = cute::Shape<cute::_128, cute::_128, cute::_128>;
 using GlnLabDgradCluster_128x128_c12 = cute::Shape<cute::_1, cute::_2, cute::_1>;

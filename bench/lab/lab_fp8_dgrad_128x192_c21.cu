@@ -8,7 +8,7 @@
  * Measured (H200, 2026-12-04 tenth session): Mixtral-like HYBRID 3.510 ms, DeepGEMM's E4M3 1.967,
  * against 3.514 / 1.722 for 128×192 without a cluster (promoted): not promoted.
  */
-#include "lab_fp8_dgrad.cuh"
+#include "lab_fp8.cuh"
 
 using GlnLabDgradTile_128x192_c21 = cute::Shape<cute::_128, cute::_192, cute::_128>;
 using GlnLabDgradCluster_128x192_c21 = cute::Shape<cute::_2, cute::_1, cute::_1>;
