@@ -77,55 +77,62 @@ typedef struct variant {
     const char *loop, *tiles;   /* environment values, or NULL */
     lab_fn fn;
     gln_cutlass_kernel_t kernel; /* the dispatcher's kernel the lab one stands in for */
+    int32_t promotion_k;         /* promoted FP8 only: K elements between FP32 promotions, or 0 */
 } variant_t;
 
 static const variant_t variants[] = {
-    {"loop (cuBLASLt)", "1", NULL, NULL, 0},
-    {"small regime", NULL, "small", NULL, 0},
-    {"medium regime", NULL, "medium", NULL, 0},
-    {"large regime", NULL, "large", NULL, 0},
-    {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN},
-    {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN},
-    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256_c21, GLN_CUTLASS_BF16_TN},
-    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_nn_coop_128x256_c21, GLN_CUTLASS_BF16_NN},
-    {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32},
-    {"lab coop 128x128 old large", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x128, GLN_CUTLASS_BF16_NT_F32},
+    {"loop (cuBLASLt)", "1", NULL, NULL, 0, 0},
+    {"small regime", NULL, "small", NULL, 0, 0},
+    {"medium regime", NULL, "medium", NULL, 0, 0},
+    {"large regime", NULL, "large", NULL, 0, 0},
+    {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256, GLN_CUTLASS_BF16_TN, 0},
+    {"lab pingpong 64x256", NULL, NULL, gln_cutlass_run_lab_bf16_tn_pp_64x256, GLN_CUTLASS_BF16_TN, 0},
+    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_tn_coop_128x256_c21, GLN_CUTLASS_BF16_TN, 0},
+    {"lab coop 128x256 2x1", NULL, NULL, gln_cutlass_run_lab_bf16_nn_coop_128x256_c21, GLN_CUTLASS_BF16_NN, 0},
+    {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x128, GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab coop 128x128 old large", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x128, GLN_CUTLASS_BF16_NT_F32, 0},
     /* coop 128x256 as the small regime, epilogue subtile e<N> (128 x N FP32), C / D stages, "sep":
      * separate C and D buffers (else D is staged in its C slot), "dly": DelayTmaStore.  With the
      * small regime's policy (e32 C4D2) lab_epi.cuh yields its very kernel type (asserted in
      * lab_epi_128x256_d3.cu), so "small regime" is these rows' control. */
-    {"lab 128x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_e64, GLN_CUTLASS_BF16_NT_F32},
-    {"lab 128x256 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_d3, GLN_CUTLASS_BF16_NT_F32},
-    {"lab 128x256 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep, GLN_CUTLASS_BF16_NT_F32},
+    {"lab 128x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_e64, GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab 128x256 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_d3, GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab 128x256 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep, GLN_CUTLASS_BF16_NT_F32, 0},
     {"lab 128x256 e32 sep dly", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_128x256_sep_delay,
-     GLN_CUTLASS_BF16_NT_F32},
-    {"lab 256x128 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_256x128_sep, GLN_CUTLASS_BF16_NT_F32},
+     GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab 256x128 e32 C4D4 sep", NULL, NULL, gln_cutlass_run_lab_bf16_nt_coop_256x128_sep, GLN_CUTLASS_BF16_NT_F32, 0},
     /* pingpong, the tile per warpgroup, epilogue subtile e<N> (64 x N FP32), C / D stages, D in its
      * C slot.  Their control is the builder's pingpong 128x128 (e32 C4D2; asserted in
      * lab_epi_pp_128x128_e64.cu), the small regime's kernel before the cooperative 128x256. */
-    {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32},
-    {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32},
-    {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32},
+    {"lab pp 128x128 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64, GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab pp 128x128 e64 C8D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_128x128_e64_c8, GLN_CUTLASS_BF16_NT_F32, 0},
+    {"lab pp 64x256 e64 C4D2", NULL, NULL, gln_cutlass_run_lab_bf16_nt_pp_64x256_e64, GLN_CUTLASS_BF16_NT_F32, 0},
     /* --recipe e4m3: the FP8 wgrad's candidate for large experts; its control is "large regime"
      * (cooperative 128x128; the medium and small regimes run the pingpong 64x128 kernel) */
-    {"lab e4m3 coop 128x192", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x192, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 coop 128x192", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x192, GLN_CUTLASS_E4M3_WGRAD, 0},
     /* cooperative 128x128 with the epilogue spelled out; control "large regime" (e32 C4D2) */
-    {"lab e4m3 e64 C2D2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_e64, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 e32 C4D2 sep", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_sep, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_d3, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c21, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 coop 128x160", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160, GLN_CUTLASS_E4M3_WGRAD},
-    {"lab e4m3 coop 128x160 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21, GLN_CUTLASS_E4M3_WGRAD},
+    {"lab e4m3 e64 C2D2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_e64, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 e32 C4D2 sep", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_sep, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 e32 C4D3", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_d3, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c21, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 coop 128x160", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 coop 128x160 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21, GLN_CUTLASS_E4M3_WGRAD, 0},
     /* --recipe e4m3|hybrid --stage dgrad: the promoted FP8 dgrad ("medium regime": cooperative
      * 128x128, "large regime": 128x192, promoted from here); fprop (fast accumulation) prints n/a
      * for these */
-    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E4M3_TN},
-    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E4M3_TN},
-    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E4M3_TN},
-    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E5M2_E4M3_TN},
-    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E5M2_E4M3_TN},
-    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E5M2_E4M3_TN},
+    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E4M3_TN, 0},
+    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E4M3_TN, 0},
+    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E4M3_TN, 0},
+    {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
+    {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E5M2_E4M3_TN, 0},
+    {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
+    /* --recipe e4m3|hybrid --stage dgrad|wgrad: the library's own kernel for the call with FP32
+     * promotion every 256 / 512 K elements instead of every 128-wide tile — what draining the MMA
+     * pipe before each promotion costs.  The numerics differ on real data (longer runs in the
+     * tensor cores' accumulator), so these rows are a measurement, never a candidate. */
+    {"library, promote every 256", NULL, NULL, NULL, 0, 256},
+    {"library, promote every 512", NULL, NULL, NULL, 0, 512},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -148,6 +155,7 @@ static gln_status_t lab_hook(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
 
 static void activate(const variant_t *v) {
     g_active = v;
+    gln_cutlass_lab_promotion_k = v->promotion_k;
     if (v->loop) setenv("GLN_CUDA_GROUPED_LOOP", v->loop, 1);
     else unsetenv("GLN_CUDA_GROUPED_LOOP");
     if (v->tiles) setenv("GLN_CUTLASS_TILES", v->tiles, 1);
@@ -383,6 +391,8 @@ int main(int argc, char **argv) {
         const variant_t *var = &variants[v];
         if (var->fn && var->kernel != lab_kernel)
             continue; /* a lab kernel for another stage or recipe */
+        if (var->promotion_k && (!fp8 || stage == FPROP))
+            continue; /* bf16, and the fast-accumulating fprop, do not promote */
         activate(var);
         g_lab_ran = 0;
         void *zeros = calloc(out_bytes, 1);
@@ -428,7 +438,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         free(ts);
     }
-    activate(&(variant_t){"", NULL, NULL, NULL, 0});
+    activate(&(variant_t){"", NULL, NULL, NULL, 0, 0});
     gln_cutlass_lab_kernel = NULL;
     free(got);
     free(want_acc);

@@ -160,6 +160,10 @@ typedef struct gln_cutlass_grouped {
                                       * TMA); the caller computes them (0 or 1: no such rule) */
     int64_t split_rows;              /* the split dimension's packed rows, known on the host (for
                                       * the tile order, grouped_sm90.cuh); 0: unknown */
+    int32_t promotion_k;             /* FP8 with FP32 promotion: K elements between promotions, a
+                                      * multiple of the tile's K; 0: one tile (128, CUTLASS's and
+                                      * DeepSeek's interval).  Only the kernel lab sets it, to
+                                      * measure what the promotion's drain of the MMA pipe costs */
 } gln_cutlass_grouped_t;
 
 /* cutlass/grouped_*.cu, one per gln_cutlass_kernel_t value. */

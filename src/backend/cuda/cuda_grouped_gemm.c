@@ -304,6 +304,9 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
  * tile configurations that are not in the library on the calls the dispatcher plans; it returns
  * GLN_STATUS_NOT_SUPPORTED for the calls it leaves to the library's kernels.  NULL otherwise. */
 gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call) = NULL;
+/* The kernel lab sets this to time the promoted FP8 kernels with fewer FP32 promotions
+ * (gln_cutlass_grouped_t.promotion_k); 0 otherwise. */
+int32_t gln_cutlass_lab_promotion_k = 0;
 
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
     if (gln_cutlass_lab_kernel) {
@@ -365,8 +368,10 @@ typedef struct host_lists {
 /* Any kernel for these arguments: fills g (offsets excepted), or returns 0. */
 static int plan_any(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, const host_lists_t *h) {
     memset(g, 0, sizeof *g);
-    if (args->layout == GLN_LAYOUT_NT) return plan_nt(args, g, h->ptrs) || plan_nt_fp8(args, g, h->ptrs, h->scales);
-    return plan_tn_nn(args, g, (const void **)h->ptrs, h->scales, h->biases);
+    const int ok = args->layout == GLN_LAYOUT_NT ? plan_nt(args, g, h->ptrs) || plan_nt_fp8(args, g, h->ptrs, h->scales)
+                                                 : plan_tn_nn(args, g, (const void **)h->ptrs, h->scales, h->biases);
+    g->promotion_k = gln_cutlass_lab_promotion_k; /* 0 (every tile) outside the kernel lab */
+    return ok;
 }
 
 /* ---- MXFP8 and power-of-two block scales: dequantize to bf16, then the bf16 kernels ---------- */

@@ -31,6 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+#include <utility>
+
 extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
@@ -70,6 +73,7 @@ struct Grouped {
     using ElementB = EB;
     using ElementD = ED;
     using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+    using TileShape = Tile;
     using Cluster = Cluster_;
     static constexpr int kAlignA = 16 / (int)sizeof(EA);
     static constexpr int kAlignB = 16 / (int)sizeof(EB);
@@ -258,11 +262,27 @@ static inline void fill_chunk(Chunk *c, const gln_cutlass_grouped_t *g, int32_t 
     }
 }
 
+/* The FP8 main loops that promote to FP32 (not the fast-accumulating ones) take the number of
+ * MMAs between promotions; g->promotion_k (the kernel lab's knob) sets it in K elements. */
+template <class MainloopArgs, class = void> struct has_promotion : std::false_type {};
+template <class MainloopArgs>
+struct has_promotion<MainloopArgs, std::void_t<decltype(std::declval<MainloopArgs &>().mma_promotion_interval)>>
+    : std::true_type {};
+template <class MainloopArgs> inline void set_promotion(MainloopArgs &m, const gln_cutlass_grouped_t &g) {
+    if constexpr (has_promotion<MainloopArgs>::value) {
+        if (g.promotion_k > 0) m.mma_promotion_interval = (uint32_t)(g.promotion_k / 32); /* 32: an FP8 MMA's K */
+    }
+}
+
 /* Run one grouped GEMM of instantiation G on the context's stream: setup, (zeroing of empty
  * wgrads), the CUTLASS kernel.  Every size was checked by the caller (cuda_grouped_gemm.c). */
 template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
     using Gemm = typename G::Gemm;
     cudaStream_t stream = gln_cuda_state(ctx)->stream;
+    constexpr int tile_k = cute::size<2>(typename G::TileShape{});
+    if (g->promotion_k < 0 || g->promotion_k % tile_k)
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: promotion_k %d is not a multiple of the tile's K (%d)", fn,
+                        (int)g->promotion_k, tile_k);
     const size_t n = (size_t)g->num;
     enum { kTables = 10 };
     size_t off[kTables + 1];
@@ -323,6 +343,7 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
                                         {ep, (const typename G::ElementD **)t.d, t.sd, t.d, t.sd},
                                         hw};
         set_scheduler<typename G::Kernel>(args, *g);
+        set_promotion(args.mainloop, *g);
         return args;
     };
     /* The workspace size depends only on the group count and the device, not on addresses. */

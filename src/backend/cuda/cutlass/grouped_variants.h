@@ -39,5 +39,7 @@ gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad_bf16(gln_context_t *ctx, const gln_
 
 /* cuda_grouped_gemm.c: the kernel lab's hook (see there); NULL outside the lab. */
 extern gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
+/* cuda_grouped_gemm.c: the kernel lab's promotion interval for every planned call (see there). */
+extern int32_t gln_cutlass_lab_promotion_k;
 
 #endif
