@@ -57,6 +57,10 @@ gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12(gln_context_t *, co
 /* lab_e4m3_wgrad_160.cu: cuBLASLt's tile and cluster for this wgrad */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_fp8_overlap_*.cu: the library's 128x128 promoted tile, promotion overlapped (lab_fp8_overlap.cuh) */
+gln_status_t gln_cutlass_run_lab_e4m3_dgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e5m2_e4m3_dgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 /* lab_fp8_dgrad_*.cu: the promoted FP8 dgrad of large experts, E4M3 and E5M2 (HYBRID) gradients */
 #define LAB_FP8_DGRAD(tag)                                                                                        \
     gln_status_t gln_cutlass_run_lab_e4m3_dgrad_##tag(gln_context_t *, const gln_cutlass_grouped_t *, const char *); \
@@ -118,6 +122,7 @@ static const variant_t variants[] = {
     {"lab e4m3 coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12, GLN_CUTLASS_E4M3_WGRAD, 0},
     {"lab e4m3 coop 128x160", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160, GLN_CUTLASS_E4M3_WGRAD, 0},
     {"lab e4m3 coop 128x160 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21, GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab e4m3 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_overlap, GLN_CUTLASS_E4M3_WGRAD, 0},
     /* --recipe e4m3|hybrid --stage dgrad: the promoted FP8 dgrad ("medium regime": cooperative
      * 128x128, "large regime": 128x192, promoted from here); fprop (fast accumulation) prints n/a
      * for these */
@@ -127,6 +132,9 @@ static const variant_t variants[] = {
     {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
+    /* the same tile as "medium regime" with the promotion overlapped (lab_fp8_overlap.cuh) */
+    {"lab dgrad 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_overlap, GLN_CUTLASS_E4M3_TN, 0},
+    {"lab dgrad 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_overlap, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     /* --recipe e4m3|hybrid --stage dgrad|wgrad: the library's own kernel for the call with FP32
      * promotion every 256 / 512 K elements instead of every 128-wide tile — what draining the MMA
      * pipe before each promotion costs.  The numerics differ on real data (longer runs in the

@@ -56,6 +56,7 @@ struct WgradEpi {
     using ElementB = EB;
     using ElementD = float;
     using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+    using TileShape = Tile;
     using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
     static constexpr int kAlignA = 16 / (int)sizeof(ElementA);
     static constexpr int kAlignB = 16 / (int)sizeof(ElementB);
