@@ -7,12 +7,9 @@
  * accumulator twice, so a consumer warpgroup's share of the tile is at most 64 × 192 (96 + 96
  * FP32 registers a thread): cooperative 128×192 raises the FLOPs per operand byte by 1.2× over
  * 128×128 (Mixtral-like N = 4096 gives 22 N tiles, the last one a third full). */
-#include "backend/cuda/cutlass/grouped_sm90.cuh"
+#include "lab_fp8.cuh"
 
-GLN_CUTLASS_GROUPED(lab_e4m3_wgrad_coop_128x192,
-                    cutlass::float_e4m3_t, cutlass::layout::RowMajor,
-                    cutlass::float_e4m3_t, cutlass::layout::ColumnMajor,
-                    float,
-                    cute::Shape<cute::_128, cute::_192, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative)
+using GlnLabWgradTile_128x192 = cute::Shape<cute::_128, cute::_192, cute::_128>;
+using GlnLabWgradCluster_128x192 = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+GLN_LAB_E4M3_WGRAD(lab_e4m3_wgrad_coop_128x192, GlnLabWgradTile_128x192, GlnLabWgradCluster_128x192)
