@@ -39,7 +39,8 @@
  * --shape ROWSxCOLS (up to 8) adds single tensors after 16384 x 8192.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
- *                     [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back]   (exit 77 without a GPU) */
+ *                     [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back | --gated]
+ *                     (exit 77 without a GPU) */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cuda_runtime.h>
@@ -48,6 +49,7 @@
 
 static int g_repeat = 30, g_warmup = 5;
 static int g_batch = 1; /* --back-to-back: calls per timed sample (B2B_CALLS) */
+static int g_gated = 0; /* --gated: the sample's calls held behind a host gate until all are enqueued */
 #define B2B_CALLS 10
 static const char *g_only = NULL, *g_torch = NULL;
 
@@ -67,7 +69,22 @@ typedef void (*call_fn)(void *arg, int k);
  * host's launch path of the call (the device waits for it); with --back-to-back a sample is
  * B2B_CALLS calls enqueued one after another (the host runs ahead of the device, as in a training
  * step) and the time per call is the sample's tenth: what the device itself takes, the gaps
- * between a call's dependent kernels included. */
+ * between a call's dependent kernels included — except that the first call's host launch path
+ * still runs while the device idles after the start event.  --gated removes that too: the
+ * stream first waits on a host function that spins until every call of the sample (and the end
+ * event) is enqueued, so the device runs the sample without waiting for the host at all. */
+static int g_gate_open;
+static int g_gate_timed_out;
+static void CUDART_CB gate_wait(void *unused) {
+    (void)unused;
+    const double t0 = now_s();
+    while (!__atomic_load_n(&g_gate_open, __ATOMIC_ACQUIRE))
+        if (now_s() - t0 > 5.0) { /* a call that waited for the stream would never open it */
+            __atomic_store_n(&g_gate_timed_out, 1, __ATOMIC_RELEASE);
+            return;
+        }
+}
+
 static double median_ms(gln_context_t *ctx, call_fn fn, void *arg) {
     cudaStream_t st = (cudaStream_t)gln_context_stream(ctx);
     cudaEvent_t a, b;
@@ -77,13 +94,22 @@ static double median_ms(gln_context_t *ctx, call_fn fn, void *arg) {
     TRY(gln_synchronize(ctx));
     double *t = malloc((size_t)g_repeat * sizeof *t);
     for (int r = 0; r < g_repeat; r++) {
+        if (g_gated) {
+            __atomic_store_n(&g_gate_open, 0, __ATOMIC_RELEASE);
+            cuda_try(cudaLaunchHostFunc(st, gate_wait, NULL), "cudaLaunchHostFunc");
+        }
         cuda_try(cudaEventRecord(a, st), "cudaEventRecord");
         for (int c = 0; c < g_batch; c++) fn(arg, g_warmup + r * g_batch + c);
         cuda_try(cudaEventRecord(b, st), "cudaEventRecord");
+        if (g_gated) __atomic_store_n(&g_gate_open, 1, __ATOMIC_RELEASE);
         cuda_try(cudaEventSynchronize(b), "cudaEventSynchronize");
         float ms = 0.0f;
         cuda_try(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
         t[r] = ms / g_batch;
+    }
+    if (__atomic_load_n(&g_gate_timed_out, __ATOMIC_ACQUIRE)) {
+        fprintf(stderr, "gpu_quantize: --gated: a call waited for the stream behind the gate (5 s)\n");
+        exit(1);
     }
     qsort(t, (size_t)g_repeat, sizeof *t, cmp_double);
     const double m = t[g_repeat / 2];
@@ -322,6 +348,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc) g_torch = argv[++i];
         else if (!strcmp(argv[i], "--back-to-back")) g_batch = B2B_CALLS;
+        else if (!strcmp(argv[i], "--gated")) g_batch = B2B_CALLS, g_gated = 1;
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8 &&
                  sscanf(argv[i + 1], "%lldx%lld", &shapes[nshapes][0], &shapes[nshapes][1]) == 2 &&
                  shapes[nshapes][0] > 0 && shapes[nshapes][1] > 0)
@@ -332,7 +359,7 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]"
-                    " [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back]\n");
+                    " [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back | --gated]\n");
             return 2;
         }
     }
@@ -341,7 +368,9 @@ int main(int argc, char **argv) {
     const double copy = copy_gbps(ctx, (size_t)512 << 20);
     printf("device-to-device copy: %.0f GB/s (read + written); input %s; median of %d after %d warm-up; %s\n", copy,
            gln_dtype_name(dt), g_repeat, g_warmup,
-           g_batch > 1 ? "back-to-back: a sample is 10 calls enqueued together" : "a sample is one call on an idle device");
+           g_gated     ? "gated: a sample is 10 calls released to the device together"
+           : g_batch > 1 ? "back-to-back: a sample is 10 calls enqueued together"
+                         : "a sample is one call on an idle device");
     { /* the kernel variants the CUDA backend picks from the environment (A/B in one GPU session) */
         const char *v2 = getenv("GLN_CUDA_QUANT_V2"), *pipe = getenv("GLN_CUDA_QUANT_PIPE");
         const char *order = getenv("GLN_CUDA_QUANT_ORDER");

@@ -21,7 +21,9 @@
  * accumulating, or past the split rows) and followed by guard bytes; an empty expert's wgrad
  * must be exactly 0 (or untouched when accumulating).  A CUDA-graph case captures a grouped
  * GEMM with device splits on a caller's stream and replays it with other splits, in bf16 and on
- * MXFP8 / power-of-two block operands.
+ * MXFP8 / power-of-two block operands.  The promoted FP8 dgrad and wgrad of every tile regime
+ * also run on full-range random FP8 data against the cuBLASLt loop (TransformerEngine's GEMM
+ * with the split accumulator): bitwise equal, which fixes the promotion interval.
  *
  * Skips (exit 77) without a CUDA device. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -789,6 +791,112 @@ static void test_graph_capture_emulated(void) {
 }
 #endif
 
+#if defined(GLN_TEST_HAVE_CUDA) && defined(GLN_TEST_HAVE_CUTLASS)
+/* ---- the promoted FP8 GEMMs against cuBLASLt on random data ---------------------------------
+ * TransformerEngine runs its FP8 dgrad and wgrad on cuBLASLt with the split accumulator (the
+ * tensor cores' partial sums promoted to FP32); the CUTLASS kernels promote after every 128-wide
+ * K tile.  On full-range random FP8 data (sums the tensor cores round differently from FP32) the
+ * two must still agree to the bit: every tile regime's kernel (the overlapped promotion of the
+ * large experts' wgrad included) against the cuBLASLt loop's bytes.  The shapes give each
+ * expert's output at least 256 tiles of 128 × 128, so cuBLASLt has no reason to split K. */
+
+/* Random FP8 codes, every finite value (no NaN / Inf code), and the transposed copy: as one
+ * tensor (num = 0) or as the grouped columnwise copy of num members. */
+static void fp8_random_fill(gln_rng_t *rng, operand_t *o, int num, const int64_t *splits) {
+    const size_t n = (size_t)o->rows * (size_t)o->cols;
+    const int e4m3 = o->dtype == GLN_DTYPE_FP8_E4M3;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b;
+        do b = (uint8_t)gln_rng_int(rng, 0, 255);
+        while (e4m3 ? (b & 0x7F) == 0x7F : (b & 0x7C) == 0x7C);
+        ((uint8_t *)o->h)[i] = b;
+    }
+    dev_put(o->d, o->h);
+    if (num) {
+        grouped_transpose(o, num, splits);
+        return;
+    }
+    for (int64_t r = 0; r < o->rows; r++)
+        for (int64_t c = 0; c < o->cols; c++)
+            ((uint8_t *)o->h_col)[c * o->rows + r] = ((uint8_t *)o->h)[r * o->cols + c];
+    dev_put(o->d_col, o->h_col);
+}
+
+/* The output bytes after `a` through the CUDA dispatch (forced regime `tiles`, or the loop). */
+static void promoted_run(gln_grouped_gemm_args_t *a, const char *tiles, const char *what) {
+    if (!tiles) {
+        set_loop(1);
+        CHECK_OK(gln_grouped_gemm(g_cu, a));
+        set_loop(0);
+        return;
+    }
+    int handled = -1;
+    setenv("GLN_CUTLASS_TILES", tiles, 1);
+    CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, a, &handled));
+    unsetenv("GLN_CUTLASS_TILES");
+    CHECK_MSG(handled == 1, "%s: no CUTLASS kernel took the call (%s tiles)", what, tiles);
+}
+
+static void test_promoted_fp8_matches_cublaslt(void) {
+    enum { E = 2 };
+    const int64_t splits[E] = {2048, 1024}, rows = 3072, kin = 4096, kout = 1024;
+    static const char *tiles[] = {NULL, "small", "medium", "large"}; /* NULL: the cuBLASLt loop */
+    gln_rng_t rng = gln_rng_seed(2604);
+    dbuf_t dsplits = dev_new(splits, sizeof splits);
+    float sh[2][E];
+    dbuf_t sd[2];
+    scales_new(&rng, E, sh[0], &sd[0]); /* powers of two: exact in any order of the alpha product */
+    scales_new(&rng, E, sh[1], &sd[1]);
+    for (int hybrid = 0; hybrid < 2; hybrid++) {
+        const gln_dtype_t gt = hybrid ? GLN_DTYPE_FP8_E5M2 : GLN_DTYPE_FP8_E4M3;
+        operand_t x = operand_new(&rng, GLN_DTYPE_FP8_E4M3, rows, kin, 0, 0);
+        operand_t dy = operand_new(&rng, gt, rows, kout, 0, 0);
+        operand_t w[E];
+        gln_tensor_t wv[E];
+        fp8_random_fill(&rng, &x, E, splits);
+        fp8_random_fill(&rng, &dy, E, splits);
+        for (int i = 0; i < E; i++) {
+            w[i] = operand_new(&rng, GLN_DTYPE_FP8_E4M3, kout, kin, 0, 0);
+            fp8_random_fill(&rng, &w[i], 0, NULL);
+            wv[i] = view_with_col(&w[i], 1, NULL, (const float *)sd[0].d + i);
+        }
+        gln_grouped_tensor_t gx = {E, dsplits.d, 1, view_with_col(&x, 1, NULL, sd[1].d)};
+        gln_grouped_tensor_t gdy = {E, dsplits.d, 1, view_with_col(&dy, 1, NULL, sd[1].d)};
+        for (int nt = 0; nt < 2; nt++) { /* dgrad NN, then wgrad NT into FP32 */
+            gln_grouped_gemm_args_t a = GLN_GROUPED_GEMM_ARGS_INIT;
+            a.layout = nt ? GLN_LAYOUT_NT : GLN_LAYOUT_NN;
+            a.b = &gdy;
+            const size_t out_bytes = nt ? (size_t)(E * kout * kin) * 4 : (size_t)(rows * kin) * 2;
+            void *dout = NULL;
+            CHECK_OK(gln_malloc(g_cu, out_bytes, &dout));
+            gln_tensor_t dw[E];
+            gln_grouped_tensor_t dx = {E, dsplits.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kin, dout)};
+            if (nt) {
+                for (int i = 0; i < E; i++)
+                    dw[i] = gln_tensor_make(GLN_DTYPE_FP32, kout, kin, (float *)dout + (size_t)(i * kout * kin));
+                a.a_grouped = &gx, a.d_list = dw;
+            } else {
+                a.a_list = wv, a.d_grouped = &dx;
+            }
+            unsigned char *want = malloc(out_bytes), *got = malloc(out_bytes);
+            for (int t = 0; t < 4 && dout; t++) {
+                char what[200];
+                snprintf(what, sizeof what, "%s %s on random FP8 data, %s", hybrid ? "HYBRID" : "E4M3",
+                         nt ? "wgrad" : "dgrad", tiles[t] ? tiles[t] : "the cuBLASLt loop");
+                promoted_run(&a, tiles[t], what);
+                CHECK_OK(gln_memcpy(g_cu, t ? got : want, dout, out_bytes, GLN_COPY_BACKEND_TO_HOST));
+                if (t) gln_check_bitwise(what, got, want, out_bytes);
+            }
+            free(want), free(got);
+            if (dout) CHECK_OK(gln_free(g_cu, dout));
+        }
+        operand_free(&x), operand_free(&dy);
+        for (int i = 0; i < E; i++) operand_free(&w[i]);
+    }
+    dev_free(&sd[0]), dev_free(&sd[1]), dev_free(&dsplits);
+}
+#endif
+
 static const gln_test_case_t k_cases[] = {
     GLN_CASE(test_matrix),
     GLN_CASE(test_fallbacks),
@@ -796,6 +904,9 @@ static const gln_test_case_t k_cases[] = {
 #ifdef GLN_TEST_HAVE_CUDA
     GLN_CASE(test_graph_capture),
     GLN_CASE(test_graph_capture_emulated),
+#endif
+#if defined(GLN_TEST_HAVE_CUDA) && defined(GLN_TEST_HAVE_CUTLASS)
+    GLN_CASE(test_promoted_fp8_matches_cublaslt),
 #endif
 };
 

@@ -21,8 +21,13 @@
  * --recipe block: FP8 block scaling's kernels, checked and timed by lab_block.c (see there).
  * --recipe hybrid: as e4m3 with the gradient dy in E5M2 (FP8 HYBRID: dgrad and wgrad take
  * E5M2 × E4M3 operands).
+ * --agree 1: also run every variant once on the full shape's random data (no accumulation) and
+ * count the output elements whose bytes differ from the first variant's, the cuBLASLt loop's
+ * (FP32 accumulation with cuBLASLt's own promotion, TransformerEngine's split accumulator): which
+ * promotion interval, if any, reproduces cuBLASLt bit for bit.
  * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|hybrid|block]
- *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N]   (exit 77 without a GPU) */
+ *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N] [--agree 0|1]
+ *                      (exit 77 without a GPU) */
 #include "../bench_util.h"
 
 #include "backend/cuda/cutlass/grouped_variants.h"
@@ -57,10 +62,14 @@ gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12(gln_context_t *, co
 /* lab_e4m3_wgrad_160.cu: cuBLASLt's tile and cluster for this wgrad */
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
-/* lab_fp8_overlap_*.cu: the library's 128x128 promoted tile, promotion overlapped (lab_fp8_overlap.cuh) */
+/* lab_fp8_overlap_dgrad.cu: the 128x128 promoted dgrad, promotion overlapped (grouped_fp8_overlap.cuh) */
 gln_status_t gln_cutlass_run_lab_e4m3_dgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
 gln_status_t gln_cutlass_run_lab_e5m2_e4m3_dgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
-gln_status_t gln_cutlass_run_lab_e4m3_wgrad_overlap(gln_context_t *, const gln_cutlass_grouped_t *, const char *);
+/* lab_fp8_wgrad_control.cu: the large experts' FP8 wgrad with CUTLASS's promotion (not overlapped) */
+gln_status_t gln_cutlass_run_lab_e4m3_wgrad_cutlass_promotion(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                              const char *);
+gln_status_t gln_cutlass_run_lab_e5m2_e4m3_wgrad_cutlass_promotion(gln_context_t *, const gln_cutlass_grouped_t *,
+                                                                   const char *);
 /* lab_fp8_dgrad_*.cu: the promoted FP8 dgrad of large experts, E4M3 and E5M2 (HYBRID) gradients */
 #define LAB_FP8_DGRAD(tag)                                                                                        \
     gln_status_t gln_cutlass_run_lab_e4m3_dgrad_##tag(gln_context_t *, const gln_cutlass_grouped_t *, const char *); \
@@ -122,7 +131,11 @@ static const variant_t variants[] = {
     {"lab e4m3 coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x128_c12, GLN_CUTLASS_E4M3_WGRAD, 0},
     {"lab e4m3 coop 128x160", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160, GLN_CUTLASS_E4M3_WGRAD, 0},
     {"lab e4m3 coop 128x160 2x1", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_coop_128x160_c21, GLN_CUTLASS_E4M3_WGRAD, 0},
-    {"lab e4m3 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_overlap, GLN_CUTLASS_E4M3_WGRAD, 0},
+    /* the large regime's kernel before its promotion was overlapped (grouped_fp8_overlap.cuh) */
+    {"lab 128x128 CUTLASS promo", NULL, NULL, gln_cutlass_run_lab_e4m3_wgrad_cutlass_promotion,
+     GLN_CUTLASS_E4M3_WGRAD, 0},
+    {"lab 128x128 CUTLASS promo", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_wgrad_cutlass_promotion,
+     GLN_CUTLASS_E5M2_E4M3_WGRAD, 0},
     /* --recipe e4m3|hybrid --stage dgrad: the promoted FP8 dgrad ("medium regime": cooperative
      * 128x128, "large regime": 128x192, promoted from here); fprop (fast accumulation) prints n/a
      * for these */
@@ -132,15 +145,19 @@ static const variant_t variants[] = {
     {"lab dgrad 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     {"lab dgrad 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x128_c12, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     {"lab dgrad 128x192 2x1", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_128x192_c21, GLN_CUTLASS_E5M2_E4M3_TN, 0},
-    /* the same tile as "medium regime" with the promotion overlapped (lab_fp8_overlap.cuh) */
+    /* the same tile as "medium regime" with the promotion overlapped (grouped_fp8_overlap.cuh) */
     {"lab dgrad 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e4m3_dgrad_overlap, GLN_CUTLASS_E4M3_TN, 0},
     {"lab dgrad 128x128 overlap", NULL, NULL, gln_cutlass_run_lab_e5m2_e4m3_dgrad_overlap, GLN_CUTLASS_E5M2_E4M3_TN, 0},
     /* --recipe e4m3|hybrid --stage dgrad|wgrad: the library's own kernel for the call with FP32
-     * promotion every 256 / 512 K elements instead of every 128-wide tile — what draining the MMA
-     * pipe before each promotion costs.  The numerics differ on real data (longer runs in the
-     * tensor cores' accumulator), so these rows are a measurement, never a candidate. */
+     * promotion every 256 / 512 / 1024 K elements or never instead of every 128-wide tile — what
+     * draining the MMA pipe before each promotion costs.  The numerics differ on real data
+     * (longer runs in the tensor cores' accumulator; --agree 1 counts the elements that differ
+     * from cuBLASLt's), so these rows are a measurement, never a candidate.  The large experts'
+     * FP8 wgrad (overlapped promotion) promotes every tile by construction: "error" there. */
     {"library, promote every 256", NULL, NULL, NULL, 0, 256},
     {"library, promote every 512", NULL, NULL, NULL, 0, 512},
+    {"library, promote every 1024", NULL, NULL, NULL, 0, 1024},
+    {"library, never promote", NULL, NULL, NULL, 0, 1 << 24},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -334,7 +351,7 @@ static gln_status_t run(gln_context_t *ctx, const problem_t *p, int side, int ac
 
 int main(int argc, char **argv) {
     const char *shape = "qwen3", *stage_s = "fprop", *recipe = "bf16", *splits_s = "uniform";
-    int repeat = 10, inner = 5;
+    int repeat = 10, inner = 5, agree = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--shape")) shape = argv[i + 1];
         else if (!strcmp(argv[i], "--stage")) stage_s = argv[i + 1];
@@ -342,6 +359,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--splits")) splits_s = argv[i + 1];
         else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--inner")) inner = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--agree")) agree = atoi(argv[i + 1]);
         else return fprintf(stderr, "unknown option %s\n", argv[i]), 2;
     }
     const shape_t *s = NULL;
@@ -387,7 +405,13 @@ int main(int argc, char **argv) {
     printf("# lab: %s %s %s, %s splits; check on %s (E%d x %lld, K%lld N%lld), bitwise vs the CPU backend\n", shape,
            stage_s, recipe, bench_splits_names[sk], full ? "the shape" : "a reduced twin", (int)c.E,
            (long long)c.tokens, (long long)c.K, (long long)c.N);
-    printf("%-26s | %-8s | %8s %8s\n", "variant", "check", "ms", "TFLOP/s");
+    printf("%-26s | %-8s | %8s %8s%s\n", "variant", "check", "ms", "TFLOP/s",
+           agree ? "  | elements differing from the loop's, max |rel diff|" : "");
+    const size_t t_bytes = stage == FPROP ? (size_t)(t.M * t.N) * 2 : stage == DGRAD ? (size_t)(t.M * t.K) * 2
+                                                                                   : (size_t)(t.N * t.K) * t.E * 4;
+    unsigned char *t_loop = agree ? malloc(t_bytes) : NULL, *t_got = agree ? malloc(t_bytes) : NULL;
+    if (agree && (!t_loop || !t_got)) return 1;
+    int have_loop = 0;
     /* the dispatcher's kernel that this stage and recipe's lab candidates stand in for */
     const gln_cutlass_kernel_t lab_kernel = hybrid && stage == WGRAD ? GLN_CUTLASS_E5M2_E4M3_WGRAD
                                             : hybrid                  ? GLN_CUTLASS_E5M2_E4M3_TN
@@ -433,6 +457,13 @@ int main(int argc, char **argv) {
                 continue;
             }
         }
+        /* the full shape may take another kernel than the check's (its regime): one that
+         * refuses the variant's setting (a fixed promotion interval) is reported, not timed */
+        const gln_status_t sf = run(cu, &t, 0, 1);
+        if (sf != GLN_STATUS_SUCCESS) {
+            printf("%-26s | %-8s | full shape: %s\n", var->name, "error", gln_last_error());
+            continue;
+        }
         double *ts = malloc((size_t)repeat * sizeof *ts);
         for (int r = -2; r < repeat; r++) {
             TRY(gln_synchronize(cu));
@@ -442,7 +473,35 @@ int main(int argc, char **argv) {
             if (r >= 0) ts[r] = (now_s() - t0) / inner;
         }
         qsort(ts, (size_t)repeat, sizeof *ts, cmp_double);
-        printf("%-26s | %-8s | %8.3f %8.1f\n", var->name, "ok", ts[repeat / 2] * 1e3, flops / ts[repeat / 2] * 1e-12);
+        printf("%-26s | %-8s | %8.3f %8.1f", var->name, "ok", ts[repeat / 2] * 1e3, flops / ts[repeat / 2] * 1e-12);
+        if (agree) { /* once from zeros on the full shape's random data, against the loop's bytes */
+            TRY(run(cu, &t, 0, 0));
+            TRY(gln_memcpy(cu, v == 0 ? t_loop : t_got, t.dev[6], t_bytes, GLN_COPY_BACKEND_TO_HOST));
+            if (v == 0) {
+                have_loop = 1;
+                printf("  | (the reference)");
+            } else if (have_loop) {
+                const int f32 = stage == WGRAD;
+                const size_t n = t_bytes / (f32 ? 4 : 2);
+                size_t differ = 0;
+                double worst = 0;
+                for (size_t i = 0; i < n; i++) {
+                    float a, b;
+                    if (f32) memcpy(&a, t_loop + 4 * i, 4), memcpy(&b, t_got + 4 * i, 4);
+                    else {
+                        uint16_t ha, hb;
+                        memcpy(&ha, t_loop + 2 * i, 2), memcpy(&hb, t_got + 2 * i, 2);
+                        a = gln_bf16_to_fp32(ha), b = gln_bf16_to_fp32(hb);
+                    }
+                    if (memcmp(&a, &b, 4) == 0) continue;
+                    differ++;
+                    const double r = fabs((double)a - (double)b) / fmax(fabs((double)a), 1e-30);
+                    if (r > worst) worst = r;
+                }
+                printf("  | %zu of %zu, %.3g", differ, n, worst);
+            }
+        }
+        printf("\n");
         fflush(stdout);
         free(ts);
     }
@@ -450,6 +509,8 @@ int main(int argc, char **argv) {
     gln_cutlass_lab_kernel = NULL;
     free(got);
     free(want_acc);
+    free(t_loop);
+    free(t_got);
     problem_free(cu, &c);
     problem_free(cu, &t);
     gln_context_destroy(cu);

@@ -268,6 +268,11 @@ template <class MainloopArgs, class = void> struct has_promotion : std::false_ty
 template <class MainloopArgs>
 struct has_promotion<MainloopArgs, std::void_t<decltype(std::declval<MainloopArgs &>().mma_promotion_interval)>>
     : std::true_type {};
+/* An instantiation whose main loop promotes after every K tile whatever its arguments say
+ * declares kFixedPromotion = true (grouped_fp8_overlap.cuh). */
+template <class G, class = void> struct fixed_promotion : std::false_type {};
+template <class G> struct fixed_promotion<G, std::void_t<decltype(G::kFixedPromotion)>>
+    : std::bool_constant<G::kFixedPromotion> {};
 template <class MainloopArgs> inline void set_promotion(MainloopArgs &m, const gln_cutlass_grouped_t &g) {
     if constexpr (has_promotion<MainloopArgs>::value) {
         if (g.promotion_k > 0) m.mma_promotion_interval = (uint32_t)(g.promotion_k / 32); /* 32: an FP8 MMA's K */
@@ -282,6 +287,9 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
     constexpr int tile_k = cute::size<2>(typename G::TileShape{});
     if (g->promotion_k < 0 || g->promotion_k % tile_k)
         return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: promotion_k %d is not a multiple of the tile's K (%d)", fn,
+                        (int)g->promotion_k, tile_k);
+    if (fixed_promotion<G>::value && g->promotion_k && g->promotion_k != tile_k)
+        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: promotion_k %d: this kernel promotes every %d K elements", fn,
                         (int)g->promotion_k, tile_k);
     const size_t n = (size_t)g->num;
     enum { kTables = 10 };

@@ -1,26 +1,29 @@
-/* Kernel-lab main loop for the promoted per-tensor FP8 GEMMs: the promotion to FP32 overlapped
- * with the next K tile's MMAs.
+/* The promoted per-tensor FP8 main loop with each K tile's promotion to FP32 overlapped with the
+ * next tile's MMAs: the library's FP8 wgrad of large experts (grouped_e4m3_wgrad.cu,
+ * grouped_e5m2_e4m3_wgrad.cu).
  *
- * CUTLASS 4.2's promoted FP8 main loop (the library's dgrad and wgrad kernels) accumulates each
- * 128-wide K tile in a temporary tensor-core accumulator, then waits for every MMA its warpgroup
- * has in flight before adding that temporary into the FP32 accumulator — so each tile ends with
- * the MMA pipe drained while the adds run.  OverlapPromotion keeps two temporaries: tile k's MMAs
- * are issued into one while tile k-1's (the other) are still completing; then it waits for tile
- * k-1 only and adds it.  The sums and their order are the same as CUTLASS's with its default
- * interval (each tile from zero in the tensor cores, tiles added into FP32 in ascending order),
- * so the output is the same to the bit; the price is a third accumulator's registers (64 × 128 a
- * warpgroup: 3 × 64 FP32 registers a thread), which rules out tiles wider than 128 × 128.
+ * CUTLASS 4.2's promoted FP8 main loop accumulates each 128-wide K tile in a temporary
+ * tensor-core accumulator, then waits for every MMA its warpgroup has in flight before adding the
+ * temporary into the FP32 accumulator, so the MMA pipe is empty while the adds run, once a tile.
+ * OverlapPromotion keeps two temporaries: tile k's MMAs go into one while tile k-1's, in the
+ * other, complete; then it waits for tile k-1 only and adds it.  The sums and their order are
+ * CUTLASS's with its default interval (each tile from zero in the tensor cores, the tiles added
+ * into FP32 in ascending K), so the output is the same to the bit — and the same as cuBLASLt's
+ * with TransformerEngine's split accumulator, which the kernel lab (grouped_tiles --agree 1)
+ * found bitwise equal on the full MoE shapes.  The price is a third accumulator's registers (3 ×
+ * 64 FP32 registers a thread on a cooperative 128 × 128 tile), which rules out wider tiles.
  *
  * OverlapPromotion<Base> derives from the builder's collective (Base) and replaces mma() only:
- * loads, pipeline, shared memory, tensor maps and mma_tail() are Base's.  The kernel calls mma()
- * on its CollectiveMainloop type, which is this one.  WithOverlapPromotion<G> re-derives a
- * gln_cutlass::Grouped instantiation's kernel around it for gln_cutlass::run. */
-#ifndef GLN_LAB_FP8_OVERLAP_CUH
-#define GLN_LAB_FP8_OVERLAP_CUH
+ * loads, pipeline, shared memory, tensor maps and mma_tail() are Base's; the kernel calls mma()
+ * on its CollectiveMainloop type, which is this one.  ptxas (CUDA 13, sm_90a) compiles it with
+ * no spills and without injected warpgroup waits: every MMA is issued inside the loop and each
+ * temporary keeps one role (even / odd tiles), so no register copy touches a batch in flight. */
+#ifndef GLN_CUTLASS_GROUPED_FP8_OVERLAP_CUH
+#define GLN_CUTLASS_GROUPED_FP8_OVERLAP_CUH
 
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
-namespace gln_lab {
+namespace gln_cutlass {
 
 template <class Base> struct OverlapPromotion : Base {
     using typename Base::MainloopPipeline;
@@ -103,7 +106,10 @@ template <class Base> struct OverlapPromotion : Base {
     }
 };
 
+/* G (a Grouped instantiation) with its kernel re-derived around OverlapPromotion; run<> rejects
+ * a promotion interval other than the tile's K for it (kFixedPromotion). */
 template <class G> struct WithOverlapPromotion : G {
+    static constexpr bool kFixedPromotion = true;
     using Mainloop = OverlapPromotion<typename G::Mainloop>;
     using Kernel = cutlass::gemm::kernel::GemmUniversal<typename G::ProblemShape, Mainloop, typename G::Epilogue>;
     using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -112,15 +118,14 @@ template <class G> struct WithOverlapPromotion : G {
     using StrideD = typename Kernel::InternalStrideD;
 };
 
-} // namespace gln_lab
+} // namespace gln_cutlass
 
-/* A lab entry point gln_cutlass_run_<name>() for gln_cutlass::Grouped<...> with the overlapped
- * promotion. */
-#define GLN_LAB_FP8_OVERLAP(name, ...)                                                                         \
-    using GlnLabOverlap_##name = gln_lab::WithOverlapPromotion<gln_cutlass::Grouped<__VA_ARGS__>>;             \
+/* GLN_CUTLASS_GROUPED with the overlapped promotion: gln_cutlass_run_<name>(). */
+#define GLN_CUTLASS_GROUPED_OVERLAP(name, ...)                                                                 \
+    using GlnGroupedOverlap_##name = gln_cutlass::WithOverlapPromotion<gln_cutlass::Grouped<__VA_ARGS__>>;     \
     extern "C" gln_status_t gln_cutlass_run_##name(gln_context_t *ctx, const gln_cutlass_grouped_t *g,         \
                                                    const char *call) {                                         \
-        return gln_cutlass::run<GlnLabOverlap_##name>(ctx, g, call);                                           \
+        return gln_cutlass::run<GlnGroupedOverlap_##name>(ctx, g, call);                                       \
     }
 
 #endif
