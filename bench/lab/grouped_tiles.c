@@ -24,7 +24,8 @@
  * --agree 1: also run every variant once on the full shape's random data (no accumulation) and
  * count the output elements whose bytes differ from the first variant's, the cuBLASLt loop's
  * (FP32 accumulation with cuBLASLt's own promotion, TransformerEngine's split accumulator): which
- * promotion interval, if any, reproduces cuBLASLt bit for bit.
+ * promotion interval, if any, reproduces cuBLASLt bit for bit.  With --recipe block: against the
+ * library's block-scaled kernel (the variants' sums against CUTLASS's).
  * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|hybrid|block]
  *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N] [--agree 0|1]
  *                      (exit 77 without a GPU) */
@@ -370,7 +371,7 @@ int main(int argc, char **argv) {
     int son[SPLITS_COUNT_];
     if (!s || repeat < 1 || inner < 1 || !bench_splits_parse(splits_s, son) || !strcmp(splits_s, "all")) return 2;
     bench_splits_t sk = son[0] ? SPLITS_UNIFORM : son[1] ? SPLITS_ZIPF : SPLITS_EMPTY;
-    if (!strcmp(recipe, "block")) return lab_block_main(s, stage_s, sk, repeat, inner);
+    if (!strcmp(recipe, "block")) return lab_block_main(s, stage_s, sk, repeat, inner, agree);
     if (strcmp(recipe, "bf16") && !fp8) return fprintf(stderr, "unknown recipe %s\n", recipe), 2;
     gln_context_t *cu = bench_cuda_context(), *cpu = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
@@ -481,23 +482,9 @@ int main(int argc, char **argv) {
                 have_loop = 1;
                 printf("  | (the reference)");
             } else if (have_loop) {
-                const int f32 = stage == WGRAD;
-                const size_t n = t_bytes / (f32 ? 4 : 2);
-                size_t differ = 0;
                 double worst = 0;
-                for (size_t i = 0; i < n; i++) {
-                    float a, b;
-                    if (f32) memcpy(&a, t_loop + 4 * i, 4), memcpy(&b, t_got + 4 * i, 4);
-                    else {
-                        uint16_t ha, hb;
-                        memcpy(&ha, t_loop + 2 * i, 2), memcpy(&hb, t_got + 2 * i, 2);
-                        a = gln_bf16_to_fp32(ha), b = gln_bf16_to_fp32(hb);
-                    }
-                    if (memcmp(&a, &b, 4) == 0) continue;
-                    differ++;
-                    const double r = fabs((double)a - (double)b) / fmax(fabs((double)a), 1e-30);
-                    if (r > worst) worst = r;
-                }
+                const size_t n = t_bytes / (stage == WGRAD ? 4 : 2);
+                const size_t differ = lab_count_differing(t_loop, t_got, n, stage == WGRAD, &worst);
                 printf("  | %zu of %zu, %.3g", differ, n, worst);
             }
         }

@@ -55,6 +55,10 @@ gln_status_t gln_cutlass_run_lab_bw_tn_pp1x2(gln_context_t *, const gln_cutlass_
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_n256(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
+/* lab_blockwise_overlap_*.cu */
+gln_status_t gln_cutlass_run_lab_bw_tn_ov(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bw_tn_ov2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bw_wgrad_ov(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 
 typedef gln_status_t (*bw_fn)(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 
@@ -70,7 +74,7 @@ typedef struct bvariant {
 
 static const bvariant_t bvariants[] = {
     {"emulated (dequant + bf16)", "0", NULL, NULL, 0},
-    {"library coop 128x128", NULL, NULL, NULL, 0},
+    {"library (tile by shape)", NULL, NULL, NULL, 0},
     {"library pingpong 64x128", NULL, "pingpong", NULL, 0},
     {"lab coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_tn_c2x1, 0},
     {"lab coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_tn_c1x2, 0},
@@ -78,6 +82,9 @@ static const bvariant_t bvariants[] = {
     {"lab coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_c2x1, 1},
     {"lab coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_c1x2, 1},
     {"lab coop 128x256", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_n256, 1},
+    {"lab overlap 128x128", NULL, NULL, gln_cutlass_run_lab_bw_tn_ov, 0},
+    {"lab overlap 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_tn_ov2x1, 0},
+    {"lab overlap 128x128", NULL, NULL, gln_cutlass_run_lab_bw_wgrad_ov, 1},
 };
 #define NBVARIANTS (int)(sizeof bvariants / sizeof bvariants[0])
 
@@ -288,7 +295,26 @@ static gln_status_t brun(gln_context_t *ctx, const bproblem_t *p, int side, int 
     return gln_grouped_gemm(ctx, &a);
 }
 
-int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk, int repeat, int inner) {
+size_t lab_count_differing(const void *want, const void *got, size_t n, int f32, double *worst) {
+    const unsigned char *w = want, *g = got;
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a, b;
+        if (f32) memcpy(&a, w + 4 * i, 4), memcpy(&b, g + 4 * i, 4);
+        else {
+            uint16_t ha, hb;
+            memcpy(&ha, w + 2 * i, 2), memcpy(&hb, g + 2 * i, 2);
+            a = gln_bf16_to_fp32(ha), b = gln_bf16_to_fp32(hb);
+        }
+        if (memcmp(&a, &b, 4) == 0) continue;
+        differ++;
+        const double r = fabs((double)a - (double)b) / fmax(fabs((double)a), 1e-30);
+        if (r > *worst) *worst = r;
+    }
+    return differ;
+}
+
+int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk, int repeat, int inner, int agree) {
     const int stage = !strcmp(stage_s, "fprop") ? FPROP : !strcmp(stage_s, "dgrad") ? DGRAD : WGRAD;
     gln_context_t *cu = bench_cuda_context(), *cpu = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
@@ -304,6 +330,13 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
     TRY(brun(cpu, &c, 1, 0));
     unsigned char *got = malloc(c.out_bytes), *zeros = calloc(c.out_bytes, 1);
     bproblem_init(cu, cpu, &t, s, s->tokens, s->k, s->n, stage, sk, 0);
+    /* --agree: each variant once more on the full shape's random data (no accumulation, the
+     * output set to NaN bytes first), against the library kernel's bytes */
+    unsigned char *t_lib = agree ? malloc(t.out_bytes) : NULL, *t_got = agree ? malloc(t.out_bytes) : NULL,
+                  *nan_bytes = agree ? malloc(t.out_bytes) : NULL;
+    if (agree && (!t_lib || !t_got || !nan_bytes)) return 1;
+    if (agree) memset(nan_bytes, 0xFF, t.out_bytes);
+    int have_lib = 0;
     const double flops = 2.0 * (double)t.M * (double)s->k * (double)s->n;
     const char *raster = getenv("GLN_CUTLASS_RASTER"), *swz = getenv("GLN_CUTLASS_SWIZZLE");
     printf("# lab: %s %s block (E4M3 1x128 x %s, pow2 scales), %s splits, raster %s, swizzle %s; check on %s "
@@ -311,7 +344,8 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
            s->name, stage_s, stage == WGRAD ? "1x128 along tokens -> fp32 main_grad" : "128x128 -> bf16",
            bench_splits_names[sk], raster ? raster : "by shape", swz ? swz : "1", full ? "the shape" : "a reduced twin",
            (int)c.E, (long long)ct, (long long)c.K, (long long)c.N);
-    printf("%-28s | %-8s | %8s %8s\n", "variant", "check", "ms", "TFLOP/s");
+    printf("%-28s | %-8s | %8s %8s%s\n", "variant", "check", "ms", "TFLOP/s",
+           agree ? "  | elements differing from the library kernel's, max |rel diff|" : "");
     for (int v = 0; v < NBVARIANTS; v++) {
         const bvariant_t *var = &bvariants[v];
         if (var->fn && var->wgrad != (stage == WGRAD)) continue; /* a lab kernel for the other layout */
@@ -344,7 +378,22 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
             if (r >= 0) ts[r] = (now_s() - t0) / inner;
         }
         qsort(ts, (size_t)repeat, sizeof *ts, cmp_double);
-        printf("%-28s | %-8s | %8.3f %8.1f\n", var->name, "ok", ts[repeat / 2] * 1e3, flops / ts[repeat / 2] * 1e-12);
+        printf("%-28s | %-8s | %8.3f %8.1f", var->name, "ok", ts[repeat / 2] * 1e3, flops / ts[repeat / 2] * 1e-12);
+        if (agree) {
+            const int lib = !have_lib && !var->fn && !var->blockwise && !var->schedule;
+            TRY(gln_memcpy(cu, t.out_d, nan_bytes, t.out_bytes, GLN_COPY_HOST_TO_BACKEND));
+            TRY(brun(cu, &t, 0, 0));
+            TRY(gln_memcpy(cu, lib ? t_lib : t_got, t.out_d, t.out_bytes, GLN_COPY_BACKEND_TO_HOST));
+            if (lib) {
+                have_lib = 1;
+                printf("  | (the reference)");
+            } else if (have_lib) {
+                double worst = 0;
+                const size_t n = t.out_bytes / (stage == WGRAD ? 4 : 2);
+                printf("  | %zu of %zu, %.3g", lab_count_differing(t_lib, t_got, n, stage == WGRAD, &worst), n, worst);
+            }
+        }
+        printf("\n");
         fflush(stdout);
         free(ts);
     }
@@ -352,7 +401,7 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
     set_env("GLN_CUDA_BLOCKWISE", NULL);
     set_env("GLN_CUTLASS_BLOCKWISE", NULL);
     gln_cutlass_lab_blockwise = NULL;
-    free(got), free(zeros);
+    free(got), free(zeros), free(t_lib), free(t_got), free(nan_bytes);
     bproblem_free(cu, &c);
     bproblem_free(cu, &t);
     gln_context_destroy(cu);

@@ -12,7 +12,12 @@ typedef struct lab_shape {
 } lab_shape_t;
 
 /* `grouped_tiles --recipe block`: the block-scaled variants of one stage ("fprop", "dgrad",
- * "wgrad") on shape s, checked then timed; exit status 0, 77 without a GPU. */
-int lab_block_main(const lab_shape_t *s, const char *stage, bench_splits_t sk, int repeat, int inner);
+ * "wgrad") on shape s, checked then timed (agree: then compared with the library's kernel on the
+ * full shape); exit status 0, 77 without a GPU. */
+int lab_block_main(const lab_shape_t *s, const char *stage, bench_splits_t sk, int repeat, int inner, int agree);
+
+/* The elements of two outputs of n elements (FP32 when f32, else bf16) whose bytes differ; *worst
+ * gets the largest relative difference among them. */
+size_t lab_count_differing(const void *want, const void *got, size_t n, int f32, double *worst);
 
 #endif
