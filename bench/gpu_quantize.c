@@ -32,7 +32,8 @@
  * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_QUANT_MX=2 the second (v2, register loads)
  * instead of the default v3 (TMA load pipeline; GLN_CUDA_QUANT_MX_BLOCKS=n caps its grid),
  * GLN_CUDA_BLOCK_V1=1 the first block kernel, GLN_CUDA_BLOCK_TMA=0 the block kernel before the
- * TMA load pipeline (v2), to measure what each change gains; the variants are printed.
+ * TMA load pipeline (v2), GLN_CUDA_PDL=0 the TMA kernels and their setup / scale kernels without
+ * programmatic dependent launch, to measure what each change gains; the variants are printed.
  *
  * Each line gives the share of the 512 MB copy's bandwidth and of a copy of the problem's own bytes
  * (the small MoE tensors cannot reach the large copy's rate: neither can a copy of their size).
@@ -388,6 +389,9 @@ int main(int argc, char **argv) {
                mx && mx[0] == '1' ? "v1" : mx && mx[0] == '2' ? "v2" : "v3 (TMA)", mx ? mx : "unset",
                blk && blk[0] == '1' ? "v1" : btma && btma[0] == '0' ? "v2" : "v3 (TMA; v2 where it does not apply)",
                blk ? blk : "unset", btma ? btma : "unset");
+        const char *pdl = getenv("GLN_CUDA_PDL");
+        printf("  programmatic dependent launch %s (GLN_CUDA_PDL=%s)\n", pdl && pdl[0] == '0' ? "off" : "on",
+               pdl ? pdl : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
     for (int i = 0; i < nshapes; i++) {

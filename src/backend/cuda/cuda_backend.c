@@ -39,6 +39,11 @@ int64_t gln_cuda_env_grid_cap(const char *name) {
     return n > 0 ? (int64_t)n : 0;
 }
 
+int gln_cuda_pdl_enabled(void) {
+    const char *e = getenv("GLN_CUDA_PDL");
+    return !(e && e[0] == '0');
+}
+
 gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what) {
     if (status == CUBLAS_STATUS_SUCCESS) return GLN_STATUS_SUCCESS;
     return gln_fail(GLN_STATUS_BACKEND_ERROR, "%s: %s failed: %s: %s", call, what,

@@ -1241,6 +1241,8 @@ __device__ __forceinline__ void bq3_finish_1d(const bq_args_t &a, const bq_tile_
 template <bool TWO_D, bool NANP, bool E5M2>
 __global__ void __launch_bounds__(BQ_THREADS, 2) gln_block_quant3_kernel(const bq_args_t a,
                                                                          const __grid_constant__ CUtensorMap map) {
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     extern __shared__ uint8_t bq3_dyn[];
     __shared__ __align__(8) uint32_t colmaxp[BQ_THREADS / 32][BQ3_PAIRS];
     __shared__ __align__(16) float cscale[BQ_EDGE];
@@ -1444,7 +1446,9 @@ static gln_status_t bq_launch_v3(gln_context_t *ctx, const gln_quant_config_t *c
     }
     unsigned int grid = 0;
     GLN_TRY(bq_grid((const void *)k, BQ3_DYN_SMEM, a, &grid, call));
-    k<<<grid, BQ_THREADS, BQ3_DYN_SMEM, gln_cuda_state(ctx)->stream>>>(*a, map);
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(k, dim3(grid), dim3(BQ_THREADS), BQ3_DYN_SMEM, gln_cuda_state(ctx)->stream,
+                                           *a, map),
+                           call, "gln_block_quant3_kernel"));
     *launched = 1;
     return gln_cuda_check_launch(call, "gln_block_quant3_kernel");
 }

@@ -528,6 +528,8 @@ __global__ void __launch_bounds__(GQ_THREADS)
     gq_setup_kernel(const int64_t *rows, int32_t num, int64_t *tstart, gq_amax_t *work, int32_t nwork,
                     const int64_t *in_splits, const int64_t *out_splits, gln_cuda_async_error_t *err) {
     __shared__ int32_t first_bad;
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     const int t = threadIdx.x;
     for (int32_t i = t; i < nwork; i += GQ_THREADS) work[i].nan_not = 0, work[i].max_bits = 0, work[i].pad_ = 0;
     if (out_splits) {
@@ -921,6 +923,8 @@ __global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int
                                        int current, float fp8_max, int pow2, float epsilon, float *amax,
                                        float *scale, float *scale_inv, float *col_scale_inv,
                                        gln_cuda_amax_record_t rec) {
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= num) return;
     const gq_amax_t w = work[i];
@@ -1537,6 +1541,8 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ_MX3_MIN_BLOCKS)
     static_assert(DT != GQ_F32, "v3 takes 2-byte inputs");
     constexpr int W = gq_traits<DT>::W, S = GQ_MX3_STAGES;
     extern __shared__ __align__(1024) uint8_t gq_mx3_smem[];
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     const gq_walk_t wk = gq_walk(a);
     if (wk.count <= 0) return; /* block-uniform, before any barrier */
     uint8_t *stages = gq_mx3_smem + ((1024u - (gln_smem_addr(gq_mx3_smem) & 1023u)) & 1023u);
@@ -1752,7 +1758,9 @@ static gln_status_t gq_mx3_launch(const gq_args_t *a, const CUtensorMap *map, in
     if (cap > 0 && blocks > cap) blocks = cap;
     if (blocks > tiles) blocks = tiles;
     if (blocks <= 0) return GLN_STATUS_SUCCESS;
-    gq_mx3_kernel<DT><<<(unsigned int)blocks, GQ_THREADS, GQ_MX3_SMEM, stream>>>(*map, *a);
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(gq_mx3_kernel<DT>, dim3((unsigned int)blocks), dim3(GQ_THREADS), GQ_MX3_SMEM,
+                                           stream, *map, *a),
+                           call, "gq_mx3_kernel"));
     return gln_cuda_check_launch(call, "gq_mx3_kernel");
 }
 
@@ -2266,6 +2274,8 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     __shared__ gq4_slot_t slot[S];
     __shared__ gq4_prod_t prod;
     extern __shared__ __align__(1024) uint8_t gq4_dyn[];
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     const gq_walk_t wk = gq_walk(a);
     if (wk.count <= 0) return;
     /* the ring, 1024-byte aligned in the shared window (the 128-byte swizzle repeats every 1024) */
@@ -2706,7 +2716,8 @@ static gln_status_t gq4_pick(int dt, int tc, gq4_kernel_t *k, size_t *smem, cons
 static gln_status_t gq4_launch(gq4_kernel_t k, size_t smem, const CUtensorMap *map, const gq_args_t *a,
                                int64_t tiles, int64_t blocks, cudaStream_t st, const char *call, const char *name) {
     if (tiles <= 0 || blocks <= 0) return GLN_STATUS_SUCCESS;
-    k<<<(unsigned int)blocks, GQ_THREADS, smem, st>>>(*map, *a);
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(k, dim3((unsigned int)blocks), dim3(GQ_THREADS), smem, st, *map, *a), call,
+                           name));
     return gln_cuda_check_launch(call, name);
 }
 
@@ -2791,11 +2802,15 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
                                        : gq_tensor_pick<GQ_CAST_AMAX>(dt, vec);
         GLN_TRY(gq_launch(k, a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
     }
-    gq_tensor_scale_kernel<<<(unsigned int)gln_ceil_div(a->num, GQ_THREADS), GQ_THREADS, 0, st>>>(
-        a->work, in->data, (int)in->dtype, a->num, cfg->amax_nan_propagate, !cfg->delayed, a->fp8_max,
-        cfg->power_2_scale, cfg->amax_epsilon, out->amax, (float *)a->scale,
-        cfg->rowwise ? (float *)out->scale_inv : NULL, cfg->columnwise ? (float *)out->col_scale_inv : NULL,
-        rec && cfg->delayed ? *rec : no_rec);
+    GLN_TRY(gln_cuda_check(
+        gln_cuda_launch(gq_tensor_scale_kernel, dim3((unsigned int)gln_ceil_div(a->num, GQ_THREADS)), dim3(GQ_THREADS),
+                        0, st, (const gq_amax_t *)a->work, (const void *)in->data, (int)in->dtype, a->num,
+                        (int)cfg->amax_nan_propagate, (int)!cfg->delayed, a->fp8_max, (int)cfg->power_2_scale,
+                        cfg->amax_epsilon, out->amax, (float *)a->scale,
+                        cfg->rowwise ? (float *)out->scale_inv : (float *)NULL,
+                        cfg->columnwise ? (float *)out->col_scale_inv : (float *)NULL,
+                        rec && cfg->delayed ? *rec : no_rec),
+        call, "gq_tensor_scale_kernel"));
     GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
     gq_args_t r = *a;
@@ -2814,7 +2829,10 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
 extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
                                                   const int64_t *out_splits, const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
-    gq_setup_kernel<<<1, GQ_THREADS, 0, s->stream>>>(NULL, num, NULL, NULL, 0, in_splits, out_splits, s->async_dev);
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream,
+                                           (const int64_t *)NULL, num, (int64_t *)NULL, (gq_amax_t *)NULL, 0,
+                                           in_splits, out_splits, s->async_dev),
+                           call, "gq_setup_kernel"));
     return gln_cuda_check_launch(call, "gq_setup_kernel");
 }
 
@@ -2866,9 +2884,11 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
         st = gln_cuda_scratch_alloc(ctx, (size_t)row_tiles * (size_t)in->cols * sizeof(float), &part, call);
     a.dpart = (float *)part;
     if (st == GLN_STATUS_SUCCESS && (plan || tensor)) {
-        gq_setup_kernel<<<1, GQ_THREADS, 0, s->stream>>>(a.rows, num, sc.tstart, sc.work, tensor ? num : 0, NULL,
-                                                         NULL, s->async_dev);
-        st = gln_cuda_check_launch(call, "gq_setup_kernel");
+        st = gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream, a.rows, num,
+                                            sc.tstart, sc.work, tensor ? num : (int32_t)0, (const int64_t *)NULL,
+                                            (const int64_t *)NULL, s->async_dev),
+                            call, "gq_setup_kernel");
+        if (st == GLN_STATUS_SUCCESS) st = gln_cuda_check_launch(call, "gq_setup_kernel");
     }
     if (st == GLN_STATUS_SUCCESS) {
         const int dt = gq_dt(in->dtype), vec = gq_vec_ok(&a);
