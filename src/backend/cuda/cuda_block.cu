@@ -1400,8 +1400,10 @@ static bq_args_t bq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t 
 }
 
 /* The grid: one block per tile, or (GLN_CUDA_QUANT_PREFETCH unset or not 0) as many blocks as are
- * resident at once with `smem` bytes of dynamic shared memory each; GLN_CUDA_BLOCK_GRID caps it. */
-static gln_status_t bq_grid(const void *k, size_t smem, bq_args_t *a, unsigned int *grid, const char *call) {
+ * resident at once with `smem` bytes of dynamic shared memory each — at most one per SM when
+ * one_per_sm; GLN_CUDA_BLOCK_GRID caps it. */
+static gln_status_t bq_grid(const void *k, size_t smem, bq_args_t *a, unsigned int *grid, const char *call,
+                            int one_per_sm = 0) {
     int64_t blocks = a->tiles;
     /* GLN_CUDA_QUANT_PREFETCH=0: one block per tile, no prefetch (to measure what it gains) */
     const char *env = getenv("GLN_CUDA_QUANT_PREFETCH");
@@ -1413,7 +1415,7 @@ static gln_status_t bq_grid(const void *k, size_t smem, bq_args_t *a, unsigned i
                                "cudaDeviceGetAttribute(multiprocessors)"));
         GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BQ_THREADS, smem), call,
                                "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-        const int64_t resident = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+        const int64_t resident = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
         if (resident < blocks) blocks = resident;
     }
     const int64_t cap = bq_grid_cap();
@@ -1445,7 +1447,11 @@ static gln_status_t bq_launch_v3(gln_context_t *ctx, const gln_quant_config_t *c
         __atomic_store_n(&allowed[inst], 1, __ATOMIC_RELEASE);
     }
     unsigned int grid = 0;
-    GLN_TRY(bq_grid((const void *)k, BQ3_DYN_SMEM, a, &grid, call));
+    /* one tensor in 1×128 blocks: one block per SM, not the two that fit.  On the H200 that took
+     * 16384 x 8192 from 78 to 86 % of a copy (8192-24576 rows, 8064-16384 columns alike); grouped
+     * tensors and 128×128 blocks keep two, which measured faster for them (bench/RESULTS.md,
+     * twelfth session) */
+    GLN_TRY(bq_grid((const void *)k, BQ3_DYN_SMEM, a, &grid, call, !a->rows && !two_d));
     GLN_TRY(gln_cuda_check(gln_cuda_launch(k, dim3(grid), dim3(BQ_THREADS), BQ3_DYN_SMEM, gln_cuda_state(ctx)->stream,
                                            *a, map),
                            call, "gln_block_quant3_kernel"));

@@ -2518,6 +2518,16 @@ static gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, 
     return GLN_STATUS_SUCCESS;
 }
 
+/* *blocks at most the device's SM count. */
+static gln_status_t gq_cap_at_sms(int64_t *blocks, const char *call) {
+    int dev = 0, sms = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
+                           "cudaDeviceGetAttribute(multiprocessors)"));
+    if (sms > 0 && *blocks > sms) *blocks = sms;
+    return GLN_STATUS_SUCCESS;
+}
+
 /* Launch a persistent tile kernel on `blocks` blocks (nothing to do without tiles). */
 static gln_status_t gq_launch_on(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, int64_t blocks,
                                  cudaStream_t stream, const char *call, const char *name) {
@@ -2761,6 +2771,10 @@ static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_
     if (cfg->delayed) {
         GLN_TRY(gq4_pick<GQ_CAST_AMAX>(dt, tc, &k, &smem, call));
         GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem));
+        /* one tensor: one block per SM, not the two that fit.  On the H200 that took 16384 x 8192
+         * from 80 to 87 % of a copy (8192-24576 rows, 8064-16384 columns alike); a grouped tensor
+         * keeps two, with which it runs 15-25 points faster (bench/RESULTS.md, twelfth session) */
+        if (!a->rows) GLN_TRY(gq_cap_at_sms(&run->blocks, call));
         if (cap > 0 && run->blocks > cap) run->blocks = cap;
         return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<cast+amax>");
     }
