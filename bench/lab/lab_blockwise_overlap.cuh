@@ -21,7 +21,8 @@
  * an accumulator cleared to zero.  k-tile k-1's scales are read from its shared-memory stage,
  * which stays held until its promotion is done.
  *
- * OverlapBlockScaled<Base> derives from the builder's collective and replaces mma() only: loads
+ * OverlapBlockScaled<Base> derives from the builder's collective and replaces mma() only, on the
+ * library's overlapped loop (overlap_issue, overlap_k_loop in grouped_fp8_overlap.cuh): loads
  * (TMA for the operands, cp.async for the scales), pipeline, shared memory and mma_tail() are
  * Base's.  Cooperative schedule only: the register budget (accumulator + two temporaries, 3 × 64
  * FP32 a thread on a 128 × 128 tile, plus the wgrad's 32 column scales) rules out wider tiles. */
@@ -29,6 +30,7 @@
 #define GLN_BENCH_LAB_LAB_BLOCKWISE_OVERLAP_CUH
 
 #include "backend/cuda/cutlass/grouped_blockwise_sm90.cuh"
+#include "backend/cuda/cutlass/grouped_fp8_overlap.cuh"
 
 namespace gln_cutlass_bw {
 
@@ -90,21 +92,8 @@ template <class Base> struct OverlapBlockScaled : Base {
         clear(part1);
         if (k_tiles <= 0) return;
 
-        /* k-tile `read` into part: wait for its stage, issue its MMAs from a zero accumulator */
         auto issue = [&](auto &part) {
-            pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
-            const int stage = read.index();
-            warpgroup_fence_operand(part);
-            warpgroup_arrive();
-            tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-            CUTLASS_PRAGMA_UNROLL
-            for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-                cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
-                tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-            }
-            warpgroup_commit_batch();
-            warpgroup_fence_operand(part);
-            ++read;
+            gln_cutlass::overlap_issue(pipeline, read, tiled_mma, tCrA, tCrB, part);
         };
         /* k-tile `release` (in part): its scales from its stage, read while its MMAs finish; the
          * batch is complete once at most `in_flight` remain; then accum += part × scales */
@@ -144,38 +133,16 @@ template <class Base> struct OverlapBlockScaled : Base {
             }
             warpgroup_fence_operand(accum);
         };
-        /* the promoted k-tile's stage back to the loads; the last one's is mma_tail()'s */
         auto release_one = [&]() {
             pipeline.consumer_release(release);
             ++release;
         };
-
-        /* part0 takes the even k-tiles, part1 the odd ones (each register keeps one role, every
-         * MMA is issued inside the loop: see grouped_fp8_overlap.cuh) */
-        for (int k = 0; k < k_tiles; ++k) {
-            if (k & 1) {
-                issue(part1);             /* k-tile k */
-                promote(part0, Int<1>{}); /* k-tile k - 1 */
-            } else {
-                issue(part0);
-                if (k > 0) promote(part1, Int<1>{});
-            }
-            if (k > 0) release_one();
-        }
-        if ((k_tiles - 1) & 1) promote(part1, Int<0>{});
-        else promote(part0, Int<0>{});
+        gln_cutlass::overlap_k_loop(k_tiles, part0, part1, issue, promote, release_one);
     }
 };
 
 /* A Blockwise instantiation with its kernel re-derived around OverlapBlockScaled. */
-template <class G> struct WithOverlapBlockScaled : G {
-    using Mainloop = OverlapBlockScaled<typename G::Mainloop>;
-    using Kernel = cutlass::gemm::kernel::GemmUniversal<typename G::ProblemShape, Mainloop, typename G::Epilogue>;
-    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-    using StrideA = typename Kernel::InternalStrideA;
-    using StrideB = typename Kernel::InternalStrideB;
-    using StrideD = typename Kernel::InternalStrideD;
-};
+template <class G> using WithOverlapBlockScaled = gln_cutlass::WithMainloop<G, OverlapBlockScaled>;
 
 } // namespace gln_cutlass_bw
 

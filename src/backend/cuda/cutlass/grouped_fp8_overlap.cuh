@@ -25,6 +25,51 @@
 
 namespace gln_cutlass {
 
+/* Wait for k-tile `read`'s shared-memory stage, then issue its MMAs into part from a zero
+ * accumulator as one batch; read moves on. */
+template <class Pipeline, class State, class Mma, class FragA, class FragB, class Part>
+CUTLASS_DEVICE void overlap_issue(Pipeline &pipeline, State &read, Mma &tiled_mma, FragA const &tCrA,
+                                  FragB const &tCrB, Part &part) {
+    using namespace cute;
+    pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
+    const int stage = read.index();
+    warpgroup_fence_operand(part);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(part);
+    ++read;
+}
+
+/* The overlapped loop over k_tiles k-tiles: issue(part) issues the next k-tile into part,
+ * promote(part, Int<n>) adds the older one into the accumulator once at most n batches remain in
+ * flight, release() hands its stage back (the last one's is mma_tail()'s).  part0 takes the even
+ * k-tiles, part1 the odd ones: each register keeps one role in every iteration, and every MMA is
+ * issued inside the loop (register copies between a batch in flight and the loop's registers
+ * would make ptxas drain the pipe there). */
+template <class Part, class Issue, class Promote, class Release>
+CUTLASS_DEVICE void overlap_k_loop(int k_tiles, Part &part0, Part &part1, Issue &&issue, Promote &&promote,
+                                   Release &&release) {
+    using cute::Int;
+    for (int k = 0; k < k_tiles; ++k) {
+        if (k & 1) {
+            issue(part1);             /* k-tile k */
+            promote(part0, Int<1>{}); /* k-tile k - 1 */
+        } else {
+            issue(part0);
+            if (k > 0) promote(part1, Int<1>{});
+        }
+        if (k > 0) release();
+    }
+    if ((k_tiles - 1) & 1) promote(part1, Int<0>{});
+    else promote(part0, Int<0>{});
+}
+
 template <class Base> struct OverlapPromotion : Base {
     using typename Base::MainloopPipeline;
     using typename Base::Params;
@@ -57,22 +102,7 @@ template <class Base> struct OverlapPromotion : Base {
         clear(part1);
         if (k_tiles <= 0) return;
 
-        /* tile `read` into part: wait for its stage, issue its MMAs from a zero accumulator */
-        auto issue = [&](auto &part) {
-            pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
-            const int stage = read.index();
-            warpgroup_fence_operand(part);
-            warpgroup_arrive();
-            tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-            CUTLASS_PRAGMA_UNROLL
-            for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-                cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
-                tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-            }
-            warpgroup_commit_batch();
-            warpgroup_fence_operand(part);
-            ++read;
-        };
+        auto issue = [&](auto &part) { overlap_issue(pipeline, read, tiled_mma, tCrA, tCrB, part); };
         /* the older batch (part) is complete once at most `in_flight` batches remain */
         auto promote = [&](auto &part, auto in_flight) {
             warpgroup_wait<decltype(in_flight)::value>();
@@ -82,40 +112,29 @@ template <class Base> struct OverlapPromotion : Base {
             for (int i = 0; i < size(accum); ++i) accum(i) += part(i);
             warpgroup_fence_operand(accum);
         };
-        /* its shared-memory stage back to the loads; the last tile's is mma_tail()'s */
         auto release_one = [&]() {
             pipeline.consumer_release(release);
             ++release;
         };
-
-        /* part0 takes the even tiles, part1 the odd ones: each register keeps one role in every
-         * iteration, and every MMA is issued inside the loop (register copies between a batch in
-         * flight and the loop's registers would make ptxas drain the pipe there) */
-        for (int k = 0; k < k_tiles; ++k) {
-            if (k & 1) {
-                issue(part1);             /* tile k */
-                promote(part0, Int<1>{}); /* tile k - 1 */
-            } else {
-                issue(part0);
-                if (k > 0) promote(part1, Int<1>{});
-            }
-            if (k > 0) release_one();
-        }
-        if ((k_tiles - 1) & 1) promote(part1, Int<0>{});
-        else promote(part0, Int<0>{});
+        overlap_k_loop(k_tiles, part0, part1, issue, promote, release_one);
     }
 };
 
-/* G (a Grouped instantiation) with its kernel re-derived around OverlapPromotion; run<> rejects
- * a promotion interval other than the tile's K for it (kFixedPromotion). */
-template <class G> struct WithOverlapPromotion : G {
-    static constexpr bool kFixedPromotion = true;
-    using Mainloop = OverlapPromotion<typename G::Mainloop>;
+/* An instantiation G (Grouped, or grouped_blockwise_sm90.cuh's Blockwise) with its kernel
+ * re-derived around Loop<G::Mainloop>, a main loop derived from the builder's. */
+template <class G, template <class> class Loop> struct WithMainloop : G {
+    using Mainloop = Loop<typename G::Mainloop>;
     using Kernel = cutlass::gemm::kernel::GemmUniversal<typename G::ProblemShape, Mainloop, typename G::Epilogue>;
     using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
     using StrideA = typename Kernel::InternalStrideA;
     using StrideB = typename Kernel::InternalStrideB;
     using StrideD = typename Kernel::InternalStrideD;
+};
+
+/* G around OverlapPromotion; run<> rejects a promotion interval other than the tile's K for it
+ * (kFixedPromotion). */
+template <class G> struct WithOverlapPromotion : WithMainloop<G, OverlapPromotion> {
+    static constexpr bool kFixedPromotion = true;
 };
 
 } // namespace gln_cutlass
