@@ -2505,26 +2505,17 @@ static gq_kernel_t gq_mx_pick(int dt, int vec, int dbias) {
 }
 
 /* Blocks of a persistent tile kernel over at most `tiles` tiles: as many as fit on the device at
- * once (never more than the tiles). */
-static gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, const char *call, size_t smem = 0) {
+ * once, or one per SM when one_per_sm (never more than the tiles). */
+static gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, const char *call, size_t smem = 0,
+                            int one_per_sm = 0) {
     int dev = 0, sms = 0, per_sm = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
     GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
                            "cudaDeviceGetAttribute(multiprocessors)"));
     GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, smem), call,
                            "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
     if (*blocks > tiles) *blocks = tiles;
-    return GLN_STATUS_SUCCESS;
-}
-
-/* *blocks at most the device's SM count. */
-static gln_status_t gq_cap_at_sms(int64_t *blocks, const char *call) {
-    int dev = 0, sms = 0;
-    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
-                           "cudaDeviceGetAttribute(multiprocessors)"));
-    if (sms > 0 && *blocks > sms) *blocks = sms;
     return GLN_STATUS_SUCCESS;
 }
 
@@ -2770,11 +2761,10 @@ static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_
     size_t smem = 0;
     if (cfg->delayed) {
         GLN_TRY(gq4_pick<GQ_CAST_AMAX>(dt, tc, &k, &smem, call));
-        GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem));
         /* one tensor: one block per SM, not the two that fit.  On the H200 that took 16384 x 8192
          * from 80 to 87 % of a copy (8192-24576 rows, 8064-16384 columns alike); a grouped tensor
          * keeps two, with which it runs 15-25 points faster (bench/RESULTS.md, twelfth session) */
-        if (!a->rows) GLN_TRY(gq_cap_at_sms(&run->blocks, call));
+        GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem, !a->rows));
         if (cap > 0 && run->blocks > cap) run->blocks = cap;
         return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<cast+amax>");
     }
