@@ -914,7 +914,9 @@ static void test_mx3_variants(void) {
  * Inf inputs, columns 8 / 24 / 40 (less than one box), 136 / 264 (a last tile of 8 columns; a
  * row's last chunk of 8), 1032 (9 tiles of 128, the last of 8 columns), rows 1 / 3 / 129 / 130,
  * members of 0 / 1 / 31 / 33 / 127 / 129 / 300 rows with trailing packed rows, host and device
- * splits, a CUDA graph; every byte against the CPU.  And the refusals of the required mode. */
+ * splits, a CUDA graph; every byte against the CPU; the scale step fused into the amax pass's
+ * last block (the default) and as its own kernel (GLN_CUDA_QUANT_FUSED_SCALE=0).  And the
+ * refusals of the required mode. */
 
 static const int64_t k_t4_sp_awkward[] = {0, 1, 31, 33, 127, 129, 300};
 static const int64_t k_t4_sp_tail[] = {129, 0, 130, 3};
@@ -992,6 +994,17 @@ static void test_tensor4_variants(void) {
         test_graph(); /* the default tiling */
         CHECK(unsetenv("GLN_CUDA_QUANT_TMA_BLOCKS") == 0);
     }
+    /* the scale step as its own kernel after the v4 amax pass (by default its last block runs it) */
+    CHECK(setenv("GLN_CUDA_QUANT_FUSED_SCALE", "0", 1) == 0);
+    tensor4_cases();
+    test_graph();
+    CHECK(unsetenv("GLN_CUDA_QUANT_FUSED_SCALE") == 0);
+    /* the group plan computed by its own kernel before the setup kernel (by default the setup
+     * kernel computes it) */
+    CHECK(setenv("GLN_CUDA_PLAN_DEFER", "0", 1) == 0);
+    tensor4_cases();
+    test_bad_splits();
+    CHECK(unsetenv("GLN_CUDA_PLAN_DEFER") == 0);
     CHECK(unsetenv("GLN_CUDA_QUANT_TMA") == 0);
 }
 

@@ -53,10 +53,12 @@ gln_status_t gln_cuda_activation_forward_quantize(gln_context_t *ctx, gln_activa
     v.packed = gln_tensor_make(GLN_DTYPE_BF16, in->packed.rows, h, in->packed.data);
     gln_grouped_tensor_t g = v;
     if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
-    gln_cuda_plan_t plan;
-    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    const int members = cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D;
+    gln_cuda_plan_t plan; /* gln_cuda_quantize_members_act computes a deferred plan in its setup kernel */
+    GLN_TRY(members ? gln_cuda_plan_defer(ctx, &g, cfg->mode, &plan, fn)
+                    : gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
     gln_status_t st;
-    if (cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D)
+    if (members)
         st = gln_cuda_quantize_members_act(ctx, cfg, act, ld, &v.packed, &out->packed, in->num, &plan, fn);
     else
         st = gln_cuda_grouped_quantize_block_act(ctx, cfg, act, ld, &v, out, &plan, fn);

@@ -59,7 +59,8 @@ typedef struct gln_cuda_state {
      * allocation, so each operand's scale is copied into its own allocation before the call. */
     float *scale_a;
     float *scale_b;
-    gln_cuda_amax_work_t *amax_work;
+    gln_cuda_amax_work_t *amax_work; /* 256 bytes: the amax scratch, at byte 128 the quantizers'
+                                      * arrival counter of a single tensor (cuda_quant_group.cu) */
     float *scale_tmp;             /* current scaling without a caller scale buffer */
     float *amax_tmp;              /* current scaling without a caller amax buffer */
 } gln_cuda_state_t;
@@ -100,17 +101,37 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
  * (no host wait), which clamps bad splits (negative -> 0, a running sum past the packed rows ->
  * the rows) and records the first in the async error word.  Host splits (checked at the
  * boundary): prefix sums on the host, one stream-ordered copy. */
+/* One plan computation on the device (cuda_plan.cuh): the splits (device, num of them) of a
+ * grouped tensor of rows x cols in scaling mode `mode`, into offsets / srow / scol (device
+ * [num + 1] each); err: the async error word.  splits NULL: nothing to compute. */
+typedef struct gln_cuda_plan_job {
+    const int64_t *splits;
+    int32_t num;
+    int64_t rows, cols;
+    int mode;
+    int64_t *offsets, *srow, *scol;
+    gln_cuda_async_error_t *err;
+} gln_cuda_plan_job_t;
+
 typedef struct gln_cuda_plan {
     int32_t num;
     int64_t *rows;   /* device [num + 1]: member i owns packed rows rows[i] .. rows[i+1] */
     int64_t *srow;   /* device [num + 1]: member i's rowwise scales start at element srow[i] */
     int64_t *scol;   /* device [num + 1]: ... and its columnwise scales at scol[i] */
+    /* a deferred plan (gln_cuda_plan_defer): not computed yet, its consumer's setup kernel computes
+     * it first; pending.splits NULL: the plan is on the device */
+    gln_cuda_plan_job_t pending;
 } gln_cuda_plan_t;
 
 /* The plan of g for scaling mode `mode` (NONE: srow = scol = 0; TENSOR: srow[i] = scol[i] = i).
  * One scratch allocation. */
 gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
                                 gln_cuda_plan_t *plan, const char *call);
+/* The same, but with device splits the plan is only allocated and described (plan->pending): for
+ * gln_cuda_quantize_members* alone, whose setup kernel computes it before anything reads it, one
+ * launch fewer per call.  Host splits: gln_cuda_plan_make. */
+gln_status_t gln_cuda_plan_defer(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
+                                 gln_cuda_plan_t *plan, const char *call);
 void gln_cuda_plan_free(gln_context_t *ctx, gln_cuda_plan_t *plan);
 
 /* Only the row offsets of the plan (device [g->num + 1]; free with gln_cuda_scratch_free). */

@@ -1,6 +1,7 @@
 /* CUDA grouped quantization: the dispatcher.  One group plan per call (member rows and scale
- * offsets on the device, from host or device splits), then one grouped implementation per mode,
- * each a fixed number of launches whatever the member count:
+ * offsets on the device, from host or device splits; for TENSOR and MXFP8_1D with device splits a
+ * deferred plan, computed by the quantizer's own setup kernel), then one grouped implementation
+ * per mode, each a fixed number of launches whatever the member count:
  *   TENSOR, MXFP8_1D    gln_cuda_quantize_members (cuda_quant_group.cu)
  *   BLOCK_1D, BLOCK_2D  gln_cuda_grouped_quantize_block (cuda_block.cu)
  * Nothing reads device data on the host, so a call with device splits captures in a CUDA graph.
@@ -24,10 +25,12 @@ gln_status_t gln_cuda_grouped_quantize(gln_context_t *ctx, const gln_quant_confi
      * overrun when out was given fewer rows than in. */
     gln_grouped_tensor_t g = *in;
     if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
-    gln_cuda_plan_t plan;
-    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    const int members = cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D;
+    gln_cuda_plan_t plan; /* gln_cuda_quantize_members computes a deferred plan in its setup kernel */
+    GLN_TRY(members ? gln_cuda_plan_defer(ctx, &g, cfg->mode, &plan, fn)
+                    : gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
     gln_status_t st;
-    if (cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D)
+    if (members)
         st = gln_cuda_quantize_members(ctx, cfg, &in->packed, &out->packed, in->num, &plan, fn);
     else
         st = gln_cuda_grouped_quantize_block(ctx, cfg, in, out, &plan, fn);
@@ -47,10 +50,12 @@ gln_status_t gln_cuda_grouped_quantize_dbias(gln_context_t *ctx, const gln_quant
         GLN_TRY(gln_cuda_check_out_splits(ctx, in->num, in->splits, out->splits, fn));
     gln_grouped_tensor_t g = *in;
     if (cfg && out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
-    gln_cuda_plan_t plan;
-    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg ? cfg->mode : GLN_SCALING_NONE, &plan, fn));
+    const gln_scaling_mode_t mode = cfg ? cfg->mode : GLN_SCALING_NONE;
+    const int members = !cfg || mode == GLN_SCALING_TENSOR || mode == GLN_SCALING_MXFP8_1D;
+    gln_cuda_plan_t plan; /* deferred where gln_cuda_quantize_members_dbias alone reads it */
+    GLN_TRY(members ? gln_cuda_plan_defer(ctx, &g, mode, &plan, fn) : gln_cuda_plan_make(ctx, &g, mode, &plan, fn));
     gln_status_t st;
-    if (!cfg || cfg->mode == GLN_SCALING_TENSOR || cfg->mode == GLN_SCALING_MXFP8_1D) {
+    if (members) {
         st = gln_cuda_quantize_members_dbias(ctx, cfg, &g.packed, cfg ? &out->packed : NULL, in->num, &plan, dbias,
                                              accumulate, fn);
     } else {
@@ -84,7 +89,7 @@ gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quan
     gln_grouped_tensor_t g = *in;
     if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
     gln_cuda_plan_t plan;
-    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    GLN_TRY(gln_cuda_plan_defer(ctx, &g, cfg->mode, &plan, fn));
     const gln_cuda_amax_record_t rec = {history_row0, first, stride, nan_propagate};
     /* the packed input as each unfused call passes it (dbias: rows clamped like the plan) */
     const gln_status_t st = gln_cuda_quantize_members_record(ctx, cfg, dbias ? &g.packed : &in->packed, &out->packed,
@@ -104,7 +109,7 @@ gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const 
     gln_grouped_tensor_t g = *in;
     if (out->packed.rows < g.packed.rows) g.packed.rows = out->packed.rows;
     gln_cuda_plan_t plan;
-    GLN_TRY(gln_cuda_plan_make(ctx, &g, cfg->mode, &plan, fn));
+    GLN_TRY(gln_cuda_plan_defer(ctx, &g, cfg->mode, &plan, fn));
     gln_status_t st = gln_cuda_quantize_members_swizzled(ctx, cfg, &in->packed, &out->packed, in->num, &plan, fn);
     gln_cuda_plan_free(ctx, &plan);
     return st;

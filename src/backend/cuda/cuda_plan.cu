@@ -18,158 +18,14 @@ extern "C" {
 #include "numerics/numerics.h"
 #include "tensor/scale_layout.h"
 }
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_plan.cuh"
 
-/* Member row offsets, and for the block-scaled modes the members' scale offsets, of one grouped
- * tensor: rows[0..num] = clamped prefix sums of the splits; srow / scol = prefix sums of
- * gln_member_scale_elems of the rowwise / columnwise copies, the layout of
- * gln_grouped_scale_offsets.
- *
- * The clamping is a prefix sum: with m_i' = max(m_i, 0) and P_i = m_0' + .. + m_i', the clamped
- * running sum is rows[i + 1] = min(P_i, rows) (once the sum reaches the rows every later member
- * is clamped to 0).  P is summed saturating at rows + 1, which is associative for non-negative
- * terms and keeps "P_i > rows" exact without int64 overflow.  The first bad member is the
- * smallest index that is negative or where P first passes the rows (a negative member adds
- * nothing, so no member is both).
- *
- * One block of GLN_PLAN_THREADS threads, GLN_PLAN_PER consecutive members per thread, so one pass
- * covers GLN_PLAN_PASS members (every member count up to 1024 in one pass): all splits of a pass
- * are loaded at once, each thread sums its members serially, the thread totals go through one
- * warp-shuffle scan and one exchange of warp totals in shared memory (two __syncthreads per
- * scan), and the scale sizes of the clamped members are scanned the same way.  The first error
- * of a pass is found with a shared atomicMin and recorded by the thread owning that member. */
-#define GLN_PLAN_THREADS 256
-#define GLN_PLAN_PER 4
-#define GLN_PLAN_PASS (GLN_PLAN_THREADS * GLN_PLAN_PER)
-#define GLN_PLAN_WARPS (GLN_PLAN_THREADS / 32)
-
-/* a + b for non-negative a, b <= cap, saturating at cap.  The row sums use cap = rows + 1 (a, b
- * <= cap <= INT64_MAX / 2: no overflow); the scale sums use INT64_MAX, never reached (they are
- * sums of scale grids of at most the packed rows, far below it). */
-__device__ __forceinline__ int64_t plan_sat_add(int64_t a, int64_t b, int64_t cap) {
-    const int64_t s = a + b;
-    return s < cap ? s : cap;
-}
-
-/* Exclusive scan over the block of NV values per thread (the thread totals `v`, added with
- * plan_sat_add at caps cap[k]); tot[k] = the block's total.  Every thread of the block calls it.
- * `warp_tot` is shared [NV][GLN_PLAN_WARPS]. */
-template <int NV>
-__device__ __forceinline__ void plan_block_scan(const int64_t v[NV], const int64_t cap[NV], int64_t excl[NV],
-                                                int64_t tot[NV], int64_t (*warp_tot)[GLN_PLAN_WARPS]) {
-    const unsigned int all = 0xFFFFFFFFu;
-    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
-    int64_t incl[NV];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        incl[k] = v[k];
-        for (int off = 1; off < 32; off <<= 1) {
-            const int64_t y = __shfl_up_sync(all, incl[k], off);
-            if (lane >= off) incl[k] = plan_sat_add(y, incl[k], cap[k]);
-        }
-        if (lane == 31) warp_tot[k][warp] = incl[k];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int64_t before = 0, all_w = 0;
-        for (int w = 0; w < GLN_PLAN_WARPS; w++) { /* same address in every lane: a broadcast */
-            const int64_t t = warp_tot[k][w];
-            if (w < warp) before = plan_sat_add(before, t, cap[k]);
-            all_w = plan_sat_add(all_w, t, cap[k]);
-        }
-        /* exclusive within the warp: inclusive minus this thread's own term, done as the
-         * inclusive of the lane before (lane 0: nothing before it in the warp) */
-        const int64_t prev = __shfl_up_sync(all, incl[k], 1);
-        excl[k] = lane > 0 ? plan_sat_add(before, prev, cap[k]) : before;
-        tot[k] = all_w;
-    }
-    __syncthreads(); /* warp_tot is reused by the next scan */
-}
-
-__global__ void __launch_bounds__(GLN_PLAN_THREADS)
-gln_group_plan_kernel(const int64_t *splits, int32_t num, int64_t rows, int64_t cols, int mode, int64_t *offsets,
-                      int64_t *srow, int64_t *scol, gln_cuda_async_error_t *err) {
-    __shared__ int64_t warp_tot[2][GLN_PLAN_WARPS];
-    __shared__ int32_t first_bad[2]; /* by pass parity: the next pass resets the other one */
-    const int tid = (int)threadIdx.x;
-    const int64_t cap_p = rows + 1; /* P saturates here: "> rows" stays exact */
-    const int64_t no_cap[2] = {INT64_MAX, INT64_MAX};
-    int64_t carry_p = 0, carry_sr = 0, carry_sc = 0; /* the same in every thread */
-    if (tid == 0) {
-        offsets[0] = srow[0] = scol[0] = 0;
-        first_bad[0] = first_bad[1] = INT32_MAX;
-    }
-    /* first_bad is initialized before any thread's atomicMin: the scans below synchronize first */
-    int pass = 0;
-    for (int64_t first = 0; first < num; first += GLN_PLAN_PASS, pass++) {
-        const int64_t i0 = first + (int64_t)tid * GLN_PLAN_PER; /* this thread's first member */
-        int64_t raw[GLN_PLAN_PER], loc[GLN_PLAN_PER];
-#pragma unroll
-        for (int k = 0; k < GLN_PLAN_PER; k++) raw[k] = i0 + k < num ? splits[i0 + k] : 0; /* all loads in flight */
-        int64_t run = 0;
-#pragma unroll
-        for (int k = 0; k < GLN_PLAN_PER; k++) {
-            const int64_t mk = raw[k] < 0 ? 0 : (raw[k] > cap_p ? cap_p : raw[k]);
-            loc[k] = run = plan_sat_add(run, mk, cap_p); /* inclusive within the thread */
-        }
-        int64_t excl_p, tot_p;
-        {
-            const int64_t cap1[1] = {cap_p};
-            int64_t e[1], t[1];
-            plan_block_scan<1>(&run, cap1, e, t, warp_tot);
-            excl_p = plan_sat_add(carry_p, e[0], cap_p);
-            tot_p = t[0];
-        }
-        if (tid == 0) first_bad[(pass + 1) & 1] = INT32_MAX; /* read last in the previous pass, before the scan */
-        /* the clamped offsets, the first bad member of this thread, the scale sizes */
-        int64_t o[GLN_PLAN_PER], sr[GLN_PLAN_PER], sc[GLN_PLAN_PER], sum_sr = 0, sum_sc = 0;
-        int64_t o_prev = excl_p < rows ? excl_p : rows;
-        int32_t bad = INT32_MAX;
-        int bad_kind = GLN_CUDA_ASYNC_NONE;
-        long long bad_value = 0;
-#pragma unroll
-        for (int k = 0; k < GLN_PLAN_PER; k++) {
-            const int64_t i = i0 + k;
-            const int64_t p = plan_sat_add(excl_p, loc[k], cap_p);
-            o[k] = p < rows ? p : rows;
-            if (i < num && bad == INT32_MAX) {
-                if (raw[k] < 0) {
-                    bad = (int32_t)i, bad_kind = GLN_CUDA_ASYNC_NEGATIVE_SPLIT, bad_value = (long long)raw[k];
-                } else if (p > rows) { /* the first past the rows: every earlier sum was within them */
-                    bad = (int32_t)i, bad_kind = GLN_CUDA_ASYNC_SPLITS_PAST_ROWS, bad_value = (long long)(o_prev + raw[k]);
-                }
-            }
-            const int64_t m = o[k] - o_prev; /* the clamped split */
-            sr[k] = i < num ? gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 0) : 0;
-            sc[k] = i < num ? gln_member_scale_elems((gln_scaling_mode_t)mode, m, cols, 1) : 0;
-            sum_sr += sr[k];
-            sum_sc += sc[k];
-            o_prev = o[k];
-        }
-        if (bad != INT32_MAX) atomicMin(&first_bad[pass & 1], bad);
-        const int64_t v2[2] = {sum_sr, sum_sc};
-        int64_t e2[2], t2[2];
-        plan_block_scan<2>(v2, no_cap, e2, t2, warp_tot); /* its first __syncthreads orders the atomicMin */
-        if (bad != INT32_MAX && bad == first_bad[pass & 1]) {
-            if (atomicCAS(&err->kind, GLN_CUDA_ASYNC_NONE, bad_kind) == GLN_CUDA_ASYNC_NONE) {
-                err->member = bad;
-                err->value = bad_value;
-            }
-            __threadfence_system(); /* the error word is mapped host memory */
-        }
-        int64_t a = carry_sr + e2[0], b = carry_sc + e2[1];
-#pragma unroll
-        for (int k = 0; k < GLN_PLAN_PER; k++) {
-            const int64_t i = i0 + k;
-            if (i >= num) break;
-            offsets[i + 1] = o[k];
-            srow[i + 1] = a += sr[k];
-            scol[i + 1] = b += sc[k];
-        }
-        carry_p = plan_sat_add(carry_p, tot_p, cap_p);
-        carry_sr += t2[0];
-        carry_sc += t2[1];
-    }
+/* The plan of one grouped tensor on the stream (gln_plan_compute), launched with PDL. */
+__global__ void __launch_bounds__(GLN_PLAN_THREADS) gln_group_plan_kernel(gln_cuda_plan_job_t job) {
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
+    gln_plan_compute(job);
 }
 
 /* Host splits (checked at the boundary): the prefix sums are computed on the host and travel to
@@ -183,6 +39,8 @@ typedef struct plan_chunk {
 } plan_chunk_t;
 
 __global__ void gln_group_plan_store_kernel(plan_chunk_t c, int64_t *rows, int64_t *srow, int64_t *scol) {
+    gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
+    gln_pdl_launch_dependents();
     const int j = (int)threadIdx.x;
     if (c.first == 0 && j == 0) rows[0] = srow[0] = scol[0] = 0;
     if (j >= c.count) return;
@@ -206,32 +64,61 @@ static gln_status_t plan_from_host(gln_context_t *ctx, const gln_grouped_tensor_
             c.srow[j] = sr += gln_member_scale_elems(mode, m, g->packed.cols, 0);
             c.scol[j] = sc += gln_member_scale_elems(mode, m, g->packed.cols, 1);
         }
-        gln_group_plan_store_kernel<<<1, GLN_PLAN_CHUNK, 0, stream>>>(c, p->rows, p->srow, p->scol);
+        GLN_TRY(gln_cuda_check(gln_cuda_launch(gln_group_plan_store_kernel, dim3(1), dim3(GLN_PLAN_CHUNK), 0, stream,
+                                               c, p->rows, p->srow, p->scol),
+                               call, "gln_group_plan_store_kernel"));
         GLN_TRY(gln_cuda_check_launch(call, "gln_group_plan_store_kernel"));
     }
     return GLN_STATUS_SUCCESS;
 }
 
-extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g,
-                                           gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {
+/* The plan's allocation; device splits: *job describes its computation (else job->splits NULL). */
+static gln_status_t plan_alloc(gln_context_t *ctx, const gln_grouped_tensor_t *g, gln_scaling_mode_t mode,
+                               gln_cuda_plan_t *p, gln_cuda_plan_job_t *job, const char *call) {
     memset(p, 0, sizeof *p);
+    memset(job, 0, sizeof *job);
     p->num = g->num;
     const size_t n1 = (size_t)g->num + 1;
-    gln_status_t st = gln_cuda_scratch_alloc(ctx, 3 * n1 * sizeof(int64_t), (void **)&p->rows, call);
-    if (st != GLN_STATUS_SUCCESS) return st;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, 3 * n1 * sizeof(int64_t), (void **)&p->rows, call));
     p->srow = p->rows + n1;
     p->scol = p->rows + 2 * n1;
-    if (g->splits_on_backend) {
-        gln_cuda_state_t *s = gln_cuda_state(ctx);
-        gln_group_plan_kernel<<<1, GLN_PLAN_THREADS, 0, s->stream>>>((const int64_t *)g->splits, g->num, g->packed.rows,
-                                                       g->packed.cols, (int)mode, p->rows, p->srow, p->scol,
-                                                       s->async_dev);
-        st = gln_cuda_check_launch(call, "gln_group_plan_kernel");
+    if (g->splits_on_backend)
+        *job = (gln_cuda_plan_job_t){(const int64_t *)g->splits, g->num, g->packed.rows, g->packed.cols, (int)mode,
+                                     p->rows, p->srow, p->scol, gln_cuda_state(ctx)->async_dev};
+    return GLN_STATUS_SUCCESS;
+}
+
+extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped_tensor_t *g,
+                                           gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {
+    gln_cuda_plan_job_t job;
+    GLN_TRY(plan_alloc(ctx, g, mode, p, &job, call));
+    gln_status_t st;
+    if (job.splits) {
+        st = gln_cuda_check(gln_cuda_launch(gln_group_plan_kernel, dim3(1), dim3(GLN_PLAN_THREADS), 0,
+                                            gln_cuda_state(ctx)->stream, job),
+                            call, "gln_group_plan_kernel");
+        if (st == GLN_STATUS_SUCCESS) st = gln_cuda_check_launch(call, "gln_group_plan_kernel");
     } else {
         st = plan_from_host(ctx, g, mode, p, call);
     }
     if (st != GLN_STATUS_SUCCESS) gln_cuda_plan_free(ctx, p);
     return st;
+}
+
+/* GLN_CUDA_PLAN_DEFER=0: gln_cuda_plan_defer computes the plan at once, as gln_cuda_plan_make (to
+ * measure what the deferral saves); read at every call. */
+static int plan_defer_enabled(void) {
+    const char *e = getenv("GLN_CUDA_PLAN_DEFER");
+    return !(e && e[0] == '0');
+}
+
+extern "C" gln_status_t gln_cuda_plan_defer(gln_context_t *ctx, const gln_grouped_tensor_t *g,
+                                            gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {
+    if (!g->splits_on_backend || !plan_defer_enabled()) return gln_cuda_plan_make(ctx, g, mode, p, call);
+    gln_cuda_plan_job_t job;
+    GLN_TRY(plan_alloc(ctx, g, mode, p, &job, call));
+    p->pending = job;
+    return GLN_STATUS_SUCCESS;
 }
 
 extern "C" void gln_cuda_plan_free(gln_context_t *ctx, gln_cuda_plan_t *p) {
@@ -253,7 +140,6 @@ extern "C" gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_gro
  * one thread per (member, column), the CPU's loop order, so bitwise equal to the CPU backend.
  * The members' output pointers travel by value in the kernel parameters (no host-to-device copy,
  * so the launch captures in a graph), GLN_DBIAS_CHUNK members per launch. */
-#include "backend/cuda/cuda_device.h"
 
 #define GLN_DBIAS_CHUNK 128
 

@@ -93,6 +93,7 @@ extern "C" {
 
 #include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_plan.cuh"
 #include "backend/cuda/cuda_tma.cuh"
 
 #ifndef GLN_CUDA_FP8_CVT
@@ -521,17 +522,26 @@ __device__ int64_t gq_block_scan(int64_t v, int64_t *total) {
     return base + inc - v;
 }
 
-/* tstart[i] = row tiles of the members before i (tstart[num] = all); work[0..nwork) = 0; the
+/* A deferred plan first (plan.splits: gln_cuda_plan_defer's job, its rows are `rows`); then
+ * tstart[i] = row tiles of the members before i (tstart[num] = all); work[0..nwork) = 0 and
+ * *done = 0 (gq4_finish's counter, where given); the
  * first member whose device-resident out split differs from in's goes to the async error word
  * (the kernels follow in's splits). */
+static_assert(GQ_THREADS == GLN_PLAN_THREADS, "the setup block computes a deferred plan");
 __global__ void __launch_bounds__(GQ_THREADS)
-    gq_setup_kernel(const int64_t *rows, int32_t num, int64_t *tstart, gq_amax_t *work, int32_t nwork,
-                    const int64_t *in_splits, const int64_t *out_splits, gln_cuda_async_error_t *err) {
+    gq_setup_kernel(gln_cuda_plan_job_t plan, const int64_t *rows, int32_t num, int64_t *tstart, gq_amax_t *work,
+                    int32_t nwork, unsigned int *done, const int64_t *in_splits, const int64_t *out_splits,
+                    gln_cuda_async_error_t *err) {
     __shared__ int32_t first_bad;
     gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
     gln_pdl_launch_dependents();
+    if (plan.splits) {
+        gln_plan_compute(plan);
+        __syncthreads(); /* its rows, written by the block, before the tile starts read them */
+    }
     const int t = threadIdx.x;
     for (int32_t i = t; i < nwork; i += GQ_THREADS) work[i].nan_not = 0, work[i].max_bits = 0, work[i].pad_ = 0;
+    if (done && t == 0) *done = 0;
     if (out_splits) {
         if (t == 0) first_bad = INT_MAX;
         __syncthreads();
@@ -914,39 +924,57 @@ __global__ void __launch_bounds__(GQ_THREADS, GQ2_MIN_BLOCKS) gq_tensor2_kernel(
     if (MODE != GQ_CAST) gq_flush(a.work + ci, best, nan_not);
 }
 
-/* One thread per member: the amax from its partial (with nan_propagate, |x| of the lowest NaN,
- * loaded the reference's way), then current: scale from amax; delayed: amax max-accumulated and
- * the given scale, and with rec.history the fused fp8_state_record: history slot first + i·stride
+/* The per-tensor scale step's arguments: the amax partials `work` of num members (of x, dtype),
+ * the config's rule (nanp, current, fp8_max, pow2, epsilon), the outputs and the delayed amax
+ * record.  done: the arrival counter of gq_tensor4_kernel's fused step (gq4_finish; zeroed by the
+ * setup kernel), NULL where gq_tensor_scale_kernel runs the step. */
+typedef struct gq_scale_job {
+    const gq_amax_t *work;
+    const void *x;
+    int dtype;
+    int32_t num;
+    int nanp, current;
+    float fp8_max;
+    int pow2;
+    float epsilon;
+    float *amax, *scale, *scale_inv, *col_scale_inv;
+    gln_cuda_amax_record_t rec;
+    unsigned int *done;
+} gq_scale_job_t;
+
+/* Member i's step from its partial w: the amax (with nan_propagate, |x| of the lowest NaN, loaded
+ * the reference's way), then current: scale from amax; delayed: amax max-accumulated and the given
+ * scale, and with rec.history the fused fp8_state_record: history slot first + i·stride
  * max-accumulates the member's amax exactly as gln_fp8_state_record_kernel would right after.
  * scale_inv = 1/scale in every present copy. */
-__global__ void gq_tensor_scale_kernel(const gq_amax_t *work, const void *x, int dtype, int32_t num, int nanp,
-                                       int current, float fp8_max, int pow2, float epsilon, float *amax,
-                                       float *scale, float *scale_inv, float *col_scale_inv,
-                                       gln_cuda_amax_record_t rec) {
+__device__ __forceinline__ void gq_scale_member(const gq_scale_job_t &j, int32_t i, gq_amax_t w) {
+    const float a = j.nanp && w.nan_not ? gln_f32_abs(gln_dev_load(j.x, j.dtype, (size_t)~w.nan_not))
+                                        : __uint_as_float(w.max_bits);
+    float s;
+    if (j.current) {
+        s = gln_scale_from_amax_impl(a, j.fp8_max, j.pow2, j.epsilon, GLN_FP32_MAX);
+        j.scale[i] = s;
+        if (j.amax) j.amax[i] = a;
+    } else {
+        const float acc = gln_f32_max_amax(j.amax[i], a, j.nanp);
+        j.amax[i] = acc;
+        if (j.rec.history) {
+            float *h = &j.rec.history[j.rec.first + (int64_t)i * j.rec.stride];
+            *h = gln_f32_max_amax(*h, acc, j.rec.nan_propagate);
+        }
+        s = j.scale[i];
+    }
+    const float inv = 1.0f / s;
+    if (j.scale_inv) j.scale_inv[i] = inv;
+    if (j.col_scale_inv) j.col_scale_inv[i] = inv;
+}
+
+/* One thread per member: gq_scale_member after the amax kernel. */
+__global__ void gq_tensor_scale_kernel(const gq_scale_job_t j) {
     gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
     gln_pdl_launch_dependents();
     const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= num) return;
-    const gq_amax_t w = work[i];
-    const float a = nanp && w.nan_not ? gln_f32_abs(gln_dev_load(x, dtype, (size_t)~w.nan_not))
-                                      : __uint_as_float(w.max_bits);
-    float s;
-    if (current) {
-        s = gln_scale_from_amax_impl(a, fp8_max, pow2, epsilon, GLN_FP32_MAX);
-        scale[i] = s;
-        if (amax) amax[i] = a;
-    } else {
-        const float acc = gln_f32_max_amax(amax[i], a, nanp);
-        amax[i] = acc;
-        if (rec.history) {
-            float *h = &rec.history[rec.first + (int64_t)i * rec.stride];
-            *h = gln_f32_max_amax(*h, acc, rec.nan_propagate);
-        }
-        s = scale[i];
-    }
-    const float inv = 1.0f / s;
-    if (scale_inv) scale_inv[i] = inv;
-    if (col_scale_inv) col_scale_inv[i] = inv;
+    if (i < j.num) gq_scale_member(j, i, j.work[i]);
 }
 
 /* ---- MXFP8 -------------------------------------------------------------------------------- */
@@ -2256,13 +2284,32 @@ __device__ __forceinline__ void gq4_store(uint8_t *p, const uint32_t (&b)[4], in
     }
 }
 
+/* The scale step fused into the end of an amax pass (fin.done given): the last block to arrive
+ * runs gq_scale_member for every member, one launch fewer than gq_tensor_scale_kernel after the
+ * pass.  Every thread fences its amax atomics before its block arrives; the last block fences
+ * again and reads the partials from L2.  Every thread of every block calls it. */
+__device__ __forceinline__ void gq4_finish(const gq_scale_job_t &fin) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(fin.done, 1u) == gridDim.x - 1u;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int32_t i = (int32_t)threadIdx.x; i < fin.num; i += GQ_THREADS) {
+        gq_amax_t w;
+        w.nan_not = __ldcg(&fin.work[i].nan_not), w.max_bits = __ldcg(&fin.work[i].max_bits), w.pad_ = 0;
+        gq_scale_member(fin, i, w);
+    }
+}
+
 /* MODE GQ_AMAX (current scaling's amax pass), GQ_CAST (its cast pass: a.work holds the amax
  * pass's partials of the same x, on the same TC and grid) or GQ_CAST_AMAX (delayed scaling); TC
  * the tile's columns (a.n_ct counts TC-column tiles).  `map`: gq4_refusal's map of a.x (boxes of
  * 128 rows x 64 columns, 128-byte swizzle). */
 template <int DT, int MODE, int TC>
 __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
-    gq_tensor4_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a) {
+    gq_tensor4_kernel(const __grid_constant__ CUtensorMap map, const gq_args_t a, const gq_scale_job_t fin) {
     static_assert(DT != GQ_F32, "v4: 2-byte inputs (a box row is 128 bytes)");
     typedef gq4_geo<TC> G;
     constexpr int S = G::S, W = gq_traits<DT>::W, RPT = G::RPT, PASS = G::PASS, NB = G::NB;
@@ -2277,7 +2324,11 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
     gln_pdl_wait(); /* launched by gln_cuda_launch: the previous kernels' writes first */
     gln_pdl_launch_dependents();
     const gq_walk_t wk = gq_walk(a);
-    if (wk.count <= 0) return;
+    const bool finish = MODE != GQ_CAST && fin.done != NULL; /* the scale step fused (gq4_finish) */
+    if (wk.count <= 0) {
+        if (finish) gq4_finish(fin);
+        return;
+    }
     /* the ring, 1024-byte aligned in the shared window (the 128-byte swizzle repeats every 1024) */
     uint8_t *const ring = gq4_dyn + ((1024u - (gln_smem_addr(gq4_dyn) & 1023u)) & 1023u);
     const int t = threadIdx.x;
@@ -2423,6 +2474,7 @@ __global__ void __launch_bounds__(GQ_THREADS, gq4_geo<TC>::MIN_BLOCKS)
         if (++stage == S) stage = 0, parity ^= 1u;
     }
     if (MODE != GQ_CAST && ci >= 0) gq_flush_warp(a.work + ci, best, nan_not);
+    if (finish) gq4_finish(fin);
 }
 
 /* ---- host side ---------------------------------------------------------------------------- */
@@ -2541,6 +2593,7 @@ typedef struct gq_scratch {
     void *block;
     int64_t *tstart;
     gq_amax_t *work;
+    unsigned int *done; /* TENSOR: gq4_finish's arrival counter */
     float *scale;
 } gq_scratch_t;
 
@@ -2551,15 +2604,17 @@ static gln_status_t gq_scratch_get(gln_context_t *ctx, const gln_quant_config_t 
     memset(sc, 0, sizeof *sc);
     if (!grouped) {
         sc->work = (gq_amax_t *)s->amax_work; /* 16 bytes, the layout of gq_amax_t */
+        sc->done = tensor ? (unsigned int *)((char *)s->amax_work + 128) : NULL; /* within its 256 bytes */
         sc->scale = own_scale ? s->scale_tmp : out->scale;
         return GLN_STATUS_SUCCESS;
     }
     const size_t n = (size_t)num, b_ts = (n + 1) * sizeof(int64_t), b_work = tensor ? n * sizeof(gq_amax_t) : 0;
-    const size_t b_scale = own_scale ? n * sizeof(float) : 0;
-    GLN_TRY(gln_cuda_scratch_alloc(ctx, b_ts + b_work + b_scale, &sc->block, call));
+    const size_t b_done = tensor ? 16 : 0, b_scale = own_scale ? n * sizeof(float) : 0;
+    GLN_TRY(gln_cuda_scratch_alloc(ctx, b_ts + b_work + b_done + b_scale, &sc->block, call));
     sc->tstart = (int64_t *)sc->block;
     sc->work = tensor ? (gq_amax_t *)((char *)sc->block + b_ts) : NULL;
-    sc->scale = own_scale ? (float *)((char *)sc->block + b_ts + b_work) : out->scale;
+    sc->done = tensor ? (unsigned int *)((char *)sc->block + b_ts + b_work) : NULL;
+    sc->scale = own_scale ? (float *)((char *)sc->block + b_ts + b_work + b_done) : out->scale;
     return GLN_STATUS_SUCCESS;
 }
 
@@ -2685,7 +2740,7 @@ static const char *gq4_refusal(const gq_args_t *a, const gln_tensor_t *in, CUten
     return NULL;
 }
 
-typedef void (*gq4_kernel_t)(CUtensorMap, gq_args_t);
+typedef void (*gq4_kernel_t)(CUtensorMap, gq_args_t, gq_scale_job_t);
 
 /* gq_tensor4_kernel<DT, MODE, TC> with its dynamic shared memory allowed on the current device
  * (set once per device and instantiation: more than the default 48 KB needs the attribute). */
@@ -2714,11 +2769,15 @@ static gln_status_t gq4_pick(int dt, int tc, gq4_kernel_t *k, size_t *smem, cons
     return tc == 128 ? gq4_pick_tc<MODE, 128>(dt, k, call) : gq4_pick_tc<MODE, 64>(dt, k, call);
 }
 
+/* fin: the fused scale step of an amax pass (fin.done NULL: none); with it, the pass runs even
+ * without tiles (its blocks still arrive). */
 static gln_status_t gq4_launch(gq4_kernel_t k, size_t smem, const CUtensorMap *map, const gq_args_t *a,
-                               int64_t tiles, int64_t blocks, cudaStream_t st, const char *call, const char *name) {
-    if (tiles <= 0 || blocks <= 0) return GLN_STATUS_SUCCESS;
-    GLN_TRY(gln_cuda_check(gln_cuda_launch(k, dim3((unsigned int)blocks), dim3(GQ_THREADS), smem, st, *map, *a), call,
-                           name));
+                               const gq_scale_job_t *fin, int64_t tiles, int64_t blocks, cudaStream_t st,
+                               const char *call, const char *name) {
+    if (!fin->done && (tiles <= 0 || blocks <= 0)) return GLN_STATUS_SUCCESS;
+    if (blocks <= 0) blocks = 1;
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(k, dim3((unsigned int)blocks), dim3(GQ_THREADS), smem, st, *map, *a, *fin),
+                           call, name));
     return gln_cuda_check_launch(call, name);
 }
 
@@ -2733,10 +2792,11 @@ typedef struct gq4_run {
 /* The first pass of gq_run_tensor on gq_tensor4_kernel (current: the amax pass, on the grid and
  * tiling both passes share, handed on in *run; delayed: cast + amax), or *map_ok = 0 where the
  * pass is not v4's (the caller then runs v3 / v2), unless GLN_CUDA_QUANT_TMA=2 requires v4:
- * GLN_STATUS_NOT_SUPPORTED naming the reason.  tiles: gq_members' bound in 64-column tiles. */
+ * GLN_STATUS_NOT_SUPPORTED naming the reason.  tiles: gq_members' bound in 64-column tiles; fin:
+ * the scale step the pass fuses (fin->done NULL: none). */
 static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_t *a, const gln_tensor_t *in,
-                                   int64_t tiles, cudaStream_t st, CUtensorMap *map, int *map_ok, gq4_run_t *run,
-                                   const char *call) {
+                                   const gq_scale_job_t *fin, int64_t tiles, cudaStream_t st, CUtensorMap *map,
+                                   int *map_ok, gq4_run_t *run, const char *call) {
     *map_ok = 0;
     const int mode = gq_tma_mode();
     if (mode == 0) return GLN_STATUS_SUCCESS;
@@ -2766,7 +2826,8 @@ static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_
          * keeps two, with which it runs 15-25 points faster (bench/RESULTS.md, twelfth session) */
         GLN_TRY(gq_grid((const void *)k, run->tiles, &run->blocks, call, smem, !a->rows));
         if (cap > 0 && run->blocks > cap) run->blocks = cap;
-        return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<cast+amax>");
+        return gq4_launch(k, smem, map, &run->a, fin, run->tiles, run->blocks, st, call,
+                          "gq_tensor4_kernel<cast+amax>");
     }
     gq4_kernel_t cast = NULL;
     size_t cast_smem = 0;
@@ -2777,16 +2838,33 @@ static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_
     GLN_TRY(gq_grid((const void *)cast, run->tiles, &cast_blocks, call, cast_smem));
     if (cast_blocks < run->blocks) run->blocks = cast_blocks;
     if (cap > 0 && run->blocks > cap) run->blocks = cap;
-    return gq4_launch(k, smem, map, &run->a, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<amax>");
+    return gq4_launch(k, smem, map, &run->a, fin, run->tiles, run->blocks, st, call, "gq_tensor4_kernel<amax>");
 }
 
+/* GLN_CUDA_QUANT_FUSED_SCALE=0: the scale step as its own kernel after gq_tensor4_kernel's amax
+ * pass too (to measure what fusing it saves); read at every call. */
+static int gq_fused_scale_enabled(void) {
+    const char *e = getenv("GLN_CUDA_QUANT_FUSED_SCALE");
+    return !(e && e[0] == '0');
+}
+
+/* done: the scratch's arrival counter, zeroed by the setup kernel (gq4_finish). */
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
-                                  const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles,
+                                  const gln_tensor_t *in, gln_tensor_t *out, int64_t tiles, unsigned int *done,
                                   const gln_cuda_amax_record_t *rec, const char *call) {
-    gln_cuda_amax_record_t no_rec;
-    memset(&no_rec, 0, sizeof no_rec);
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     const int dt = gq_dt(in->dtype), vec = gq_vec_ok(a);
+    gq_scale_job_t fin;
+    memset(&fin, 0, sizeof fin);
+    fin.work = (const gq_amax_t *)a->work, fin.x = in->data, fin.dtype = (int)in->dtype, fin.num = a->num;
+    fin.nanp = cfg->amax_nan_propagate, fin.current = !cfg->delayed, fin.fp8_max = a->fp8_max;
+    fin.pow2 = cfg->power_2_scale, fin.epsilon = cfg->amax_epsilon;
+    fin.amax = out->amax, fin.scale = (float *)a->scale;
+    fin.scale_inv = cfg->rowwise ? (float *)out->scale_inv : NULL;
+    fin.col_scale_inv = cfg->columnwise ? (float *)out->col_scale_inv : NULL;
+    if (rec && cfg->delayed) fin.rec = *rec;
+    gq_scale_job_t fused = fin; /* the v4 amax pass runs the step in its last block */
+    fused.done = gq_fused_scale_enabled() ? done : NULL;
     /* current scaling: both passes on one grid (the fewer blocks of the two kernels' occupancy), so
      * block b reads the same tiles twice, the second time last to first: the tiles it read last are
      * still in L2 (50 MB on an H200) when the cast pass starts on them */
@@ -2794,7 +2872,7 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
     CUtensorMap map;
     int tma = 0;
     gq4_run_t v4;
-    GLN_TRY(gq4_first_pass(cfg, a, in, tiles, st, &map, &tma, &v4, call)); /* v4: launched there */
+    GLN_TRY(gq4_first_pass(cfg, a, in, &fused, tiles, st, &map, &tma, &v4, call)); /* v4: launched there */
     if (!tma && !cfg->delayed) {
         const gq_kernel_t amax = a->dpart ? gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec) : gq_tensor_pick<GQ_AMAX>(dt, vec);
         GLN_TRY(gq_grid((const void *)amax, tiles, &blocks, call));
@@ -2806,16 +2884,13 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
                                        : gq_tensor_pick<GQ_CAST_AMAX>(dt, vec);
         GLN_TRY(gq_launch(k, a, tiles, st, call, "gq_tensor_kernel<cast+amax>"));
     }
-    GLN_TRY(gln_cuda_check(
-        gln_cuda_launch(gq_tensor_scale_kernel, dim3((unsigned int)gln_ceil_div(a->num, GQ_THREADS)), dim3(GQ_THREADS),
-                        0, st, (const gq_amax_t *)a->work, (const void *)in->data, (int)in->dtype, a->num,
-                        (int)cfg->amax_nan_propagate, (int)!cfg->delayed, a->fp8_max, (int)cfg->power_2_scale,
-                        cfg->amax_epsilon, out->amax, (float *)a->scale,
-                        cfg->rowwise ? (float *)out->scale_inv : (float *)NULL,
-                        cfg->columnwise ? (float *)out->col_scale_inv : (float *)NULL,
-                        rec && cfg->delayed ? *rec : no_rec),
-        call, "gq_tensor_scale_kernel"));
-    GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
+    if (!tma || !fused.done) {
+        GLN_TRY(gln_cuda_check(gln_cuda_launch(gq_tensor_scale_kernel,
+                                               dim3((unsigned int)gln_ceil_div(a->num, GQ_THREADS)), dim3(GQ_THREADS),
+                                               0, st, fin),
+                               call, "gq_tensor_scale_kernel"));
+        GLN_TRY(gln_cuda_check_launch(call, "gq_tensor_scale_kernel"));
+    }
     if (cfg->delayed) return GLN_STATUS_SUCCESS;
     gq_args_t r = *a;
     r.reverse = gq_reverse_enabled();
@@ -2825,7 +2900,8 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
         gq4_kernel_t cast = NULL;
         size_t smem = 0;
         GLN_TRY(gq4_pick<GQ_CAST>(dt, v4.tc, &cast, &smem, call));
-        return gq4_launch(cast, smem, &map, &r4, v4.tiles, v4.blocks, st, call, "gq_tensor4_kernel<cast>");
+        const gq_scale_job_t none = {};
+        return gq4_launch(cast, smem, &map, &r4, &none, v4.tiles, v4.blocks, st, call, "gq_tensor4_kernel<cast>");
     }
     return gq_launch_on(gq_tensor_pick<GQ_CAST>(dt, vec), &r, tiles, blocks, st, call, "gq_tensor_kernel<cast>");
 }
@@ -2833,9 +2909,10 @@ static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *
 extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
                                                   const int64_t *out_splits, const char *call) {
     gln_cuda_state_t *s = gln_cuda_state(ctx);
-    GLN_TRY(gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream,
+    const gln_cuda_plan_job_t no_plan = {};
+    GLN_TRY(gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream, no_plan,
                                            (const int64_t *)NULL, num, (int64_t *)NULL, (gq_amax_t *)NULL, 0,
-                                           in_splits, out_splits, s->async_dev),
+                                           (unsigned int *)NULL, in_splits, out_splits, s->async_dev),
                            call, "gq_setup_kernel"));
     return gln_cuda_check_launch(call, "gq_setup_kernel");
 }
@@ -2888,9 +2965,10 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
         st = gln_cuda_scratch_alloc(ctx, (size_t)row_tiles * (size_t)in->cols * sizeof(float), &part, call);
     a.dpart = (float *)part;
     if (st == GLN_STATUS_SUCCESS && (plan || tensor)) {
-        st = gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream, a.rows, num,
-                                            sc.tstart, sc.work, tensor ? num : (int32_t)0, (const int64_t *)NULL,
-                                            (const int64_t *)NULL, s->async_dev),
+        const gln_cuda_plan_job_t job = plan ? plan->pending : gln_cuda_plan_job_t{}; /* a deferred plan */
+        st = gln_cuda_check(gln_cuda_launch(gq_setup_kernel, dim3(1), dim3(GQ_THREADS), 0, s->stream, job, a.rows,
+                                            num, sc.tstart, sc.work, tensor ? num : (int32_t)0, sc.done,
+                                            (const int64_t *)NULL, (const int64_t *)NULL, s->async_dev),
                             call, "gq_setup_kernel");
         if (st == GLN_STATUS_SUCCESS) st = gln_cuda_check_launch(call, "gq_setup_kernel");
     }
@@ -2901,7 +2979,7 @@ static gln_status_t gq_members(gln_context_t *ctx, const gln_quant_config_t *cfg
                 st = gq_launch(gq_tensor_pick<GQ_AMAX | GQ_DBIAS>(dt, vec), &a, tiles, s->stream, call,
                                "gq_tensor_kernel<dbias>");
         } else if (tensor) {
-            st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, rec, call);
+            st = gq_run_tensor(ctx, cfg, &a, in, out, tiles, sc.done, rec, call);
         } else {
             int taken = 0; /* gq_mx3_kernel where it applies, else v2 / v1 */
             st = gq_mx3_try(&a, in, row_tiles, s->stream, call, &taken);
