@@ -97,10 +97,11 @@ gln_status_t gln_cuda_host_splits(gln_context_t *ctx, const char *call, const ch
 /* ---- the group plan (cuda_plan.cu) -------------------------------------------------------
  * A grouped tensor's member layout on the device, computed once per call and passed down to
  * every grouped kernel: row offsets and, for the block-scaled modes, the members' scale offsets
- * (the layout of gln_grouped_scale_offsets).  Device splits: a one-thread kernel on the stream
- * (no host wait), which clamps bad splits (negative -> 0, a running sum past the packed rows ->
- * the rows) and records the first in the async error word.  Host splits (checked at the
- * boundary): prefix sums on the host, one stream-ordered copy. */
+ * (the layout of gln_grouped_scale_offsets).  Device splits: a one-block kernel on the stream,
+ * or for a deferred plan the consumer's own setup kernel (no host wait either way), which clamps
+ * bad splits (negative -> 0, a running sum past the packed rows -> the rows) and records the
+ * first in the async error word.  Host splits (checked at the boundary): prefix sums on the host,
+ * passed to small kernels by value. */
 /* One plan computation on the device (cuda_plan.cuh): the splits (device, num of them) of a
  * grouped tensor of rows x cols in scaling mode `mode`, into offsets / srow / scol (device
  * [num + 1] each); err: the async error word.  splits NULL: nothing to compute. */
