@@ -22,10 +22,7 @@
 #include "backend/ops.h"
 #include "common/error.h"
 
-static int fused_enabled(void) {
-    const char *e = getenv("GLN_CUDA_ACT_QUANT_FUSED");
-    return !(e && e[0] == '0');
-}
+static int fused_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_ACT_QUANT_FUSED"); }
 
 /* Whether the fused kernels take this call (see the file comment). */
 static int fusable(gln_activation_t act, gln_dtype_t hp_dtype, const gln_quant_config_t *cfg,

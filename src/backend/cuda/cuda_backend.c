@@ -39,10 +39,12 @@ int64_t gln_cuda_env_grid_cap(const char *name) {
     return n > 0 ? (int64_t)n : 0;
 }
 
-int gln_cuda_pdl_enabled(void) {
-    const char *e = getenv("GLN_CUDA_PDL");
+int gln_cuda_env_switch(const char *name) {
+    const char *e = getenv(name);
     return !(e && e[0] == '0');
 }
+
+int gln_cuda_pdl_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_PDL"); }
 
 gln_status_t gln_cublas_check(cublasStatus_t status, const char *call, const char *what) {
     if (status == CUBLAS_STATUS_SUCCESS) return GLN_STATUS_SUCCESS;

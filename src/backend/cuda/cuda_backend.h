@@ -77,6 +77,9 @@ gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
 /* A grid cap from the environment variable `name` (the quantize kernels' test and measurement
  * switches): its value when it is a positive integer, else 0 (no cap).  Read at every call. */
 int64_t gln_cuda_env_grid_cap(const char *name);
+/* An on / off switch from the environment variable `name` (the backend's A/B switches): 0 when
+ * its value starts with '0', else 1 (unset: 1).  Read at every call. */
+int gln_cuda_env_switch(const char *name);
 /* 0 when GLN_CUDA_PDL=0 (the quantizers' kernels then launch without programmatic dependent
  * launch, to measure what it gains; cuda_device.h's gln_cuda_launch), else 1.  Read at every call. */
 int gln_cuda_pdl_enabled(void);

@@ -107,10 +107,7 @@ extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped
 
 /* GLN_CUDA_PLAN_DEFER=0: gln_cuda_plan_defer computes the plan at once, as gln_cuda_plan_make (to
  * measure what the deferral saves); read at every call. */
-static int plan_defer_enabled(void) {
-    const char *e = getenv("GLN_CUDA_PLAN_DEFER");
-    return !(e && e[0] == '0');
-}
+static int plan_defer_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_PLAN_DEFER"); }
 
 extern "C" gln_status_t gln_cuda_plan_defer(gln_context_t *ctx, const gln_grouped_tensor_t *g,
                                             gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {

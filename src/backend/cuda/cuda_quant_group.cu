@@ -2484,10 +2484,7 @@ static int gq_dt(gln_dtype_t d) { return d == GLN_DTYPE_FP32 ? GQ_F32 : d == GLN
 static int gq_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* GLN_CUDA_QUANT_PIPE=0: the load-then-use kernels (to measure what the software pipeline gains). */
-static int gq_pipe_enabled(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_PIPE");
-    return !(e && e[0] == '0');
-}
+static int gq_pipe_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_QUANT_PIPE"); }
 
 template <int DT, int MODE> static gq_kernel_t gq_tensor_pick2(int vec, int pipe) {
     if (pipe) return vec ? gq_tensor_kernel<DT, true, MODE, true> : gq_tensor_kernel<DT, false, MODE, true>;
@@ -2496,10 +2493,7 @@ template <int DT, int MODE> static gq_kernel_t gq_tensor_pick2(int vec, int pipe
 
 /* GLN_CUDA_QUANT_V2=0: the first kernels (gq_tensor_kernel for every TENSOR pass), to A/B them
  * against the v2 ones in one run (bench/gpu_quantize prints which ran). */
-static int gq_v2_enabled(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_V2");
-    return !(e && e[0] == '0');
-}
+static int gq_v2_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_QUANT_V2"); }
 
 template <int DT, int MODE> static gq_kernel_t gq_tensor2_pick(int vec) {
     return vec ? gq_tensor2_kernel<DT, true, MODE> : gq_tensor2_kernel<DT, false, MODE>;
@@ -2507,10 +2501,7 @@ template <int DT, int MODE> static gq_kernel_t gq_tensor2_pick(int vec) {
 
 /* GLN_CUDA_QUANT_V3=0: gq_tensor2_kernel for the cast passes that gq_tensor3_kernel takes by
  * default (bf16 / fp16 on the 16-byte path without dbias), to A/B them; read at every call. */
-static int gq_v3_enabled(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_V3");
-    return !(e && e[0] == '0');
-}
+static int gq_v3_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_QUANT_V3"); }
 
 template <int MODE> static gq_kernel_t gq_tensor_pick(int dt, int vec) {
     if ((MODE & GQ_DBIAS) == 0 && gq_v2_enabled()) { /* the dbias variants stay on v1 */
@@ -2685,10 +2676,7 @@ static int gq_vec_ok(const gq_args_t *a) {
 }
 
 /* GLN_CUDA_QUANT_REVERSE=0 turns the reversed cast pass off (to measure what it gains). */
-static int gq_reverse_enabled(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_REVERSE");
-    return !(e && e[0] == '0');
-}
+static int gq_reverse_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_QUANT_REVERSE"); }
 
 /* GLN_CUDA_QUANT_TMA: 0 selects v3 / v2 where gq_tensor4_kernel (the TMA pipeline) is the default,
  * to A/B them; 2 requires gq_tensor4_kernel: a per-tensor pass it cannot take fails with
@@ -2843,10 +2831,7 @@ static gln_status_t gq4_first_pass(const gln_quant_config_t *cfg, const gq_args_
 
 /* GLN_CUDA_QUANT_FUSED_SCALE=0: the scale step as its own kernel after gq_tensor4_kernel's amax
  * pass too (to measure what fusing it saves); read at every call. */
-static int gq_fused_scale_enabled(void) {
-    const char *e = getenv("GLN_CUDA_QUANT_FUSED_SCALE");
-    return !(e && e[0] == '0');
-}
+static int gq_fused_scale_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_QUANT_FUSED_SCALE"); }
 
 /* done: the scratch's arrival counter, zeroed by the setup kernel (gq4_finish). */
 static gln_status_t gq_run_tensor(gln_context_t *ctx, const gln_quant_config_t *cfg, const gq_args_t *a,
