@@ -700,6 +700,71 @@ static void test_graph_capture(void) {
     cudaStreamDestroy(user);
 }
 
+/* Programmatic dependent launch across grouped GEMMs (cutlass/grouped_sm90.cuh): each setup kernel
+ * and each CUTLASS kernel may be scheduled while the kernel before it still runs, and must wait
+ * for its writes.  A chain enqueued with no host synchronization: per step, y = x_s · W_iᵀ (fprop
+ * from one of two inputs, alternating, so a read of the previous step's y shows), then
+ * dW_i += g_iᵀ · y_i (the wgrad reading y, accumulating into FP32); y starts NaN-poisoned.  After
+ * the chain dW equals the CPU's bit for bit (|y| <= 256 is exact in bf16, every sum exact in
+ * FP32).  Run with PDL (the default) and under GLN_CUDA_GEMM_PDL=0. */
+static void pdl_chain(void) {
+    gln_rng_t rng = gln_rng_seed(1607);
+    enum { E = 8, STEPS = 6 };
+    static const int64_t splits[E] = {300, 0, 17, 512, 129, 256, 1, 333};
+    const int64_t kin = 16, kmid = 256, kg = 64;
+    int64_t rows = 0;
+    for (int i = 0; i < E; i++) rows += splits[i];
+    dbuf_t ds = dev_new(splits, sizeof splits);
+    operand_t x[2] = {operand_new(&rng, GLN_DTYPE_BF16, rows, kin, 1, 0),
+                      operand_new(&rng, GLN_DTYPE_BF16, rows, kin, 1, 0)};
+    operand_t g = operand_new(&rng, GLN_DTYPE_BF16, rows, kg, 1, 0);
+    operand_t y = operand_new(&rng, GLN_DTYPE_BF16, rows, kmid, 0, NAN);
+    operand_t w[E], dw[E];
+    gln_tensor_t hw[E], cw[E], hdw[E], cdw[E];
+    for (int i = 0; i < E; i++) {
+        w[i] = operand_new(&rng, GLN_DTYPE_BF16, kmid, kin, 1, 0);
+        dw[i] = operand_new(&rng, GLN_DTYPE_FP32, kg, kmid, 1, 0);
+        hw[i] = view(&w[i], 0, NULL, NULL), cw[i] = view(&w[i], 1, NULL, NULL);
+        hdw[i] = view(&dw[i], 0, NULL, NULL), cdw[i] = view(&dw[i], 1, NULL, NULL);
+    }
+    void *hy = malloc(y.d.bytes);
+    memcpy(hy, y.h, y.d.bytes);
+    for (int on_device = 0; on_device < 2; on_device++) {
+        gln_context_t *ctx = on_device ? g_cu : g_cpu;
+        const int64_t *sp = on_device ? (const int64_t *)ds.d : splits;
+        gln_grouped_tensor_t gy = {E, sp, on_device, gln_tensor_make(GLN_DTYPE_BF16, rows, kmid, on_device ? y.d.d : hy)};
+        gln_grouped_tensor_t gg = {E, sp, on_device, view(&g, on_device, NULL, NULL)};
+        for (int s = 0; s < STEPS; s++) {
+            gln_grouped_tensor_t gx = {E, sp, on_device, view(&x[s % 2], on_device, NULL, NULL)};
+            gln_grouped_gemm_args_t f = GLN_GROUPED_GEMM_ARGS_INIT, wg = GLN_GROUPED_GEMM_ARGS_INIT;
+            f.layout = GLN_LAYOUT_TN, f.a_list = on_device ? cw : hw, f.b = &gx, f.d_grouped = &gy;
+            wg.layout = GLN_LAYOUT_NT, wg.a_grouped = &gy, wg.b = &gg, wg.d_list = on_device ? cdw : hdw;
+            wg.accumulate = 1;
+            CHECK_OK(gln_grouped_gemm(ctx, &f));
+            CHECK_OK(gln_grouped_gemm(ctx, &wg));
+        }
+    }
+    CHECK_OK(gln_synchronize(g_cu));
+    for (int i = 0; i < E; i++) {
+        char what[80];
+        snprintf(what, sizeof what, "PDL chain dW[%d] (GLN_CUDA_GEMM_PDL=%s)", i,
+                 getenv("GLN_CUDA_GEMM_PDL") ? getenv("GLN_CUDA_GEMM_PDL") : "unset");
+        dev_check(dw[i].d, dw[i].h, what);
+    }
+    CHECK_OK(gln_context_async_error(g_cu));
+    free(hy);
+    dev_free(&ds);
+    operand_free(&x[0]), operand_free(&x[1]), operand_free(&g), operand_free(&y);
+    for (int i = 0; i < E; i++) operand_free(&w[i]), operand_free(&dw[i]);
+}
+
+static void test_pdl_chain(void) {
+    pdl_chain();
+    CHECK(setenv("GLN_CUDA_GEMM_PDL", "0", 1) == 0);
+    pdl_chain();
+    CHECK(unsetenv("GLN_CUDA_GEMM_PDL") == 0);
+}
+
 /* Zeroed device buffers of a grouped quantized tensor large enough for any splits
  * (gln_grouped_scale_bound), and their view. */
 static gln_tensor_t device_bound_new(gln_scaling_mode_t mode, int num, int64_t rows, int64_t cols, dbuf_t d[4]) {
@@ -911,6 +976,7 @@ static const gln_test_case_t k_cases[] = {
 #ifdef GLN_TEST_HAVE_CUDA
     GLN_CASE(test_graph_capture),
     GLN_CASE(test_graph_capture_emulated),
+    GLN_CASE(test_pdl_chain),
 #endif
 #if defined(GLN_TEST_HAVE_CUDA) && defined(GLN_TEST_HAVE_CUTLASS)
     GLN_CASE(test_promoted_fp8_matches_cublaslt),

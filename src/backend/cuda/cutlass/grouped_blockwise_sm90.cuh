@@ -84,6 +84,8 @@ template <class G> struct Tables {
 
 template <class G>
 __global__ void blockwise_setup_kernel(Tables<G> t, gln_cutlass_blockwise_t bw, Chunk c) {
+    gln_pdl_wait(); /* as gln_cutlass::setup_kernel */
+    gln_pdl_launch_dependents();
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= c.count) return;
     const gln_cutlass_grouped_t &g = bw.g;
@@ -122,7 +124,7 @@ __global__ void blockwise_setup_kernel(Tables<G> t, gln_cutlass_blockwise_t bw, 
  * (zeroing of empty wgrads), the CUTLASS kernel.  Every size was checked by the caller
  * (cuda_grouped_blockwise.c). */
 template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *fn) {
-    using Gemm = typename G::Gemm;
+    using Gemm = gln_cutlass::PdlGemm<G>;
     const gln_cutlass_grouped_t *g = &bw->g;
     cudaStream_t stream = gln_cuda_state(ctx)->stream;
     const size_t n = (size_t)g->num;
@@ -216,19 +218,15 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_blockw
         Chunk c;
         gln_cutlass::fill_chunk(&c, g, first);
         if (tn) GLN_CHECK(st, fail, gln_cuda_blockwise_repack(ctx, bw, first, c.count, t.sfa_repacked, t.sfb_repacked, fn));
-        gln_cutlass_bw::blockwise_setup_kernel<G><<<1, GLN_CUTLASS_CHUNK, 0, stream>>>(t, *bw, c);
-        GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass_bw blockwise_setup_kernel"));
-        if (g->split_is_k && !g->accumulate) {
-            const int64_t count = g->m * g->n;
-            const unsigned int blocks = (unsigned int)(count / 256 + 1 < 64 ? count / 256 + 1 : 64);
-            gln_cutlass::zero_empty_kernel<typename G::ElementD>
-                <<<dim3(blocks, (unsigned int)c.count), 256, 0, stream>>>(*g, c);
-            GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass zero_empty_kernel"));
-        }
+        GLN_CHECK(st, fail,
+                  gln_cuda_check(gln_cutlass::launch_aux(blockwise_setup_kernel<G>, dim3(1), dim3(GLN_CUTLASS_CHUNK),
+                                                         stream, t, *bw, c),
+                                 fn, "gln_cutlass_bw blockwise_setup_kernel"));
+        GLN_CHECK(st, fail, gln_cutlass::launch_zero_empty<typename G::ElementD>(g, c, stream, fn));
     }
     GLN_CHECK(st, fail, gln_cutlass::cutlass_status(gemm.can_implement(args), fn, "can_implement"));
     GLN_CHECK(st, fail, gln_cutlass::cutlass_status(gemm.initialize(args, workspace, stream), fn, "initialize"));
-    GLN_CHECK(st, fail, gln_cutlass::cutlass_status(gemm.run(stream), fn, "run"));
+    GLN_CHECK(st, fail, gln_cutlass::cutlass_status(gemm.run(stream, nullptr, gln_cutlass::gemm_pdl_enabled()), fn, "run"));
     GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "CUTLASS block-scaled grouped GEMM"));
 fail:
     gln_cuda_scratch_free(ctx, scratch);

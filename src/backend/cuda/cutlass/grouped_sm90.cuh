@@ -38,6 +38,7 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 }
+#include "backend/cuda/cuda_pdl.cuh"
 
 namespace gln_cutlass {
 
@@ -101,6 +102,44 @@ struct Grouped {
     using Shape = typename ProblemShape::UnderlyingProblemShape;
 };
 
+/* Programmatic dependent launch for the GEMM (cuda_pdl.cuh): CUTLASS 4.2's sm90 ptr-array kernels
+ * never call griddepcontrol.wait, so a PDL launch of them would let their loads run ahead of the
+ * setup kernel's tables.  This kernel type waits first (the prerequisite grids complete and their
+ * writes are visible) and then lets the next kernel of the stream be scheduled, whose blocks then
+ * take each SM as soon as this GEMM's persistent block on it retires.  What overlaps: the GEMM's
+ * launch and block arrival with the setup kernel, and the next kernel's with the GEMM's last tiles.
+ * Without the PDL attribute the wait returns at once. */
+template <class Base> struct PdlKernel : Base {
+    CUTLASS_DEVICE void operator()(typename Base::Params const &params, char *smem) {
+        gln_pdl_wait();
+        gln_pdl_launch_dependents();
+        Base::operator()(params, smem);
+    }
+};
+/* The device adapter of G's kernel with the PDL wait. */
+template <class G> using PdlGemm = cutlass::gemm::device::GemmUniversalAdapter<PdlKernel<typename G::Kernel>>;
+
+/* Launch the grouped kernels with PDL: unless GLN_CUDA_PDL=0 (every PDL launch) or
+ * GLN_CUDA_GEMM_PDL=0 (these only, to measure what they gain); read at every call. */
+inline bool gemm_pdl_enabled() {
+    return gln_cuda_pdl_enabled() && gln_cuda_env_switch("GLN_CUDA_GEMM_PDL");
+}
+/* Launch a setup / zeroing kernel of a grouped GEMM (one that begins with gln_pdl_wait and
+ * gln_pdl_launch_dependents) under gemm_pdl_enabled(). */
+template <class... Params, class... Args>
+inline cudaError_t launch_aux(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args &&...args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gemm_pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+
 /* A packed stride of a rank-3 (rows, cols, batch) CUTLASS stride type: the one dynamic mode of
  * the first two gets the leading dimension. */
 template <class Stride> __host__ __device__ inline Stride packed_stride(int64_t ld) {
@@ -146,6 +185,8 @@ struct Chunk {
 
 template <class G>
 __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
+    gln_pdl_wait(); /* the offsets' writer, and the previous GEMM's reads of this scratch, first */
+    gln_pdl_launch_dependents();
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= c.count) return;
     const int32_t i = c.first + j;
@@ -173,12 +214,25 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
 /* D_i = 0 for the experts of a wgrad (K_i = rows) that got no rows, without accumulation. */
 template <class ED>
 __global__ void zero_empty_kernel(gln_cutlass_grouped_t g, Chunk c) {
+    gln_pdl_wait();
+    gln_pdl_launch_dependents();
     const int32_t j = (int32_t)blockIdx.y, i = c.first + j;
     if (g.offsets[i + 1] != g.offsets[i]) return;
     const int64_t count = g.m * g.n;
     ED *d = (ED *)c.d[j];
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x)
         d[e] = ED(0);
+}
+
+/* zero_empty_kernel over one chunk, for a wgrad (split along K) without accumulation. */
+template <class ED>
+inline gln_status_t launch_zero_empty(const gln_cutlass_grouped_t *g, const Chunk &c, cudaStream_t stream,
+                                      const char *fn) {
+    if (!g->split_is_k || g->accumulate) return GLN_STATUS_SUCCESS;
+    const int64_t count = g->m * g->n;
+    const unsigned int blocks = (unsigned int)(count / 256 + 1 < 64 ? count / 256 + 1 : 64);
+    return gln_cuda_check(launch_aux(zero_empty_kernel<ED>, dim3(blocks, (unsigned int)c.count), dim3(256), stream, *g, c),
+                          fn, "gln_cutlass zero_empty_kernel");
 }
 
 static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -282,7 +336,7 @@ template <class MainloopArgs> inline void set_promotion(MainloopArgs &m, const g
 /* Run one grouped GEMM of instantiation G on the context's stream: setup, (zeroing of empty
  * wgrads), the CUTLASS kernel.  Every size was checked by the caller (cuda_grouped_gemm.c). */
 template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
-    using Gemm = typename G::Gemm;
+    using Gemm = PdlGemm<G>;
     cudaStream_t stream = gln_cuda_state(ctx)->stream;
     constexpr int tile_k = cute::size<2>(typename G::TileShape{});
     if (g->promotion_k < 0 || g->promotion_k % tile_k)
@@ -365,18 +419,13 @@ template <class G> gln_status_t run(gln_context_t *ctx, const gln_cutlass_groupe
     for (int32_t first = 0; first < g->num; first += GLN_CUTLASS_CHUNK) {
         Chunk c;
         fill_chunk(&c, g, first);
-        setup_kernel<G><<<1, GLN_CUTLASS_CHUNK, 0, stream>>>(t, *g, c);
-        GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass setup_kernel"));
-        if (g->split_is_k && !g->accumulate) {
-            const int64_t count = g->m * g->n;
-            const unsigned int blocks = (unsigned int)(count / 256 + 1 < 64 ? count / 256 + 1 : 64);
-            zero_empty_kernel<typename G::ElementD><<<dim3(blocks, (unsigned int)c.count), 256, 0, stream>>>(*g, c);
-            GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "gln_cutlass zero_empty_kernel"));
-        }
+        GLN_CHECK(st, fail, gln_cuda_check(launch_aux(setup_kernel<G>, dim3(1), dim3(GLN_CUTLASS_CHUNK), stream, t, *g, c),
+                                           fn, "gln_cutlass setup_kernel"));
+        GLN_CHECK(st, fail, launch_zero_empty<typename G::ElementD>(g, c, stream, fn));
     }
     GLN_CHECK(st, fail, cutlass_status(gemm.can_implement(args), fn, "can_implement"));
     GLN_CHECK(st, fail, cutlass_status(gemm.initialize(args, workspace, stream), fn, "initialize"));
-    GLN_CHECK(st, fail, cutlass_status(gemm.run(stream), fn, "run"));
+    GLN_CHECK(st, fail, cutlass_status(gemm.run(stream, nullptr, gemm_pdl_enabled()), fn, "run"));
     GLN_CHECK(st, fail, gln_cuda_check_launch(fn, "CUTLASS grouped GEMM"));
 fail:
     gln_cuda_scratch_free(ctx, scratch);
