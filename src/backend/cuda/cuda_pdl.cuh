@@ -28,11 +28,11 @@ __device__ __forceinline__ void gln_pdl_launch_dependents(void) {
 #endif
 }
 
-/* Launch kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
- * (unless GLN_CUDA_PDL=0): for kernels that begin with gln_pdl_wait(). */
+/* Launch kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization
+ * when `pdl`: for kernels that begin with gln_pdl_wait(). */
 template <class... Params, class... Args>
-static cudaError_t gln_cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                                   Args &&...args) {
+static cudaError_t gln_cuda_launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t stream, Args &&...args) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -42,8 +42,16 @@ static cudaError_t gln_cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 bl
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = gln_cuda_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+
+/* The same with PDL unless GLN_CUDA_PDL=0. */
+template <class... Params, class... Args>
+static cudaError_t gln_cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                   Args &&...args) {
+    return gln_cuda_launch_pdl(gln_cuda_pdl_enabled() != 0, kernel, grid, block, smem, stream,
+                               static_cast<Args &&>(args)...);
 }
 
 #endif

@@ -128,16 +128,7 @@ inline bool gemm_pdl_enabled() {
  * gln_pdl_launch_dependents) under gemm_pdl_enabled(). */
 template <class... Params, class... Args>
 inline cudaError_t launch_aux(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args &&...args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gemm_pdl_enabled() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+    return gln_cuda_launch_pdl(gemm_pdl_enabled(), kernel, grid, block, 0, stream, static_cast<Args &&>(args)...);
 }
 
 /* A packed stride of a rank-3 (rows, cols, batch) CUTLASS stride type: the one dynamic mode of
