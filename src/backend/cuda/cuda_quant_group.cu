@@ -2248,13 +2248,12 @@ __device__ __forceinline__ void gq4_issue(const gq_args_t &a, const CUtensorMap 
 
 /* gq_flush for one warp: its lanes' amax partials max-reduced, one atomic each (none when 0).
  * No block barrier, so a member switch at nearly every tile (the strided order over small
- * members) costs a warp reduction, not two barriers; 8 atomics per block and member visit
- * instead of 1.  The FP32 bits reduce in one instruction (REDUX); the NaN index only when a lane
- * saw a NaN (the 64-bit shuffle chain would otherwise run at every member switch). */
+ * members) costs shuffles, not two barriers; 8 atomics per block and member visit instead of 1. */
 __device__ __forceinline__ void gq_flush_warp(gq_amax_t *w, uint32_t best, unsigned long long nan_not) {
-    best = __reduce_max_sync(GQ_FULL, best);
-    if (__any_sync(GQ_FULL, nan_not != 0ull))
-        for (int off = 16; off > 0; off >>= 1) nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
+    for (int off = 16; off > 0; off >>= 1) {
+        best = max(best, __shfl_xor_sync(GQ_FULL, best, off));
+        nan_not = max(nan_not, __shfl_xor_sync(GQ_FULL, nan_not, off));
+    }
     if ((threadIdx.x & 31) == 0) {
         if (best) atomicMax(&w->max_bits, best);
         if (nan_not) atomicMax(&w->nan_not, nan_not);
