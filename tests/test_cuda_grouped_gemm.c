@@ -707,6 +707,22 @@ static void test_graph_capture(void) {
  * dW_i += g_iᵀ · y_i (the wgrad reading y, accumulating into FP32); y starts NaN-poisoned.  After
  * the chain dW equals the CPU's bit for bit (|y| <= 256 is exact in bf16, every sum exact in
  * FP32).  Run with PDL (the default) and under GLN_CUDA_GEMM_PDL=0. */
+/* One GEMM of the chain: on the device through the CUTLASS dispatch (which must take it: the PDL
+ * launches are the CUTLASS path's), on the CPU through the public call. */
+static void chain_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *a, const char *what) {
+#if defined(GLN_TEST_HAVE_CUTLASS)
+    if (ctx == g_cu) {
+        int handled = -1;
+        CHECK_OK(gln_cuda_grouped_gemm_cutlass(ctx, a, &handled));
+        CHECK_MSG(handled == 1, "PDL chain: no CUTLASS kernel took the %s", what);
+        return;
+    }
+#else
+    (void)what;
+#endif
+    CHECK_OK(gln_grouped_gemm(ctx, a));
+}
+
 static void pdl_chain(void) {
     gln_rng_t rng = gln_rng_seed(1607);
     enum { E = 8, STEPS = 6 };
@@ -740,8 +756,8 @@ static void pdl_chain(void) {
             f.layout = GLN_LAYOUT_TN, f.a_list = on_device ? cw : hw, f.b = &gx, f.d_grouped = &gy;
             wg.layout = GLN_LAYOUT_NT, wg.a_grouped = &gy, wg.b = &gg, wg.d_list = on_device ? cdw : hdw;
             wg.accumulate = 1;
-            CHECK_OK(gln_grouped_gemm(ctx, &f));
-            CHECK_OK(gln_grouped_gemm(ctx, &wg));
+            chain_gemm(ctx, &f, "fprop");
+            chain_gemm(ctx, &wg, "wgrad");
         }
     }
     CHECK_OK(gln_synchronize(g_cu));

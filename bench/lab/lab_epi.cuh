@@ -100,7 +100,6 @@ struct WgradEpi {
         KernelSchedule>::CollectiveOp;
 
     using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
-    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
     using StrideA = typename Kernel::InternalStrideA;
     using StrideB = typename Kernel::InternalStrideB;
     using StrideD = typename Kernel::InternalStrideD;

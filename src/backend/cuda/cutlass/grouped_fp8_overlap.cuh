@@ -125,7 +125,6 @@ template <class Base> struct OverlapPromotion : Base {
 template <class G, template <class> class Loop> struct WithMainloop : G {
     using Mainloop = Loop<typename G::Mainloop>;
     using Kernel = cutlass::gemm::kernel::GemmUniversal<typename G::ProblemShape, Mainloop, typename G::Epilogue>;
-    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
     using StrideA = typename Kernel::InternalStrideA;
     using StrideB = typename Kernel::InternalStrideB;
     using StrideD = typename Kernel::InternalStrideD;
