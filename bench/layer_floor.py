@@ -21,7 +21,9 @@ Quantization of x, dy and W (each needs its rowwise and its columnwise / transpo
   mxfp8 (emulated) one pass 4n; the GEMMs then run in bf16 on E4M3 * 2^k values (exact in bf16).
                    Row "mxfp8" dequantizes inside the GEMM's main loop at no cost (the best any
                    emulation can do); row "mxfp8-pass" dequantizes in separate passes (read n,
-                   write 2n for each of the two copies of x, dy and W), as the library does today
+                   write 2n for each of the two copies of x, dy and W), as the library does today;
+                   row "mxfp8-fused" has the quantizer write both copies already dequantized (the
+                   bf16 values E4M3 * 2^k, 2n bytes each: one pass of 6n, no dequantization pass)
 With --cached-weights the weights are quantized once per several microbatches (TE's
 is_first_microbatch = False): their quantization leaves the step.
 
@@ -36,7 +38,7 @@ SHAPES = {  # name: (experts, tokens per expert, K hidden, N expert width), as i
     "qwen3": (128, 128, 2048, 768),
     "deepgemm": (8, 4096, 7168, 4096),
 }
-RECIPES = ("bf16", "fp8-current", "fp8-delayed", "fp8-block", "mxfp8", "mxfp8-pass")
+RECIPES = ("bf16", "fp8-current", "fp8-delayed", "fp8-block", "mxfp8", "mxfp8-pass", "mxfp8-fused")
 
 
 def stage_floor(flops, nbytes, tflops, tbps):
@@ -62,6 +64,8 @@ def layer_floor(shape, recipe, cached, tbps, bf16_tf, fp8_tf):
         stages["quantize"] = sum(6 * q for q in quantized) / (tbps * 1e12)
     elif recipe in ("fp8-delayed", "fp8-block"):
         stages["quantize"] = sum(4 * q for q in quantized) / (tbps * 1e12)
+    elif recipe == "mxfp8-fused":  # read 2n, write both dequantized copies as bf16: 2n + 2n
+        stages["quantize"] = sum(6 * q for q in quantized) / (tbps * 1e12)
     elif recipe.startswith("mxfp8"):
         stages["quantize"] = sum(4 * q for q in quantized) / (tbps * 1e12)
         if recipe == "mxfp8-pass":  # both copies of each operand: read n as FP8, write 2n as bf16

@@ -97,7 +97,8 @@ static double round_trip(checker_t *c, gln_context_t *ctx, const gln_quant_confi
     float amax = 0, scale = 1, *out = tool_alloc((size_t)(2 * R * C), sizeof(float), "dequantized data");
     gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, R, C, (void *)x);
     gln_tensor_t q = {cfg->fp8_dtype, R, C, d, cfg->mode, sc, cd, csc, &amax, &scale};
-    gln_tensor_t o0 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out), o1 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out + R * C);
+    gln_tensor_t o0 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out);
+    gln_tensor_t o1 = gln_tensor_make(GLN_DTYPE_FP32, R, C, out ? out + R * C : NULL);
     gln_status_t st = GLN_STATUS_OUT_OF_MEMORY;
     if (d && cd && sc && csc && out) st = gln_quantize(ctx, cfg, &in, &q);
     if (st == GLN_STATUS_SUCCESS) st = gln_dequantize(ctx, &q, 0, &o0);
