@@ -285,7 +285,9 @@ typedef struct gln_grouped_tensor {
 } gln_grouped_tensor_t;
 
 /* Element offsets of each member's scales in the rowwise / columnwise scale buffers, [N+1]
- * each (host splits).  Total scale buffer sizes are offsets[N] elements. */
+ * each (host splits).  Total scale buffer sizes are offsets[N] elements.  The members must fit
+ * one packed tensor: each split >= 0, their sum <= GLN_MAX_DIM and the sum times cols <=
+ * GLN_MAX_ELEMS; otherwise GLN_STATUS_INVALID_ARGUMENT. */
 GLN_API gln_status_t gln_grouped_scale_offsets(gln_scaling_mode_t mode, int32_t num, const int64_t *splits,
                                        int64_t cols, int64_t *row_offsets, int64_t *col_offsets);
 /* Upper bound on scale-buffer elements for any splits summing to <= rows (graph-safe sizing). */

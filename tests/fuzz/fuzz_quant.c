@@ -130,7 +130,12 @@ static void op_offsets(fz_t *f) {
                                             which == 1 ? NULL : co),
                   "gln_grouped_scale_offsets");
     int valid = mode >= 0 && mode <= 4 && num >= 1;
-    for (int i = 0; i < num && valid; i++) valid = !too_big(splits[i], cols);
+    int64_t packed_rows = 0; /* the members as one packed tensor: within the limits too */
+    for (int i = 0; i < num && valid; i++) {
+        valid = !too_big(splits[i], cols);
+        packed_rows += valid ? splits[i] : 0; /* each <= GLN_MAX_DIM, MAX_N of them: no overflow */
+    }
+    valid = valid && !too_big(packed_rows, cols);
     if (!valid) {
         fz_refused(st_off, "gln_grouped_scale_offsets", "invalid mode / num / splits / cols");
     } else if (!wild_used) {
