@@ -60,12 +60,12 @@ def layer_floor(shape, recipe, cached, tbps, bf16_tf, fp8_tf):
         "wgrad": stage_floor(gemm_flops, op * (nx + ndy) + 8 * nw, tf, tbps),
     }
     quantized = [nx, ndy] + ([] if cached else [nw])
-    if recipe == "fp8-current":
+    # 6n: current scaling reads twice and writes two 1-byte copies; mxfp8-fused reads once and
+    # writes two 2-byte (bf16) copies
+    if recipe in ("fp8-current", "mxfp8-fused"):
         stages["quantize"] = sum(6 * q for q in quantized) / (tbps * 1e12)
     elif recipe in ("fp8-delayed", "fp8-block"):
         stages["quantize"] = sum(4 * q for q in quantized) / (tbps * 1e12)
-    elif recipe == "mxfp8-fused":  # read 2n, write both dequantized copies as bf16: 2n + 2n
-        stages["quantize"] = sum(6 * q for q in quantized) / (tbps * 1e12)
     elif recipe.startswith("mxfp8"):
         stages["quantize"] = sum(4 * q for q in quantized) / (tbps * 1e12)
         if recipe == "mxfp8-pass":  # both copies of each operand: read n as FP8, write 2n as bf16
