@@ -184,8 +184,11 @@ typedef struct gln_cutlass_grouped {
     gln_dtype_t d_dtype;             /* D's dtype: bf16 / fp16 / fp32 where an instantiation has it */
     int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */
     int32_t k_align;                 /* split_is_k: experts whose row count is not a multiple of
-                                      * this get no tiles here (their K stride cannot be read by
-                                      * TMA); the caller computes them (0 or 1: no such rule) */
+                                      * this cannot be read in place by TMA (their K stride): with
+                                      * a_pad / b_pad they are read from there, padded; without,
+                                      * they get no tiles and the caller computes them (0 or 1:
+                                      * no such rule) */
+    const void *a_pad, *b_pad;       /* FP8 wgrad: the padded copies of gln_cuda_wgrad_pad, or NULL */
     int64_t split_rows;              /* the split dimension's packed rows, known on the host (for
                                       * the tile order, grouped_sm90.cuh); 0: unknown */
     int32_t promotion_k;             /* FP8 with FP32 promotion: K elements between promotions, a
@@ -208,12 +211,13 @@ gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cu
 gln_status_t gln_cutlass_run_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 
-/* cuda_fp8_wgrad.cu: the FP8 wgrad of the experts a CUTLASS wgrad left out under g->k_align (row
- * counts not a multiple of it; others are skipped on the device), with the same alpha / beta
- * rule, FP32 accumulation on the CUDA cores.  A fixed grid that walks the experts: no host
- * synchronization. */
-gln_status_t gln_cuda_fp8_wgrad_unaligned(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
-                                          const float *const *b_scales, const char *call);
+/* cuda_wgrad_pad.cu: the transposed FP8 copies of the experts of a per-tensor FP8 wgrad whose row
+ * count is not a multiple of g->k_align, copied into a_pad / b_pad (each (split_rows + k_align ·
+ * num) rows of g->m / g->n bytes) with every row zero-padded to the next multiple, at row
+ * offsets[i] + k_align · i; the CUTLASS setup kernel points those experts there
+ * (gln_cutlass_grouped_t.a_pad).  Aligned experts are skipped on the device. */
+gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, void *a_pad, void *b_pad,
+                                const char *call);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */

@@ -13,8 +13,8 @@
  *               that dtype too), 128×128 cooperative in every regime
  *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i
  *               (E4M3 × E4M3 also -> bf16 dW_i);
- *               experts whose row count is not a multiple of 16 (a TMA stride) run on
- *               gln_cuda_fp8_wgrad_unaligned, chosen on the device
+ *               experts whose row count is not a multiple of 16 (a TMA stride) read from
+ *               zero-padded copies (gln_cuda_wgrad_pad, chosen on the device)
  *   all three   MXFP8 operands, and BLOCK_1D / BLOCK_2D operands whose scales the caller knows to
  *               be powers of two (args->block_scales_pow2), by exact emulation: Hopper has no
  *               tensor-core path for these scale modes, so each operand's copy is dequantized
@@ -260,7 +260,8 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
 /* NT (wgrad) on per-tensor FP8: dW_i [m, n] = alpha_i · dy_i [rows_i, m]ᵀ · x_i [rows_i, n] from the
  * transposed (columnwise) copies, K-major along the rows: dy_i's copy [m, rows_i] at element
  * row_start·m, x_i's [n, rows_i] at row_start·n.  Experts whose row count is not a multiple of
- * 16 go to gln_cuda_fp8_wgrad_unaligned (k_align).  x_scales receives &x->col_scale_inv[i]. */
+ * 16 read zero-padded copies (k_align; run_fp8_wgrad_padded).  x_scales receives
+ * &x->col_scale_inv[i]. */
 static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, void **d_ptrs,
                        const float **x_scales) {
     const gln_grouped_tensor_t *gdy = args->b, *gx = args->a_grouped;
@@ -294,8 +295,8 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     g->b_scale_list = x_scales;
     g->accumulate = args->accumulate;
     g->k_align = 16;
-    /* host splits all multiples of 16: nothing for the unaligned kernel, which is then not
-     * launched at all (with device splits it runs and its blocks return at once) */
+    /* host splits all multiples of 16: nothing to pad, no scratch, no pad launch (with device
+     * splits the pad kernel runs and skips the aligned experts on the device) */
     if (!gdy->splits_on_backend) {
         int unaligned = 0;
         for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
@@ -313,7 +314,41 @@ gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_gro
  * (gln_cutlass_grouped_t.promotion_k); 0 otherwise. */
 int32_t gln_cutlass_lab_promotion_k = 0;
 
+static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn);
+
+/* The FP8 wgrad when some expert's row count may not be a multiple of g->k_align: those experts'
+ * transposed copies zero-padded into scratch first (cuda_wgrad_pad.cu), then one CUTLASS launch
+ * for every expert. */
+static gln_status_t run_fp8_wgrad_padded(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    gln_cutlass_grouped_t p = *g;
+    void *a_pad = NULL, *b_pad = NULL;
+    int64_t rows;
+    size_t a_bytes = 0, b_bytes = 0;
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    if (gln_mul_overflow_i64((int64_t)g->k_align, (int64_t)g->num, &rows) ||
+        gln_add_overflow_i64(rows, g->split_rows, &rows))
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %lld rows padded for %d experts overflow int64", fn,
+                        (long long)g->split_rows, (int)g->num);
+    GLN_CHECK(st, done, gln_shape_bytes(fn, "the padded wgrad gradient", rows, g->m, 1, &a_bytes));
+    GLN_CHECK(st, done, gln_shape_bytes(fn, "the padded wgrad input", rows, g->n, 1, &b_bytes));
+    GLN_CHECK(st, done, gln_cuda_scratch_alloc(ctx, a_bytes, &a_pad, fn));
+    GLN_CHECK(st, done, gln_cuda_scratch_alloc(ctx, b_bytes, &b_pad, fn));
+    GLN_CHECK(st, done, gln_cuda_wgrad_pad(ctx, g, a_pad, b_pad, fn));
+    p.a_pad = a_pad, p.b_pad = b_pad;
+    st = run_kernel(ctx, &p, fn);
+done:
+    gln_cuda_scratch_free(ctx, a_pad);
+    gln_cuda_scratch_free(ctx, b_pad);
+    return st;
+}
+
+static int is_fp8_wgrad(const gln_cutlass_grouped_t *g) {
+    return g->kernel == GLN_CUTLASS_E4M3_WGRAD || g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+}
+
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
+    if (is_fp8_wgrad(g) && g->k_align > 1 && !g->a_pad) return run_fp8_wgrad_padded(ctx, g, fn);
     if (gln_cutlass_lab_kernel) {
         const gln_status_t st = gln_cutlass_lab_kernel(ctx, g, fn);
         if (st != GLN_STATUS_NOT_SUPPORTED) return st;
@@ -355,9 +390,7 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
             st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
         else
             st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad_pp(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad_pp(ctx, g, fn);
-        /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
-        if (st != GLN_STATUS_SUCCESS || g->k_align <= 1) return st;
-        return gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn);
+        return st;
     }
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }
@@ -525,7 +558,7 @@ static gln_status_t run_direct(gln_context_t *ctx, const gln_grouped_gemm_args_t
      * CUTLASS wins there too (the fast-accumulating FP8 fprop) or the loop has no FP8 NT GEMM
      * of its own (the FP8 wgrad) */
     const int64_t avg_rows = args->b->packed.rows / args->b->num;
-    const int fp8_wgrad = g.kernel == GLN_CUTLASS_E4M3_WGRAD || g.kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+    const int fp8_wgrad = is_fp8_wgrad(&g);
     const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
                           !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN) && !(nt && fp8_wgrad);
     if (!fits || loop_wins) return GLN_STATUS_SUCCESS;
