@@ -19,7 +19,7 @@
  * Environment (kernel lab, comparisons): GLN_CUDA_BLOCKWISE=0 turns this path off (pow2 scales
  * then take the dequantize emulation, FP32 scales the per-expert loop); GLN_CUTLASS_BLOCKWISE=
  * coop | cluster | pingpong forces the fprop / dgrad instantiation (tn_variant below);
- * GLN_CUTLASS_RASTER / GLN_CUTLASS_SWIZZLE steer the tile scheduler as for every
+ * GLN_CUTLASS_RASTER steers the tile scheduler as for every
  * CUTLASS grouped kernel (cutlass/grouped_sm90.cuh, documented in cuda_grouped_gemm.c). */
 #include <stdint.h>
 #include <stdlib.h>

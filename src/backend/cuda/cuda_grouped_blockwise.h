@@ -1,8 +1,8 @@
 /* FP8 block scaling (the DeepSeek recipe: 1×128 activation / gradient scales, 128×128 weight
  * scales, FP32 or power-of-two) as real CUTLASS block-scaled grouped GEMMs on Hopper: the
  * tensor cores multiply raw E4M3 values and the mainloop multiplies each 128-wide K block's FP32
- * partial sums by the two operands' decode scales before adding them up (DESIGN.md §7, "FP32
- * block scales"; for power-of-two scales this is the same value as dequantizing first).
+ * partial sums by the two operands' decode scales before adding them up (for power-of-two
+ * scales this is the same value as dequantizing first).
  *
  *   cuda_grouped_blockwise.c          which argument sets fit, and their translation (host)
  *   cuda_grouped_blockwise_scales.cu  the scale repacks into CUTLASS's layouts and the wgrad of
