@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "lm_data.h"
 #include "train.h"
+#include "train_ops.h"
 
 static const char *const CMD = "train";
 
@@ -173,6 +174,10 @@ int train_parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
             return opt_usage_error(CMD, "--backend cuda needs --path grouped (the expert splits are "
                                         "computed on the device)");
         o->path = 1;
+        if (o->tokens * o->context > TOP_EMBED_BWD_MAX_PAIRS)
+            return opt_usage_error(CMD, "--backend cuda takes --tokens x --context up to %lld (the embedding "
+                                        "backward's int32 indices), not %lld", (long long)TOP_EMBED_BWD_MAX_PAIRS,
+                                   (long long)(o->tokens * o->context));
         if (ranks > 1)
             return opt_usage_error(CMD, "--backend cuda runs on one rank (the expert weights' group "
                                         "has no device transport yet)");
