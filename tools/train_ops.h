@@ -15,6 +15,7 @@
 #ifndef GLN_TOOLS_TRAIN_OPS_H
 #define GLN_TOOLS_TRAIN_OPS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,7 +58,9 @@ gln_status_t top_adam(gln_context_t *ctx, float *w, const float *g, float *m, fl
 gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,
                        int64_t H, float *x);
 /* gemb = 0, then gemb[c·256 + bytes[t·C + c]] += dx[t] for t in order (per row: a sum in token
- * order). */
+ * order).  On CUDA T·C is at most TOP_EMBED_BWD_MAX_PAIRS (the kernel's int32 token indices and
+ * list positions) and C at most 65535, else GLN_STATUS_NOT_SUPPORTED. */
+#define TOP_EMBED_BWD_MAX_PAIRS ((int64_t)INT32_MAX / 2)
 gln_status_t top_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
                                  int64_t H, float *gemb);
 /* rows [T, 256]: row += bias, row = softmax(row) in place, loss[t] = −log softmax[next[t]]

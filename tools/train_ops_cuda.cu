@@ -146,50 +146,12 @@ extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const u
     return check(cudaSuccess, "embed_kernel");
 }
 
-/* Block (row, chunk): embedding row (c, v) = blockIdx.x, columns chunk·THREADS + thread.  The
- * tokens whose byte at c is v are found THREADS at a time in token order (a ballot compaction
- * into shared memory) and their dx columns added in that order -- the CPU's sum order, so the
- * result is bitwise the CPU's.  Column chunks in blocks of their own spread a frequent byte's
- * long list over several SMs.  (A counting sort of the (position, byte) keys followed by a
- * segmented sum was tried on 2026-12-03: 1.7 ms per step on the H200 against this kernel's
- * 0.64 ms under ncu -- its sum stage serialized on one warp per block.)  Version 1: every block
- * scans all T bytes, which is its cost; version 2 below groups the pairs once per call.  Still
- * reachable with GLN_TRAIN_EMBED_BWD_V1=1, and taken past version 2's int32 limits. */
-__global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t T, int64_t C, int64_t H,
-                                 float *gemb) {
-    __shared__ int64_t list[THREADS];
-    __shared__ int warp_base[THREADS / 32 + 1];
-    const int64_t row = blockIdx.x, c = row / 256;
-    const int v = (int)(row % 256);
-    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
-    const int64_t h = (int64_t)blockIdx.y * THREADS + threadIdx.x;
-    float acc = 0.0f;
-    for (int64_t t0 = 0; t0 < T; t0 += THREADS) {
-        const int64_t t = t0 + threadIdx.x;
-        const int hit = t < T && bytes[t * C + c] == v;
-        const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-        if (lane == 0) warp_base[wid + 1] = __popc(ballot);
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            warp_base[0] = 0;
-            for (int w = 1; w <= THREADS / 32; w++) warp_base[w] += warp_base[w - 1];
-        }
-        __syncthreads();
-        if (hit) list[warp_base[wid] + __popc(ballot & ((1u << lane) - 1u))] = t;
-        __syncthreads();
-        const int count = warp_base[THREADS / 32];
-        if (h < H)
-            for (int i = 0; i < count; i++) acc = __fadd_rn(acc, dx[list[i] * H + h]);
-        __syncthreads();
-    }
-    if (h < H) gemb[row * H + h] = acc;
-}
-
-/* ---- embedding backward, v2: a stable grouping of the (token, position) pairs, then segmented sums
+/* ---- embedding backward: a stable grouping of the (token, position) pairs, then segmented sums
 
    gemb[k, :] for key k = c·256 + v is the sum, in increasing t, of dx[t, :] over the tokens t with
-   bytes[t·C + c] == v.  Version 2 groups the T·C pairs by key ONCE per call, keeping token order
-   inside each key, into list[] (the token indices, key after key), then sums each key's rows:
+   bytes[t·C + c] == v.  The T·C pairs are grouped by key ONCE per call, keeping token order
+   inside each key, into list[] (the token indices, key after key), then each key's rows summed
+   (the CPU loop's sum order, so the result is bitwise the CPU's):
 
      ebw_count    block (chunk, c): per-byte counts of the EBW_CHUNK tokens of chunk at position c
                   (shared-memory atomics: counts do not depend on the order), stored key-major:
@@ -355,18 +317,6 @@ ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, in
     if (live) ((T4 *)(gemb + key * H))[col] = acc;
 }
 
-static int embed_bwd_use_v1(void) {
-    const char *e = getenv("GLN_TRAIN_EMBED_BWD_V1");
-    return e && e[0] == '1' && e[1] == '\0';
-}
-
-static gln_status_t embed_backward_v1(cudaStream_t s, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
-                                      int64_t H, float *gemb) {
-    const dim3 grid((unsigned)(C * 256), (unsigned)((H + THREADS - 1) / THREADS));
-    embed_bwd_kernel<<<grid, THREADS, 0, s>>>(dx, bytes, T, C, H, gemb);
-    return check(cudaSuccess, "embed_bwd_kernel");
-}
-
 extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
                                             int64_t C, int64_t H, float *gemb) {
     if (C * H <= 0) return GLN_STATUS_SUCCESS;
@@ -376,8 +326,11 @@ extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx,
     const int64_t cols = vec ? H / 4 : H;
     const int64_t col_blocks = (cols + EBW_SUM_THREADS - 1) / EBW_SUM_THREADS;
     /* int32 token indices and list positions; grid.y limits of the two grids */
-    if (embed_bwd_use_v1() || T * C > INT32_MAX / 2 || C > 65535 || col_blocks > 65535)
-        return embed_backward_v1(s, dx, bytes, T, C, H, gemb);
+    if (T * C > TOP_EMBED_BWD_MAX_PAIRS || C > 65535 || col_blocks > 65535)
+        return tool_fail(GLN_STATUS_NOT_SUPPORTED,
+                         "embedding backward on CUDA: T*C = %lld (at most %lld), C = %lld (at most 65535), "
+                         "%lld column blocks (at most 65535)",
+                         (long long)(T * C), (long long)TOP_EMBED_BWD_MAX_PAIRS, (long long)C, (long long)col_blocks);
     const int nchunks = (int)((T + EBW_CHUNK - 1) / EBW_CHUNK);
     const int64_t n = C * 256 * nchunks + 1;
     int *off = NULL;

@@ -52,6 +52,8 @@ expect_usage "unknown recipe 'nope'" train --recipes bf16,nope
 expect_usage "listed twice" train --recipes bf16,bf16
 expect_usage "--backend cuda" train --backend cuda --task teacher
 expect_usage "is not one of" train --backend tpu
+# the embedding backward kernel's int32 indices (2^31 token-position pairs here)
+expect_usage "--backend cuda takes --tokens x --context up to 1073741823" train --backend cuda --tokens 4194304 --context 512
 expect_usage "is not one of" train --path diagonal
 expect_usage "is not one of" train --activation relu
 expect_usage "must be <= --experts" train --experts 4 --topk 5

@@ -6,7 +6,6 @@
  * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
  * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
  * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
-#define _POSIX_C_SOURCE 200809L /* setenv / unsetenv: the embedding backward's two versions */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,13 +187,10 @@ static uint8_t *embed_bytes(tool_rng_t *r, size_t n, int skew) {
     return p;
 }
 
-/* The device's embedding backward under GLN_TRAIN_EMBED_BWD_V1 = v1 ("1": the per-row scan
- * kernel; unset: the grouped version 2), into a freshly poisoned gemb, twice: both runs must have
- * the CPU loop's bits. */
-static void embed_backward_version(int v1, const float *ge, const float *ddx, const uint8_t *db, int64_t T,
-                                   int64_t C, int64_t H, float *dge, size_t ne, const char *label) {
-    if (v1) setenv("GLN_TRAIN_EMBED_BWD_V1", "1", 1);
-    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
+/* The device's embedding backward into a freshly poisoned gemb, twice: both runs must have the
+ * CPU loop's bits. */
+static void embed_backward_twice(const float *ge, const float *ddx, const uint8_t *db, int64_t T, int64_t C,
+                                 int64_t H, float *dge, size_t ne, const char *label) {
     char what[128];
     for (int run = 0; run < 2; run++) {
         unsigned char *poison = malloc(ne * 4);
@@ -202,8 +198,8 @@ static void embed_backward_version(int v1, const float *ge, const float *ddx, co
         OK(gln_memcpy(cu, dge, poison, ne * 4, GLN_COPY_HOST_TO_BACKEND));
         free(poison);
         OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
-        snprintf(what, sizeof what, "embed backward v%d%s (T %lld, C %lld, H %lld%s)", v1 ? 1 : 2,
-                 run ? " again" : "", (long long)T, (long long)C, (long long)H, label);
+        snprintf(what, sizeof what, "embed backward%s (T %lld, C %lld, H %lld%s)", run ? " again" : "",
+                 (long long)T, (long long)C, (long long)H, label);
         same_bits(what, ge, dge, ne * 4);
     }
 }
@@ -221,18 +217,31 @@ static void test_embed(int64_t T, int64_t C, int64_t H, int skew) {
     OK(top_embed(cu, demb, db, T, C, H, dxo));
     same_bits("embed x", x, dxo, (size_t)(T * H) * 4);
     OK(top_embed_backward(cpu, dx, bytes, T, C, H, ge));
-    /* both device versions, leaving the variable as it was */
-    const char *was = getenv("GLN_TRAIN_EMBED_BWD_V1");
-    char *saved = was ? strdup(was) : NULL;
-    const char *label = skew ? ", skewed" : "";
-    embed_backward_version(0, ge, ddx, db, T, C, H, dge, ne, label);
-    embed_backward_version(1, ge, ddx, db, T, C, H, dge, ne, label);
-    if (saved) setenv("GLN_TRAIN_EMBED_BWD_V1", saved, 1);
-    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
-    free(saved);
+    embed_backward_twice(ge, ddx, db, T, C, H, dge, ne, skew ? ", skewed" : "");
     void *d[] = {demb, ddx, db, dxo, dge};
     for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
     free(emb), free(dx), free(bytes), free(x), free(ge);
+}
+
+/* Past the kernel's int32 indices the call is refused before anything is read or written. */
+static void test_embed_limit(void) {
+    const int64_t C = 1, H = 4, T = TOP_EMBED_BWD_MAX_PAIRS + 1;
+    const size_t ne = (size_t)(C * 256 * H);
+    float *ddx = dev(NULL, 16), *dge = dev(NULL, ne * 4);
+    uint8_t *db = dev(NULL, 16);
+    const gln_status_t st = top_embed_backward(cu, ddx, db, T, C, H, dge);
+    if (st != GLN_STATUS_NOT_SUPPORTED)
+        FAIL("embed backward with T*C = %lld: %s, expected not supported", (long long)(T * C), gln_status_string(st));
+    OK(gln_synchronize(cu));
+    unsigned char *g = back(dge, ne * 4);
+    for (size_t i = 0; i < ne * 4; i++)
+        if (g[i] != 0xFF) {
+            FAIL("embed backward with T*C = %lld wrote gemb byte %zu", (long long)(T * C), i);
+            break;
+        }
+    free(g);
+    void *d[] = {ddx, dge, db};
+    for (size_t i = 0; i < 3; i++) OK(gln_free(cu, d[i]));
 }
 
 static void test_head(int64_t T) {
@@ -317,6 +326,7 @@ int main(void) {
     test_embed(3001, 4, 264, 1); /* float4 columns: 66, two column blocks, the second nearly empty */
     test_embed(3001, 3, 37, 1);  /* H odd: the scalar path */
     test_embed(2500, 8, 1024, 1); /* the training shape's H and C, at a smaller T */
+    test_embed_limit();
     test_head(1);
     test_head(1000);
     test_windows();
