@@ -90,11 +90,9 @@
  *
  * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
  * the loop; GLN_CUTLASS_TILES=small, =medium or =large forces a regime; GLN_CUTLASS_RASTER=m|n|auto
- * (default: along the dimension with fewer tiles per expert, from host-known shapes) and
- * GLN_CUTLASS_SWIZZLE=1|2|4|8 (default 1) set the persistent tile scheduler of every CUTLASS
- * grouped kernel, block-scaled ones included, read once a process (cutlass/grouped_sm90.cuh: the
- * rule and why; with CUTLASS 4.2 the grouped scheduler applies no swizzle whatever the maximum,
- * and `auto` resolves to along N). */
+ * (default: along the dimension with fewer tiles per expert, from host-known shapes) sets the tile
+ * order of every CUTLASS grouped kernel, block-scaled ones included, read once a process
+ * (cutlass/grouped_sm90.cuh: the rule and why; `auto` resolves to along N). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
