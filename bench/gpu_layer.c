@@ -28,7 +28,7 @@
  *
  * Clocks: the H200 holds 1980 MHz only for the first fraction of a second of load; sustained
  * steps of these shapes reach its 700 W power limit and run at ~1.3–1.6 GHz (nvidia-smi during
- * 60-step runs, bench/RESULTS.md 2026-12-04).  A figure therefore depends on how
+ * 60-step runs, bench/RESULTS.md 2026-12-04, runs at ee03b23).  A figure therefore depends on how
  * long the device has been busy: --quick (4 steps) and the first recipes of a table read high,
  * later recipes of the full table lower.  For sustained throughput, give a long --warmup (e.g.
  * --warmup 40 --repeat 20); compare recipes at the same duty cycle.

@@ -1,4 +1,4 @@
-/* The MoE ops behind the backend table (issue 8 item 6).
+/* The MoE ops behind the backend table.
  *
  *   - Every public MoE call dispatches through its slot: a table whose slots count their calls
  *     and forward to the CPU reference gives results bitwise equal to the plain CPU context,

@@ -271,7 +271,7 @@ static void test_delayed_update_max(void) {
     for (int i = 0; i < 3; i++) CHECK(h[i][0] == 0.0f && h[i][1] == 0.0f);
 }
 
-/* Issue 14 reproducer: newest amax 0 (no tokens) under "max" leaves history [0, 2] and scale 1
+/* Regression (TE parity): newest amax 0 (no tokens) under "max" leaves history [0, 2] and scale 1
  * alone; always_roll consumes the 2; amax_nan_propagate lets a NaN in the window keep the scale. */
 static void test_delayed_update_zero_newest(void) {
     const float fmax[1] = {448.0f};
@@ -302,7 +302,7 @@ static void test_delayed_update_zero_newest(void) {
                  GLN_STATUS_INVALID_ARGUMENT, "opts->size");
 }
 
-/* Issue 14 reproducers: NaN elements are ignored by every amax (TE's fmaxf) and still encode
+/* Regressions (TE parity): NaN elements are ignored by every amax (TE's fmaxf) and still encode
  * as FP8 NaN (0x7F). */
 static void test_nan_ignored_by_amax(void) {
     gln_context_t *ctx = ctx_cpu();

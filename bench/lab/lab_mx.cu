@@ -1,4 +1,4 @@
-/* Kernel lab, issue 9: can a warp-specialized MXFP8 quantizer reach >= 80 % of a device copy on
+/* Kernel lab: can a warp-specialized MXFP8 quantizer reach >= 80 % of a device copy on
  * an H200, where the library's gq_mx3_kernel stops at ~71 %?
  *
  * Standalone (it does not link the library; it includes numerics/numerics.h for the host

@@ -19,7 +19,7 @@
  *               be powers of two (args->block_scales_pow2), by exact emulation: Hopper has no
  *               tensor-core path for these scale modes, so each operand's copy is dequantized
  *               into bf16 scratch on the device (cuda_grouped_dequant.cu: fp8 × 2^k is exact in
- *               bf16 — DESIGN.md §7) and the bf16 kernels above run on it, bias epilogue and
+ *               bf16 — docs/numerics.md) and the bf16 kernels above run on it, bias epilogue and
  *               FP32 main_grad included.  Always CUTLASS, whatever the expert sizes: the loop
  *               would dequantize expert by expert (and, for block scales, run ⌈K/128⌉ GEMMs).
  *               E4M3 FP8 block scaling itself (FP32 or power-of-two scales, 1×128 × 128×128)
