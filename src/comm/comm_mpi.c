@@ -322,6 +322,13 @@ size_t gln_comm_mpi_stage_bytes(const gln_comm_t *comm) { return state_of(comm)-
 
 int gln_mpi_available(void) { return 1; }
 
+static int mpi_running(void) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
 /* MPI must be usable: initialized by the caller and not yet finalized. */
 static gln_status_t check_mpi_running(const char *fn) {
     int initialized = 0, finalized = 0;
@@ -374,12 +381,14 @@ gln_status_t gln_comm_create_mpi_as(gln_context_t *ctx, const void *mpi_comm, gl
                                     const gln_mpi_mover_t *mover, gln_comm_t **comm) {
     static const char *fn = "gln_comm_create_mpi";
     if (comm) *comm = NULL;
+    gln_status_t local = check_create(fn, ctx, path, comm);
     /* MPI not running, or no parent communicator: this rank is outside the collective and
      * cannot agree with the others (grouplin.h makes both the caller's duty). */
-    GLN_TRY(check_mpi_running(fn));
+    if (local == GLN_STATUS_SUCCESS) local = check_mpi_running(fn);
+    if (!mpi_running()) return local;
     MPI_Comm parent = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
     GLN_REQUIRE_ARG(parent != MPI_COMM_NULL, "%s: *mpi_comm is MPI_COMM_NULL", fn);
-    GLN_TRY(agree_create(fn, parent, check_create(fn, ctx, path, comm)));
+    GLN_TRY(agree_create(fn, parent, local));
 
     gln_status_t st = GLN_STATUS_SUCCESS;
     int rank = 0, size = 0;
@@ -403,12 +412,7 @@ fail:
 }
 
 /* The library is asked only while MPI runs (before MPI_Init, creation fails anyway). */
-static int cuda_aware_if_running(void) {
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    return initialized && !finalized && gln_mpi_cuda_aware();
-}
+static int cuda_aware_if_running(void) { return mpi_running() && gln_mpi_cuda_aware(); }
 
 gln_status_t gln_comm_create_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm) {
     int on_host = !ctx || ctx->kind == GLN_BACKEND_CPU;
