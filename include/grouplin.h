@@ -455,8 +455,17 @@ typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce
 /* One rank, no dependencies: every collective is a (stream-ordered) copy in ctx's memory. */
 GLN_API gln_status_t gln_comm_create_self(gln_context_t *ctx, gln_comm_t **comm);
 /* Over MPI (built with GLN_MPI): `mpi_comm` points to an MPI_Comm, or NULL for MPI_COMM_WORLD.
- * MPI must already be initialized by the caller.  Host memory only: ctx is NULL or a CPU context
- * (NOT_SUPPORTED otherwise).  GLN_STATUS_NOT_SUPPORTED without MPI. */
+ * MPI must already be initialized by the caller.  Collective over mpi_comm: a bad argument on one
+ * rank (comm NULL included) fails creation on every rank.  ctx NULL or a CPU context: host
+ * memory.  A CUDA context: device memory of that context, for several ranks sharing one GPU or
+ * when NCCL is not available; each collective then SYNCHRONIZES the context's stream (MPI is not
+ * stream-ordered): a CUDA-aware MPI (MPIX_Query_cuda_support) gets the device pointers after
+ * the stream is drained, any other MPI gets copies staged through page-locked host buffers (the
+ * stream is synchronized by the copy to the host; the buffer is grown to the largest message and
+ * freed by gln_comm_destroy).  Inside a CUDA graph capture of the stream every collective fails
+ * with NOT_SUPPORTED on every rank instead of breaking the capture (capture over NCCL).  The
+ * asynchronous forms the sharded group uses (prefetch, async finalize) complete before they
+ * return.  GLN_STATUS_NOT_SUPPORTED without MPI. */
 GLN_API gln_status_t gln_comm_create_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm);
 GLN_API int gln_mpi_available(void);
 /* Over NCCL (built with GLN_NCCL): device memory of a CUDA context, collectives enqueued on its
