@@ -211,13 +211,14 @@ gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cu
 gln_status_t gln_cutlass_run_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 
-/* cuda_wgrad_pad.cu: the transposed FP8 copies of the experts of a per-tensor FP8 wgrad whose row
- * count is not a multiple of g->k_align, copied into a_pad / b_pad (each (split_rows + k_align ·
- * num) rows of g->m / g->n bytes) with every row zero-padded to the next multiple, at row
- * offsets[i] + k_align · i; the CUTLASS setup kernel points those experts there
- * (gln_cutlass_grouped_t.a_pad).  Aligned experts are skipped on the device. */
-gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, void *a_pad, void *b_pad,
-                                const char *call);
+/* cuda_wgrad_pad.cu: for a wgrad (split_is_k) whose experts' row counts may not be multiples of
+ * g->k_align (> 1), scratch copies of those experts' transposed FP8 copies with every row
+ * zero-padded to the next multiple, at row offsets[i] + k_align · i of (split_rows + k_align ·
+ * num) rows of g->m / g->n bytes, into g->a_pad / g->b_pad; the setup kernels point those experts
+ * there.  Aligned experts are skipped on the device.  k_align <= 1: nothing (NULL pads).  Release
+ * with gln_cuda_wgrad_pad_release after the GEMM is enqueued (stream-ordered). */
+gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, gln_cutlass_grouped_t *g, const char *call);
+void gln_cuda_wgrad_pad_release(gln_context_t *ctx, gln_cutlass_grouped_t *g);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */

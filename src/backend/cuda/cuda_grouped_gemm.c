@@ -319,24 +319,9 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
  * for every expert. */
 static gln_status_t run_fp8_wgrad_padded(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
     gln_cutlass_grouped_t p = *g;
-    void *a_pad = NULL, *b_pad = NULL;
-    int64_t rows;
-    size_t a_bytes = 0, b_bytes = 0;
-    gln_status_t st = GLN_STATUS_SUCCESS;
-    if (gln_mul_overflow_i64((int64_t)g->k_align, (int64_t)g->num, &rows) ||
-        gln_add_overflow_i64(rows, g->split_rows, &rows))
-        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %lld rows padded for %d experts overflow int64", fn,
-                        (long long)g->split_rows, (int)g->num);
-    GLN_CHECK(st, done, gln_shape_bytes(fn, "the padded wgrad gradient", rows, g->m, 1, &a_bytes));
-    GLN_CHECK(st, done, gln_shape_bytes(fn, "the padded wgrad input", rows, g->n, 1, &b_bytes));
-    GLN_CHECK(st, done, gln_cuda_scratch_alloc(ctx, a_bytes, &a_pad, fn));
-    GLN_CHECK(st, done, gln_cuda_scratch_alloc(ctx, b_bytes, &b_pad, fn));
-    GLN_CHECK(st, done, gln_cuda_wgrad_pad(ctx, g, a_pad, b_pad, fn));
-    p.a_pad = a_pad, p.b_pad = b_pad;
-    st = run_kernel(ctx, &p, fn);
-done:
-    gln_cuda_scratch_free(ctx, a_pad);
-    gln_cuda_scratch_free(ctx, b_pad);
+    GLN_TRY(gln_cuda_wgrad_pad(ctx, &p, fn));
+    const gln_status_t st = run_kernel(ctx, &p, fn);
+    gln_cuda_wgrad_pad_release(ctx, &p);
     return st;
 }
 

@@ -16,7 +16,9 @@
  * skipped here (the setup kernel reads them in place), so when a router happens to give aligned
  * counts only the launch and a walk over the offsets are paid.  Cost where experts are unaligned:
  * one read and one write of their FP8 copies (1 byte an element), against the CUDA-core kernel
- * this replaced, which ran the whole GEMM of such experts 15× slower than the tensor cores. */
+ * this replaced, which ran the whole GEMM of such experts 15× slower than the tensor cores.  The
+ * per-tensor FP8 wgrad (cuda_grouped_gemm.c) and the block-scaled one (cuda_grouped_blockwise.c)
+ * both use it: padding K to a multiple of 16 keeps every 128-token scale block where it was. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +26,7 @@
 
 extern "C" {
 #include "backend/cuda/cuda_backend.h"
+#include "common/checked.h"
 #include "common/error.h"
 }
 
@@ -59,8 +62,8 @@ __global__ void __launch_bounds__(PAD_THREADS) wgrad_pad_kernel(const int64_t *o
     }
 }
 
-extern "C" gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, void *a_pad,
-                                           void *b_pad, const char *call) {
+static gln_status_t pad_launch(gln_context_t *ctx, const gln_cutlass_grouped_t *g, void *a_pad, void *b_pad,
+                               const char *call) {
     const int64_t work = (int64_t)g->num * (g->m + g->n);
     const int64_t need = (work + PAD_WARPS - 1) / PAD_WARPS;
     const unsigned int blocks = (unsigned int)(need < PAD_BLOCKS ? (need > 0 ? need : 1) : PAD_BLOCKS);
@@ -68,4 +71,34 @@ extern "C" gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, const gln_cutlass
         g->offsets, g->num, g->k_align, (const uint8_t *)g->a, g->m, (uint8_t *)a_pad, (const uint8_t *)g->b, g->n,
         (uint8_t *)b_pad);
     return gln_cuda_check_launch(call, "wgrad_pad_kernel");
+}
+
+extern "C" gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, gln_cutlass_grouped_t *g, const char *call) {
+    g->a_pad = g->b_pad = NULL;
+    if (g->k_align <= 1) return GLN_STATUS_SUCCESS; /* the host saw every split aligned */
+    int64_t rows;
+    size_t a_bytes = 0, b_bytes = 0;
+    if (gln_mul_overflow_i64((int64_t)g->k_align, (int64_t)g->num, &rows) ||
+        gln_add_overflow_i64(rows, g->split_rows, &rows))
+        return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %lld rows padded for %d experts overflow int64", call,
+                        (long long)g->split_rows, (int)g->num);
+    GLN_TRY(gln_shape_bytes(call, "the padded wgrad gradient", rows, g->m, 1, &a_bytes));
+    GLN_TRY(gln_shape_bytes(call, "the padded wgrad input", rows, g->n, 1, &b_bytes));
+    void *a_pad = NULL, *b_pad = NULL;
+    gln_status_t st = gln_cuda_scratch_alloc(ctx, a_bytes, &a_pad, call);
+    if (st == GLN_STATUS_SUCCESS) st = gln_cuda_scratch_alloc(ctx, b_bytes, &b_pad, call);
+    if (st == GLN_STATUS_SUCCESS) st = pad_launch(ctx, g, a_pad, b_pad, call);
+    if (st != GLN_STATUS_SUCCESS) {
+        gln_cuda_scratch_free(ctx, a_pad);
+        gln_cuda_scratch_free(ctx, b_pad);
+        return st;
+    }
+    g->a_pad = a_pad, g->b_pad = b_pad;
+    return GLN_STATUS_SUCCESS;
+}
+
+extern "C" void gln_cuda_wgrad_pad_release(gln_context_t *ctx, gln_cutlass_grouped_t *g) {
+    gln_cuda_scratch_free(ctx, (void *)g->a_pad);
+    gln_cuda_scratch_free(ctx, (void *)g->b_pad);
+    g->a_pad = g->b_pad = NULL;
 }
