@@ -58,7 +58,7 @@ def main():
     docs = documented(root)
     # The scan itself must work: these readers exist in every checkout (the PDL switch, the
     # grid caps through the helper, the Python package's library override).
-    for anchor in ("GLN_CUDA_PDL", "GLN_CUDA_QUANT_MX_BLOCKS", "GROUPLIN_LIBRARY"):
+    for anchor in ("GLN_CUDA_PDL", "GLN_CUDA_QUANT_GRID", "GROUPLIN_LIBRARY"):
         if anchor not in read:
             print("test_env_documented: the source scan did not find %s: the reader patterns are stale" % anchor)
             return 1
