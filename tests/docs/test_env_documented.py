@@ -84,8 +84,8 @@ def main():
     read = read_in_sources(root)
     table, rows, python = readme_parts(root)
     # The scan itself must work: these readers exist in every checkout (the PDL switch, the
-    # Python package's library override, the wheel's CUDA switch).
-    for anchor in ("GLN_CUDA_PDL", "GROUPLIN_LIBRARY", "GROUPLIN_CUDA"):
+    # grid cap, the Python package's library override, the wheel's CUDA switch).
+    for anchor in ("GLN_CUDA_PDL", "GLN_CUDA_QUANT_GRID", "GROUPLIN_LIBRARY", "GROUPLIN_CUDA"):
         if anchor not in read:
             print("test_env_documented: the source scan did not find %s: the reader patterns are stale" % anchor)
             return 1

@@ -60,7 +60,7 @@ typedef struct gln_cuda_state {
     float *scale_a;
     float *scale_b;
     gln_cuda_amax_work_t *amax_work; /* 256 bytes: the amax scratch, at byte 128 the quantizers'
-                                      * arrival counter of a single tensor (cuda_quant_group.cu) */
+                                      * arrival counter of a single tensor (cuda_quant_members.cu) */
     float *scale_tmp;             /* current scaling without a caller scale buffer */
     float *amax_tmp;              /* current scaling without a caller amax buffer */
 } gln_cuda_state_t;
@@ -247,7 +247,7 @@ gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const 
 gln_status_t gln_cuda_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
                                                   const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
                                                   gln_grouped_tensor_t *out);
-/* cuda_quant_group.cu: the mxfp8_swizzle slot (arguments already valid) */
+/* cuda_quant_mxfp8.cu: the mxfp8_swizzle slot (arguments already valid) */
 gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                     const uint8_t *compact, uint8_t *swizzled);
 
@@ -280,7 +280,7 @@ gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, in
 
 /* ---- kernel launchers used across files --------------------------------------------------- */
 
-/* cuda_quant_group.cu: TENSOR (current / delayed) or MXFP8_1D quantization of `num` members packed
+/* cuda_quant_members.cu: TENSOR (current / delayed) or MXFP8_1D quantization of `num` members packed
  * in `in` / `out` in a fixed number of launches (no host synchronization, graph-capturable).
  * plan (gln_cuda_plan_make for cfg->mode) gives the members' rows and scale offsets; plan NULL:
  * one member, the whole tensor (gln_quantize). */
@@ -310,7 +310,11 @@ gln_status_t gln_cuda_quantize_members_record(gln_context_t *ctx, const gln_quan
                                               const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                               const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
                                               const gln_cuda_amax_record_t *rec, const char *call);
-/* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
+/* The kernel the last gln_cuda_quantize_members* call on this thread ran its quantize pass on:
+ * "tq_tma_kernel" or "tq_general_kernel" (TENSOR), "mxq_tma_kernel" or "mxq_general_kernel"
+ * (MXFP8_1D); NULL before the first.  For the tests that prove the dispatch. */
+const char *gln_cuda_quant_last_kernel(void);
+/* cuda_quant_members.cu: compare num device-resident splits on the device (one small kernel, no
  * host wait); the first member where out_splits[i] != in_splits[i] sets
  * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */
 gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,
