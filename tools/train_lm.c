@@ -92,7 +92,7 @@ static gln_status_t lm_validate(train_run_t *tr, lm_model_t *m, double *loss) {
     return GLN_STATUS_SUCCESS;
 }
 
-/* ---- the device run (CUDA, any number of ranks) ------------------------------------------------------ */
+/* ---- the device run (CUDA, any number of ranks) ---------------------------------------- */
 
 typedef struct dev_run {
     uint8_t *text, *bytes, *next; /* [size], [T, C], [T] */
