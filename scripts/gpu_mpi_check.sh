@@ -3,7 +3,9 @@
 # communicator on device memory, every rank its own CUDA context on device 0 (docs/distributed.md,
 # "MPI with device memory").  Builds like scripts/gpu_check.sh (same build directory; no tests run
 # there), then runs mpi_cuda_sharded_layer under `mpirun -np N` for N = 2, 3, 4 and once at 2 ranks
-# under compute-sanitizer (memcheck, every rank), plus the CPU-side MPI tests (ctest -L mpi).
+# under compute-sanitizer (memcheck, every rank), plus the CPU-side MPI tests (ctest -L mpi) and the
+# main job over MPI ranks on the GPU (cli_test_train_cuda_mpi: `mpirun -np 2|4 grouplin train
+# --backend cuda --comm mpi` against one rank, the teacher task's --exact-data bitwise).
 # Logs in $OUT/logs.tgz (or ./gpu-out/logs.tgz), as gpu_check.sh.
 #
 #   scripts/gpu_mpi_check.sh [--ranks "2 3 4"] [--no-sanitize] [CASE]
@@ -50,4 +52,8 @@ fi
 echo "== the CPU-side MPI tests (ctest -L mpi)"
 ctest --test-dir "$build" -L '^mpi$' --output-on-failure -j 4 >"$out/mpi-ctest.log" 2>&1 || rc=1
 grep -E "tests passed|Failed|\*\*\*" "$out/mpi-ctest.log" | tail -10
+echo "== grouplin train --backend cuda --comm mpi over 2 and 4 ranks (ctest cli_test_train_cuda_mpi)"
+ctest --test-dir "$build" -R '^cli_test_train_cuda_mpi$' -V >"$out/mpi-train.log" 2>&1 || rc=1
+grep -qE "Not Run|Skipped" "$out/mpi-train.log" && { echo "cli_test_train_cuda_mpi was skipped (no GPU or no MPI?)"; rc=1; }
+grep -E "ok: |FAIL|largest relative|tests passed|Failed" "$out/mpi-train.log" | tail -12
 exit $rc

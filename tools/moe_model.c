@@ -65,7 +65,7 @@ static gln_tensor_t act_tensor(const moe_model_t *m, int64_t rows, int64_t cols,
 /* FP32 staging → an operand in the activation dtype; under --exact-data rounded onto `frac`. */
 static gln_status_t to_operand(moe_model_t *m, float *src, int64_t rows, int64_t cols, int frac,
                                void *dst) {
-    if (m->cfg.exact) exact_round_array(src, (size_t)(rows * cols), frac);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, src, rows * cols, frac));
     gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, rows, cols, src);
     gln_tensor_t out = act_tensor(m, rows, cols, dst);
     return gln_cast(m->ctx, &in, &out);
@@ -329,6 +329,9 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t typ = act_tensor(m, P, H, m->yp), t32 = gln_tensor_make(GLN_DTYPE_FP32, P, H, m->tmp32);
     gln_tensor_t tdyp = act_tensor(m, P, H, m->dyp);
     if (m->align > 1) TRY(top_zero(m->ctx, m->dyp, (size_t)(P * H) * gln_dtype_size(m->adt)));
+    /* --exact-data stages through tmp32, whose padding rows in this [P, H] view still hold the
+     * forward's activation: zero them, or they would reach dyp's padding rows and the wgrads */
+    if (m->align > 1 && m->cfg.exact) TRY(top_zero(m->ctx, m->tmp32, (size_t)(P * H) * sizeof(float)));
     TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, m->cfg.exact ? &t32 : &tdyp,
                                    m->dgates));
     if (m->cfg.exact) TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));
@@ -345,7 +348,7 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
 
     /* router: dlogits, then dWr = dlogitsᵀ · x summed over every rank's tokens */
     TRY(gln_moe_router_backward(m->ctx, T, m->E, m->k, m->logits, m->experts, m->dgates, m->dlogits));
-    if (m->cfg.exact) exact_round_array(m->dlogits, (size_t)(T * m->E), EXACT_GRAD_FRAC);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->dlogits, T * m->E, EXACT_GRAD_FRAC));
     gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)m->x);
     gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->dlogits);
     gln_tensor_t tg = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr_grad);
@@ -367,7 +370,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
     const int64_t rn = (int64_t)m->E * m->H;
     TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock, NULL,
                  GLN_DTYPE_FP32));
-    if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->wr, rn, EXACT_WEIGHT_FRAC));
     for (int i = 0; i < 2; i++) {
         float *master, *grad;
         int64_t len;
@@ -382,7 +385,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
         if (wdt == GLN_DTYPE_FP32) working = NULL;
         TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, working,
                      wdt));
-        if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
+        if (m->cfg.exact) TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
         if (!working) TRY(gln_sharded_weights_sync_working(m->sw[i]));
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }

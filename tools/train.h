@@ -29,7 +29,7 @@ typedef struct train_opts {
     double lr, expect_drop;
     int path, act, backend, exact, plot, quiet, progress, task;
     int path_given, graph;            /* --path was given; --graph (CUDA: replay a captured step) */
-    int comm, comm_given;             /* CUDA: the expert group's communicator, 0 NCCL, 1 self */
+    int comm, comm_given;             /* CUDA: the expert group's communicator, 0 NCCL, 1 self, 2 MPI */
     int64_t sync_every;               /* CUDA: read the losses every N steps (the progress line) */
     int teacher_only, lm_only;        /* an option of one task was given (usage check) */
     const char *out_dir, *dump, *data;
@@ -85,10 +85,17 @@ gln_status_t train_gather_loss_sum(train_run_t *tr, int64_t count, double *sum);
 /* After a recipe's steps: *seconds = the most `busy` seconds of any rank (a collective, run only
  * when st is GLN_STATUS_SUCCESS; else *seconds = busy).  Returns st or the collective's status. */
 gln_status_t train_max_seconds(train_run_t *tr, gln_status_t st, double busy, double *seconds);
-/* CUDA: whether the expert weights' group communicates over NCCL (else the self communicator),
- * and that communicator, bound to tr->ctx. */
+/* CUDA: whether the expert weights' group communicates over NCCL (else MPI on device memory with
+ * --comm mpi on several ranks, else the self communicator), its name for the banner, and that
+ * communicator, bound to tr->ctx (collective over the ranks). */
 int train_device_comm_nccl(const train_opts_t *o);
+const char *train_device_comm_name(const train_run_t *tr);
 gln_status_t train_device_comm_create(const train_run_t *tr, gln_comm_t **comm);
+/* CUDA, several ranks: all_loss [T·R] (device) = every rank's tok_loss [T] (device) in rank order,
+ * gathered over `comm` (doubles moved as bytes), so that the loss is summed in global token order
+ * as on the host; one rank: nothing (the caller sums tok_loss itself). */
+gln_status_t train_device_gather_loss(const train_run_t *tr, gln_comm_t *comm, const double *tok_loss,
+                                      double *all_loss);
 
 /* train_outputs.c (rank 0) */
 int train_prepare_outputs(const train_opts_t *o);

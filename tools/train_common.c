@@ -72,14 +72,30 @@ gln_status_t train_max_seconds(train_run_t *tr, gln_status_t st, double busy, do
 
 int train_device_comm_nccl(const train_opts_t *o) { return o->comm == 0 && (o->comm_given || gln_nccl_available()); }
 
+const char *train_device_comm_name(const train_run_t *tr) {
+    if (train_device_comm_nccl(tr->o)) return "NCCL";
+    return tr->o->comm == 2 && tr->l->size > 1 ? "MPI on device memory" : "the self communicator";
+}
+
 /* The expert weights' group communicates over NCCL (world size 1: its all-gathers and
- * reduce-scatters are real NCCL calls on the device stream, captured with the step under --graph)
- * or, with --comm self or a library without NCCL, the self communicator bound to the context. */
+ * reduce-scatters are real NCCL calls on the device stream, captured with the step under --graph),
+ * over MPI on device memory (--comm mpi under mpirun: every rank its own context, possibly all on
+ * one GPU, which NCCL refuses; each collective synchronizes the stream), or, with --comm self,
+ * --comm mpi on one rank or a library without NCCL, the self communicator bound to the context. */
 gln_status_t train_device_comm_create(const train_run_t *tr, gln_comm_t **comm) {
     if (train_device_comm_nccl(tr->o)) {
         gln_nccl_id_t id;
         const gln_status_t st = gln_nccl_id_create(&id);
         return st != GLN_STATUS_SUCCESS ? st : gln_comm_create_nccl(tr->ctx, &id, 0, 1, comm);
     }
+    if (tr->o->comm == 2 && tr->l->size > 1) return gln_comm_create_mpi(tr->ctx, NULL /* MPI_COMM_WORLD */, comm);
     return gln_comm_create_self(tr->ctx, comm);
+}
+
+/* The device loss buffer of this rank's tokens, all ranks' gathered after it (in rank order, the
+ * global token order) over the device communicator; one rank: nothing to gather. */
+gln_status_t train_device_gather_loss(const train_run_t *tr, gln_comm_t *comm, const double *tok_loss,
+                                      double *all_loss) {
+    if (tr->l->size == 1) return GLN_STATUS_SUCCESS;
+    return gln_comm_allgather(comm, tok_loss, all_loss, (size_t)tr->T, GLN_DTYPE_INT64);
 }

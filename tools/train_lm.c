@@ -3,11 +3,14 @@
  * loss over every validation window -- and the results table in nats and bits per byte.
  *
  * On the CPU each step's windows are cut on the host and the per-token losses gathered over the
- * ranks.  On CUDA (one rank) the whole step stays on the device: the text is uploaded once,
- * a device clock (train_ops.h) numbers the steps, the windows are cut by a kernel from it, each
- * step's loss sum goes into a device array, and the host reads that array only every
- * --sync-every steps (the progress line) and at the end -- no other host wait inside a step, so
- * with --graph one step is captured in a CUDA graph and replayed for the rest. */
+ * ranks.  On CUDA the whole step stays on the device: the text is uploaded once, a device clock
+ * (train_ops.h) numbers the steps, the windows are cut by a kernel from it, each step's loss sum
+ * goes into a device array, and the host reads that array only every --sync-every steps (the
+ * progress line) and at the end -- no other host wait inside a step, so with --graph (one rank)
+ * one step is captured in a CUDA graph and replayed for the rest.  Several ranks (--comm mpi)
+ * split the work as the host path does: rank r's windows are the global batch's [r·T, (r+1)·T),
+ * and its per-token losses are gathered over the device communicator and summed in global token
+ * order, so a step's loss sum has the bits one rank would give for the same per-token losses. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,16 +92,19 @@ static gln_status_t lm_validate(train_run_t *tr, lm_model_t *m, double *loss) {
     return GLN_STATUS_SUCCESS;
 }
 
-/* ---- the device run (CUDA, one rank) ------------------------------------------------------ */
+/* ---- the device run (CUDA, any number of ranks) ---------------------------------------- */
 
 typedef struct dev_run {
     uint8_t *text, *bytes, *next; /* [size], [T, C], [T] */
     double *tok_loss, *sums;      /* [T], [max(steps, validation batches)] */
+    double *all_loss;             /* several ranks: [T·R], every rank's tok_loss; else tok_loss */
     top_clock_t *clock;
+    gln_comm_t *comm;             /* the expert group's (it gathers the losses too) */
 } dev_run_t;
 
 static void dev_free(gln_context_t *ctx, dev_run_t *d) {
-    void *bufs[] = {d->text, d->bytes, d->next, d->tok_loss, d->sums, d->clock};
+    void *bufs[] = {d->text, d->bytes, d->next, d->tok_loss, d->sums, d->clock,
+                    d->all_loss != d->tok_loss ? d->all_loss : NULL};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) gln_free(ctx, bufs[i]);
     memset(d, 0, sizeof *d);
@@ -117,26 +123,31 @@ static gln_status_t dev_alloc(train_run_t *tr, dev_run_t *d) {
         {(void **)&d->text, (size_t)k->text.size},   {(void **)&d->bytes, (size_t)(tr->T * o->context)},
         {(void **)&d->next, (size_t)tr->T},           {(void **)&d->tok_loss, (size_t)tr->T * sizeof(double)},
         {(void **)&d->sums, (size_t)nsum * sizeof(double)}, {(void **)&d->clock, sizeof(top_clock_t)},
+        {(void **)&d->all_loss, tr->l->size > 1 ? (size_t)o->tokens * sizeof(double) : 0},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (!bufs[i].bytes) continue;
         gln_status_t st = gln_malloc(ctx, bufs[i].bytes, bufs[i].p);
         if (st != GLN_STATUS_SUCCESS) return st;
     }
+    if (!d->all_loss) d->all_loss = d->tok_loss;
     gln_status_t st = gln_memcpy(ctx, d->text, k->text.bytes, (size_t)k->text.size, GLN_COPY_HOST_TO_BACKEND);
     return st == GLN_STATUS_SUCCESS ? top_clock_reset(ctx, d->clock) : st;
 }
 
-/* One training step, all of it enqueued on the context's stream. */
+/* One training step, all of it enqueued on the context's stream (on several ranks the MPI
+ * collectives synchronize it). */
 static gln_status_t dev_step(train_run_t *tr, lm_model_t *m, const dev_run_t *d) {
     lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
     gln_context_t *ctx = tr->ctx;
     gln_status_t st = top_clock_tick(ctx, d->clock);
     if (st == GLN_STATUS_SUCCESS)
-        st = top_train_windows(ctx, d->text, k->text.train, o->context, (uint64_t)o->seed, d->clock, 0, tr->T,
-                               d->bytes, d->next);
+        st = top_train_windows(ctx, d->text, k->text.train, o->context, (uint64_t)o->seed, d->clock,
+                               tr->l->rank * tr->T, tr->T, d->bytes, d->next);
     if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
-    if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(ctx, d->tok_loss, tr->T, d->clock, d->sums);
+    if (st == GLN_STATUS_SUCCESS) st = train_device_gather_loss(tr, d->comm, d->tok_loss, d->all_loss);
+    if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(ctx, d->all_loss, o->tokens, d->clock, d->sums);
     if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)o->tokens));
     if (st == GLN_STATUS_SUCCESS) st = lm_model_step(m);
     return st;
@@ -194,10 +205,11 @@ static gln_status_t dev_validate(train_run_t *tr, lm_model_t *m, const dev_run_t
     gln_status_t st = GLN_STATUS_SUCCESS;
     for (int64_t b = 0; st == GLN_STATUS_SUCCESS && b < nb; b++) {
         const int64_t first = b * o->tokens, count = n - first < o->tokens ? n - first : o->tokens;
-        st = top_val_windows(tr->ctx, d->text, k->text.size, k->text.train, o->context, first, tr->T, d->bytes,
-                             d->next);
+        st = top_val_windows(tr->ctx, d->text, k->text.size, k->text.train, o->context, first + tr->l->rank * tr->T,
+                             tr->T, d->bytes, d->next);
         if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
-        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(tr->ctx, d->tok_loss, count, NULL, d->sums + b);
+        if (st == GLN_STATUS_SUCCESS) st = train_device_gather_loss(tr, d->comm, d->tok_loss, d->all_loss);
+        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(tr->ctx, d->all_loss, count, NULL, d->sums + b);
     }
     double *sums = st == GLN_STATUS_SUCCESS ? tool_alloc((size_t)nb, sizeof(double), "the validation sums") : NULL;
     if (st == GLN_STATUS_SUCCESS && !sums) st = GLN_STATUS_OUT_OF_MEMORY;
@@ -218,6 +230,7 @@ static gln_status_t lm_recipe_device(train_run_t *tr, int r, double *losses, dou
     lm_model_t *m = NULL;
     gln_comm_t *comm = NULL;
     gln_status_t st = train_device_comm_create(tr, &comm);
+    d.comm = comm;
     if (st == GLN_STATUS_SUCCESS) st = dev_alloc(tr, &d);
     moe_model_config_t mc = train_model_config(o, o->recipes[r], tr->T);
     mc.clock = d.clock;
@@ -228,8 +241,7 @@ static gln_status_t lm_recipe_device(train_run_t *tr, int r, double *losses, dou
     lm_model_destroy(m);
     dev_free(tr->ctx, &d);
     gln_comm_destroy(comm);
-    *seconds = busy;
-    return st;
+    return train_max_seconds(tr, st, busy, seconds);
 }
 
 /* ---- the host run (CPU, any number of ranks) ------------------------------------------------ */
@@ -269,7 +281,7 @@ static void header(const train_run_t *tr) {
     printf("grouplin train: byte-level LM on %s (%lld bytes%s: %lld train, %lld validation), "
            "context %lld\n"
            "MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, %d rank%s, "
-           "%s backend, %s path%s%s\n\n",
+           "%s backend, %s path%s%s%s\n\n",
            o->data ? o->data : LM_DEFAULT_CORPUS, (long long)k->text.size,
            files,
            (long long)k->text.train, (long long)(k->text.size - k->text.train), (long long)o->context,
@@ -277,7 +289,7 @@ static void header(const train_run_t *tr) {
            o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
            tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
            o->graph ? ", step captured in a CUDA graph" : "",
-           !o->backend ? "" : train_device_comm_nccl(o) ? ", expert weights sharded over NCCL" : ", expert weights sharded (self comm)");
+           o->backend ? ", expert weights sharded over " : "", o->backend ? train_device_comm_name(tr) : "");
 }
 
 static void lm_print(const train_run_t *tr, double *const *losses, const double *secs) {

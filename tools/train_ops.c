@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "exact.h"
 #include "task.h"
 
 #ifdef GLN_TOOL_CUDA
@@ -131,6 +132,12 @@ gln_status_t top_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, i
             gbias[v] += row[v];
         }
     }
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t top_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac) {
+    ON_DEVICE(ctx, topc_exact_round(ctx, v, n, frac));
+    exact_round_array(v, (size_t)n, frac);
     return GLN_STATUS_SUCCESS;
 }
 

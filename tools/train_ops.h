@@ -5,7 +5,7 @@
  *
  * Each CPU loop is the reference its kernel is tested against (tests/cli/train_ops_test.c):
  *   bitwise    zero fill, Adam and its working-dtype output (given the same bias corrections),
- *              embedding forward and
+ *              the --exact-data grid rounding, embedding forward and
  *              backward (FP32 sums in token order), dlogits and the bias gradient, the loss sum
  *              (double, token order), the training / validation windows;
  *   tolerance  softmax cross-entropy and the probabilities (device expf / log), the bias
@@ -70,6 +70,8 @@ gln_status_t top_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, 
 /* rows = scale·(probs − onehot(next)) in place; gbias[v] = Σ_t rows[t][v] (token order). */
 gln_status_t top_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
                          float *gbias);
+/* --exact-data (exact.h): v[i] = exact_round(v[i], frac), bitwise the host function's result. */
+gln_status_t top_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac);
 /* *out = Σ_{t < count} loss[t] in token order (double); out in backend memory; with clock,
  * written to out[clock->step] instead. */
 gln_status_t top_loss_sum(gln_context_t *ctx, const double *loss, int64_t count, const top_clock_t *clock,

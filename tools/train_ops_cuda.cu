@@ -440,6 +440,26 @@ extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint
     return st;
 }
 
+/* ---- --exact-data grids ------------------------------------------------------------------------ */
+
+/* exact.h's exact_round: scaling by a power of two is exact (ldexpf), rintf rounds half to even as
+ * the host's default mode does, and the clamp compares as the host does (a NaN passes through). */
+__global__ void exact_round_kernel(float *v, int64_t n, int frac) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float q = rintf(ldexpf(v[i], frac));
+        if (q > 255.0f) q = 255.0f;
+        if (q < -255.0f) q = -255.0f;
+        v[i] = ldexpf(q, -frac);
+    }
+}
+
+extern "C" gln_status_t topc_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac) {
+    if (n <= 0) return GLN_STATUS_SUCCESS;
+    exact_round_kernel<<<blocks_for(n, THREADS), THREADS, 0, stream_of(ctx)>>>(v, n, frac);
+    return check(cudaSuccess, "exact_round_kernel");
+}
+
 /* One block: each thread sums a contiguous slice in order, thread 0 the slices in order. */
 __global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, double *out) {
     __shared__ double part[THREADS];

@@ -22,6 +22,7 @@ gln_status_t topc_softmax_ce(gln_context_t *ctx, float *rows, const float *bias,
                              double *loss);
 gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
                           float *gbias);
+gln_status_t topc_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac);
 gln_status_t topc_loss_sum(gln_context_t *ctx, const double *loss, int64_t count, const top_clock_t *clock,
                            double *out);
 gln_status_t topc_train_windows(gln_context_t *ctx, const uint8_t *text, int64_t train, int64_t C,

@@ -70,15 +70,21 @@ static const char help[] =
     "  --path split|grouped   grouped linear execution path (default: split on the CPU, grouped\n"
     "                         on CUDA, which needs it: the expert splits stay on the device)\n"
     "  --activation swiglu|gelu   (default swiglu: FC1 is H -> 2F; gelu: H -> F)\n"
-    "  --backend cpu|cuda     (default cpu).  cuda: task lm, one rank; the whole step runs on the\n"
-    "                         GPU (MoE kernels, grouped GEMMs with device splits, Adam), bitwise\n"
+    "  --backend cpu|cuda     (default cpu).  cuda: the model's whole step runs on the GPU (MoE\n"
+    "                         kernels, grouped GEMMs with device splits, Adam), bitwise\n"
     "                         reproducible run to run; the first step is a warm-up, not timed\n"
-    "  --graph                cuda: capture one training step in a CUDA graph and replay it\n"
+    "                         (lm; teacher: its data and loss stay host loops).  Several ranks\n"
+    "                         need --comm mpi; they may share one GPU\n"
+    "  --graph                cuda, lm, one rank: capture one training step in a CUDA graph and\n"
+    "                         replay it\n"
     "  --sync-every N         cuda: read the losses back every N steps for the progress line\n"
     "                         (default 50); nothing else waits for the GPU inside a step\n"
-    "  --comm nccl|self       cuda: the expert weights' sharded group communicates over NCCL\n"
-    "                         (world size 1; the default when the library has NCCL) or the\n"
-    "                         in-process self communicator bound to the device context\n"
+    "  --comm nccl|self|mpi   cuda: the expert weights' sharded group communicates over NCCL\n"
+    "                         (world size 1; the default when the library has NCCL), the\n"
+    "                         in-process self communicator bound to the device context, or MPI\n"
+    "                         on device memory: under mpirun every rank its own context, all\n"
+    "                         on one GPU if need be (NCCL cannot put two ranks on one GPU);\n"
+    "                         each collective synchronizes the stream.  One rank: as self\n"
     "  --threads N            CPU threads of the library (default 0: OPENBLAS_NUM_THREADS, else\n"
     "                         all cores)\n"
     "  --out DIR              where loss.csv and loss.png go (default .; created, one level,\n"
@@ -102,7 +108,7 @@ static int handle(int code, const char *arg, void *user) {
     train_opts_t *o = user;
     static const char *const paths[] = {"split", "grouped"}, *const acts[] = {"swiglu", "gelu"};
     static const char *const backends[] = {"cpu", "cuda"}, *const tasks[] = {"lm", "teacher"};
-    static const char *const comms[] = {"nccl", "self"};
+    static const char *const comms[] = {"nccl", "self", "mpi"};
     switch (code) {
     case O_RECIPES: return opt_recipes(CMD, arg, o->recipes, &o->nrec);
     case O_STEPS: return opt_i64(CMD, "steps", arg, 1, 1000000, &o->steps);
@@ -116,7 +122,7 @@ static int handle(int code, const char *arg, void *user) {
     case O_PATH: o->path_given = 1; return opt_choice(CMD, "path", arg, paths, 2, &o->path);
     case O_GRAPH: o->graph = 1; return CLI_OK;
     case O_SYNC_EVERY: return opt_i64(CMD, "sync-every", arg, 1, INT64_MAX, &o->sync_every);
-    case O_COMM: o->comm_given = 1; return opt_choice(CMD, "comm", arg, comms, 2, &o->comm);
+    case O_COMM: o->comm_given = 1; return opt_choice(CMD, "comm", arg, comms, 3, &o->comm);
     case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
     case O_BACKEND: return opt_choice(CMD, "backend", arg, backends, 2, &o->backend);
     case O_OUT: o->out_dir = arg; return CLI_OK;
@@ -167,20 +173,22 @@ int train_parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     if (o->graph && o->backend != 1) return opt_usage_error(CMD, "--graph needs --backend cuda");
     if (o->comm_given && o->backend != 1) return opt_usage_error(CMD, "--comm needs --backend cuda");
     if (o->backend == 1) {
-        if (o->task != TRAIN_TASK_LM)
-            return opt_usage_error(CMD, "--backend cuda trains --task lm only (the teacher task's data "
-                                        "and loss are host loops)");
         if (o->path_given && o->path == 0)
             return opt_usage_error(CMD, "--backend cuda needs --path grouped (the expert splits are "
                                         "computed on the device)");
         o->path = 1;
-        if (o->tokens * o->context > TOP_EMBED_BWD_MAX_PAIRS)
+        if (o->task == TRAIN_TASK_LM && o->tokens * o->context > TOP_EMBED_BWD_MAX_PAIRS)
             return opt_usage_error(CMD, "--backend cuda takes --tokens x --context up to %lld (the embedding "
                                         "backward's int32 indices), not %lld", (long long)TOP_EMBED_BWD_MAX_PAIRS,
                                    (long long)(o->tokens * o->context));
-        if (ranks > 1)
-            return opt_usage_error(CMD, "--backend cuda runs on one rank (the expert weights' group "
-                                        "has no device transport yet)");
+        if (ranks > 1 && o->comm != 2)
+            return opt_usage_error(CMD, "several ranks on --backend cuda need --comm mpi (NCCL cannot run "
+                                        "two ranks on one GPU; here it serves one rank)");
+        if (ranks > 1 && !gln_mpi_available())
+            return opt_usage_error(CMD, "--comm mpi on %d ranks needs a library built with MPI", ranks);
+        if (o->graph && (o->task != TRAIN_TASK_LM || ranks > 1))
+            return opt_usage_error(CMD, "--graph captures the step of --task lm on one rank (MPI "
+                                        "collectives cannot be captured)");
         if (!gln_backend_available(GLN_BACKEND_CUDA))
             return opt_usage_error(CMD, "--backend cuda is not available (this build has no CUDA "
                                         "backend or no GPU is present)");

@@ -1,7 +1,13 @@
 /* `grouplin train --task teacher`: the student imitates a fixed random teacher MoE of its own
  * shape (FP32 throughout, never trained) on the synthetic inputs of task.c; the loss is the mean
  * squared error.  With --exact-data every value is small fixed point (exact.h), so any number of
- * ranks gives bitwise the same losses. */
+ * ranks gives bitwise the same losses.
+ *
+ * On CUDA the models run on the device (their expert group over the device communicator: MPI on
+ * device memory under mpirun, else NCCL or the self communicator) while the data and the loss stay
+ * the host loops they are on the CPU: each step uploads x, reads back the teacher's and the
+ * student's outputs and uploads the loss gradient -- a few [T, H] copies, for a task whose point is
+ * the loss curve (and its exactness), not speed. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,11 +15,45 @@
 #include "report.h"
 #include "task.h"
 #include "train.h"
+#include "train_ops.h"
 
 typedef struct teacher_task {
     moe_model_t *teacher;
-    float *x, *target, *y, *dy; /* [T, H] */
+    float *x, *target, *y, *dy;     /* [T, H], host: the data, the loss and its gradient */
+    float *bx, *btarget, *by, *bdy; /* the same in backend memory: device copies on CUDA, else aliases */
+    gln_comm_t *comm;               /* the models' group: on CUDA the device's (owned), else tr->l->comm */
+    int on_device;
 } teacher_task_t;
+
+/* Host → backend (nothing when they are one array, as on the CPU). */
+static gln_status_t put(const train_run_t *tr, float *dst, const float *src) {
+    if (dst == src) return GLN_STATUS_SUCCESS;
+    return gln_memcpy(tr->ctx, dst, src, (size_t)(tr->T * tr->o->hidden) * sizeof(float), GLN_COPY_HOST_TO_BACKEND);
+}
+
+/* Backend → host (waits for the device). */
+static gln_status_t get(const train_run_t *tr, float *dst, const float *src) {
+    if (dst == src) return GLN_STATUS_SUCCESS;
+    return gln_memcpy(tr->ctx, dst, src, (size_t)(tr->T * tr->o->hidden) * sizeof(float), GLN_COPY_BACKEND_TO_HOST);
+}
+
+/* The backend arrays and the communicator: on CUDA device buffers and the device communicator
+ * (collective over the ranks), on the CPU the host arrays and the launch's communicator. */
+static gln_status_t backend_arrays(train_run_t *tr) {
+    teacher_task_t *k = tr->task;
+    k->on_device = top_on_device(tr->ctx);
+    if (!k->on_device) {
+        k->bx = k->x, k->btarget = k->target, k->by = k->y, k->bdy = k->dy;
+        k->comm = tr->l->comm;
+        return GLN_STATUS_SUCCESS;
+    }
+    gln_status_t st = train_device_comm_create(tr, &k->comm);
+    float **bufs[] = {&k->bx, &k->btarget, &k->by, &k->bdy};
+    const size_t bytes = (size_t)(tr->T * tr->o->hidden) * sizeof(float);
+    for (size_t i = 0; st == GLN_STATUS_SUCCESS && i < sizeof bufs / sizeof bufs[0]; i++)
+        st = gln_malloc(tr->ctx, bytes ? bytes : 1, (void **)bufs[i]);
+    return st;
+}
 
 static int teacher_alloc(train_run_t *tr) {
     const size_t th = (size_t)(tr->T * tr->o->hidden);
@@ -44,7 +84,8 @@ static gln_status_t teacher_create(train_run_t *tr) {
     moe_model_config_t tc = train_model_config(o, tool_recipe_find("fp32"), tr->T);
     tc.seed = (uint64_t)o->seed * 7919u + 104729u;
     tc.trainable = 0;
-    gln_status_t st = moe_model_create(tr->ctx, tr->l->comm, &tc, &k->teacher);
+    gln_status_t st = backend_arrays(tr);
+    if (st == GLN_STATUS_SUCCESS) st = moe_model_create(tr->ctx, k->comm, &tc, &k->teacher);
     if (st == GLN_STATUS_SUCCESS && o->exact && tr->l->rank == 0 && !o->quiet) exact_data_note(o);
     return st;
 }
@@ -76,18 +117,23 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
     const tool_recipe_t *rec = o->recipes[r];
     moe_model_config_t mc = train_model_config(o, rec, tr->T);
     moe_model_t *student = NULL;
-    gln_status_t st = moe_model_create(tr->ctx, tr->l->comm, &mc, &student);
+    gln_status_t st = moe_model_create(tr->ctx, k->comm, &mc, &student);
     double busy = 0;
     for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < o->steps; s++) {
         const int64_t batch = o->batches > 0 ? s % o->batches : s;
         task_inputs((uint64_t)o->seed, batch, tr->l->rank * tr->T, tr->T, o->hidden, o->exact, k->x);
-        st = moe_model_forward(k->teacher, k->x, k->target);
+        st = put(tr, k->bx, k->x);
+        if (st == GLN_STATUS_SUCCESS) st = moe_model_forward(k->teacher, k->bx, k->btarget);
+        if (st == GLN_STATUS_SUCCESS) st = get(tr, k->target, k->btarget);
         if (st != GLN_STATUS_SUCCESS) break;
         double t0 = train_now_s();
-        st = moe_model_forward(student, k->x, k->y);
+        st = moe_model_forward(student, k->bx, k->by);
+        if (st == GLN_STATUS_SUCCESS) st = get(tr, k->y, k->by);
         if (st == GLN_STATUS_SUCCESS) st = loss_and_grad(tr, &losses[s]);
-        if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, k->dy);
+        if (st == GLN_STATUS_SUCCESS) st = put(tr, k->bdy, k->dy);
+        if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, k->bdy);
         if (st == GLN_STATUS_SUCCESS) st = moe_model_step(student);
+        if (st == GLN_STATUS_SUCCESS && k->on_device) st = gln_synchronize(tr->ctx); /* the step's time */
         busy += train_now_s() - t0;
         if (tr->show_progress) {
             char extra[64];
@@ -96,6 +142,7 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
         }
     }
     if (tr->show_progress) report_progress_end(stderr);
+    if (st == GLN_STATUS_SUCCESS && k->on_device) st = gln_context_async_error(tr->ctx);
     moe_model_destroy(student);
     return train_max_seconds(tr, st, busy, seconds);
 }
@@ -127,10 +174,12 @@ static void teacher_print(const train_run_t *tr, double *const *losses, const do
         report_table_row(&t, cells);
     }
     printf("grouplin train: MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, "
-           "%d rank%s, cpu backend, %s path%s\n\n",
+           "%d rank%s, %s backend, %s path%s%s%s\n\n",
            (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
            o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
-           tr->l->size == 1 ? "" : "s", o->path == 0 ? "split" : "grouped", o->exact ? ", exact data" : "");
+           tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
+           o->exact ? ", exact data" : "", o->backend ? ", expert weights sharded over " : "",
+           o->backend ? train_device_comm_name(tr) : "");
     report_table_print(&t, stdout);
     report_table_free(&t);
     printf("\ninitial = loss of step 0; final = mean loss of the last %d steps; drop = initial / final;\n"
@@ -143,6 +192,12 @@ static void teacher_teardown(train_run_t *tr) {
     teacher_task_t *k = tr->task;
     if (!k) return;
     moe_model_destroy(k->teacher);
+    if (k->on_device) {
+        float *bufs[] = {k->bx, k->btarget, k->by, k->bdy};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i]) gln_free(tr->ctx, bufs[i]);
+        gln_comm_destroy(k->comm);
+    }
     free(k->x);
     free(k->target);
     free(k->y);

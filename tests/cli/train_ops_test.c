@@ -2,7 +2,7 @@
  * each op runs on a CPU context into host buffers and on a CUDA context into device buffers from
  * the same inputs (device outputs poisoned first), and the results must agree -- bit for bit for
  * zero fill, Adam (and its bf16 / fp16 working output, also against the library's cast), the
- * embedding and its backward, dlogits and the windows; within TOL_* for
+ * embedding and its backward, dlogits, the windows and the --exact-data grid rounding; within TOL_* for
  * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
  * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
  * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
@@ -279,6 +279,29 @@ static void test_head(int64_t T) {
     free(rows), free(bias), free(next), free(loss), free(gb);
 }
 
+/* The --exact-data grids: bitwise the host's rounding, for values off the grid, on it, past the
+ * clamp, ties (n + 1/2 rounds to even), subnormals, signed zeros and infinities (a NaN passes
+ * through both, but its payload bits may differ). */
+static void test_exact_round(void) {
+    tool_rng_t r = tool_rng_seed(5, 5);
+    const int64_t n = 3000;
+    float *v = randf(&r, (size_t)n, 40);
+    const float special[] = {0.0f, -0.0f, 0.5f / 64, 1.5f / 64, -2.5f / 64, 255.0f / 64, 256.0f / 64, -1e30f,
+                             1e-40f, -1e-45f, INFINITY, -INFINITY, 1.0f / 3.0f};
+    memcpy(v, special, sizeof special);
+    for (int frac = 4; frac <= 8; frac += 2) {
+        float *dv = dev(v, (size_t)n * 4);
+        float *h = malloc((size_t)n * 4);
+        memcpy(h, v, (size_t)n * 4);
+        OK(top_exact_round(cpu, h, n, frac));
+        OK(top_exact_round(cu, dv, n, frac));
+        same_bits("exact_round", h, dv, (size_t)n * 4);
+        OK(gln_free(cu, dv));
+        free(h);
+    }
+    free(v);
+}
+
 static void test_windows(void) {
     tool_rng_t r = tool_rng_seed(4, 4);
     const int64_t size = 5000, train = 4500, C = 8, T = 300;
@@ -330,6 +353,7 @@ int main(void) {
     test_head(1);
     test_head(1000);
     test_windows();
+    test_exact_round();
     OK(gln_context_async_error(cu));
     gln_context_destroy(cu);
     gln_context_destroy(cpu);
