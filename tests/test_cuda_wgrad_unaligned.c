@@ -4,10 +4,12 @@
  * zeros to a multiple of 16 (cuda_wgrad_pad.cu) and runs one CUTLASS launch for every expert.
  *
  * Two properties, for E4M3 × E4M3 into FP32 main_grad (overwrite and accumulate) and E5M2 ×
- * E4M3 (HYBRID) into bf16, host and device splits, every tile regime:
+ * E4M3 (HYBRID) into bf16, every tile regime, and for FP8 block scaling (1×128 scales along the
+ * tokens, CUTLASS's block-scaled wgrad), host and device splits:
  *   1. Small-integer data, power-of-two decode scales: every sum is exact, so the result equals
  *      the CPU backend's bit for bit (device twins: NaN-poisoned outputs, guard bytes).
- *   2. Full-range random FP8 codes and arbitrary FP32 scales: the result equals, bit for bit,
+ *   2. Full-range random FP8 codes (block: random bf16 quantized with FP32 scales) and arbitrary
+ *      FP32 scales: the result equals, bit for bit,
  *      the same GEMM on the "aligned twin" — each member's rows padded by the test itself with
  *      zero rows to a multiple of 16, so no expert needs the padding path.  Zero padding past
  *      the last K element changes no FP32 sum and no K tile, so the kernel must give the same bytes.
@@ -211,6 +213,104 @@ static void run_one(gln_rng_t *rng, const wcase_t *c, int exact, int dev_splits,
     free(dy), free(x), free(pdy), free(px);
 }
 
+/* ---- FP8 block scaling (1×128 along the tokens): the same padding, the scales left in place --- */
+
+/* A grouped BLOCK_1D E4M3 tensor of bf16 `values` ([rows, cols], members by `splits`), quantized on
+ * the CPU (both copies), as device twins. */
+typedef struct bside {
+    gln_twin_t t[4]; /* data, col_data, scale_inv, col_scale_inv */
+    gln_tensor_t h, d;
+} bside_t;
+
+static bside_t bside_new(const void *values, int num, const int64_t *splits, int64_t rows, int64_t cols, int pow2) {
+    bside_t b;
+    int64_t ro[MAXE + 1], co[MAXE + 1];
+    CHECK_OK(gln_grouped_scale_offsets(GLN_SCALING_BLOCK_1D, num, splits, cols, ro, co));
+    const size_t n = (size_t)rows * (size_t)cols, bytes[4] = {n, n, (size_t)ro[num] * 4, (size_t)co[num] * 4};
+    for (int k = 0; k < 4; k++) b.t[k] = gln_twin_new(g_cu, bytes[k] + 4, 0, 0);
+    b.h = gln_tensor_make(GLN_DTYPE_FP8_E4M3, rows, cols, b.t[0].h);
+    b.h.scaling = GLN_SCALING_BLOCK_1D;
+    b.h.col_data = b.t[1].h, b.h.scale_inv = b.t[2].h, b.h.col_scale_inv = b.t[3].h;
+    gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
+    cfg.mode = GLN_SCALING_BLOCK_1D, cfg.fp8_dtype = GLN_DTYPE_FP8_E4M3;
+    cfg.rowwise = cfg.columnwise = 1, cfg.power_2_scale = pow2;
+    const gln_grouped_tensor_t in = {num, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, rows, cols, (void *)values)};
+    gln_grouped_tensor_t out = {num, splits, 0, b.h};
+    CHECK_OK(gln_grouped_quantize(g_cpu, &cfg, &in, &out));
+    for (int k = 0; k < 4; k++) gln_twin_set(g_cu, &b.t[k], b.t[k].h);
+    b.d = b.h;
+    b.d.data = b.t[0].d, b.d.col_data = b.t[1].d, b.d.scale_inv = b.t[2].d, b.d.col_scale_inv = b.t[3].d;
+    return b;
+}
+
+static void bside_free(bside_t *b) {
+    for (int k = 0; k < 4; k++) gln_twin_free(g_cu, &b->t[k]);
+}
+
+/* bf16 values [rows, cols]: members' rows random (small integers times powers of two when
+ * exact), every other row 0; `prow` maps member rows to their rows in the padded twin. */
+static void block_values(gln_rng_t *rng, int num, const int64_t *splits, const int64_t *psplits, int64_t cols,
+                         int exact, uint16_t *v, uint16_t *pv) {
+    for (int i = 0, r = 0, p = 0; i < num; r += (int)splits[i], p += (int)psplits[i], i++)
+        for (int64_t rr = 0; rr < splits[i]; rr++)
+            for (int64_t c = 0; c < cols; c++) {
+                const float x = exact ? ldexpf((float)gln_rng_int(rng, -4, 4), (int)gln_rng_int(rng, -2, 2))
+                                      : (float)gln_rng_normal(rng);
+                const uint16_t b = gln_f32_to_bf16_bits(x);
+                v[(r + rr) * cols + c] = b, pv[(p + rr) * cols + c] = b;
+            }
+}
+
+static void run_block(gln_rng_t *rng, int num, const int64_t *splits, int exact, int dev_splits, const char *name) {
+    char what[300];
+    snprintf(what, sizeof what, "FP8 block wgrad, %s, %s data, %s splits", name, exact ? "exact" : "random",
+             dev_splits ? "device" : "host");
+    const wcase_t c = {name, num, splits, GLN_DTYPE_FP8_E4M3, GLN_DTYPE_FP32, 0};
+    int64_t total = 0, ptotal = 0, psplits[MAXE];
+    for (int i = 0; i < num; i++) total += splits[i], psplits[i] = round16(splits[i]), ptotal += psplits[i];
+    const int64_t rows = total + 3, prows = ptotal + 3;
+    uint16_t *vdy = calloc((size_t)(rows * KOUT), 2), *vx = calloc((size_t)(rows * KIN), 2);
+    uint16_t *pdy = calloc((size_t)(prows * KOUT), 2), *px = calloc((size_t)(prows * KIN), 2);
+    block_values(rng, num, splits, psplits, KOUT, exact, vdy, pdy);
+    block_values(rng, num, splits, psplits, KIN, exact, vx, px);
+    /* power-of-two scales keep the exact data exact; FP32 scales on the random data */
+    bside_t dy = bside_new(vdy, num, splits, rows, KOUT, exact), x = bside_new(vx, num, splits, rows, KIN, exact);
+    bside_t dyp = bside_new(pdy, num, psplits, prows, KOUT, exact), xp = bside_new(px, num, psplits, prows, KIN, exact);
+    gln_twin_t sp = gln_twin_input(g_cu, splits, (size_t)num * sizeof(int64_t), 0);
+    gln_twin_t spp = gln_twin_input(g_cu, psplits, (size_t)num * sizeof(int64_t), 0);
+    gln_twin_t outs[MAXE], pouts[MAXE];
+    gln_rng_t r2 = *rng;
+    outs_new(rng, &c, outs);
+    outs_new(&r2, &c, pouts);
+    for (int pass = 0; pass < 2; pass++) { /* the unaligned call, then its aligned twin */
+        const bside_t *a = pass ? &dyp : &dy, *b = pass ? &xp : &x;
+        const int64_t *hs = pass ? psplits : splits;
+        const int64_t *ds = dev_splits ? (const int64_t *)(pass ? spp.d : sp.d) : hs;
+        gln_grouped_tensor_t gdy = {num, ds, dev_splits, a->d}, gx = {num, ds, dev_splits, b->d};
+        gln_tensor_t d[MAXE];
+        for (int i = 0; i < num; i++) d[i] = gln_tensor_make(GLN_DTYPE_FP32, KOUT, KIN, (pass ? pouts : outs)[i].d);
+        gln_grouped_gemm_args_t args = GLN_GROUPED_GEMM_ARGS_INIT;
+        args.layout = GLN_LAYOUT_NT, args.a_grouped = &gx, args.b = &gdy, args.d_list = d;
+        int handled = 0;
+        CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, &args, &handled));
+        CHECK_MSG(handled == 1, "%s: the CUTLASS dispatch did not take the wgrad", what);
+    }
+    outs_same(&c, outs, pouts, what);
+    if (exact) { /* power-of-two scales, small integers: exact, so the CPU backend's bytes */
+        gln_grouped_tensor_t gdy = {num, splits, 0, dy.h}, gx = {num, splits, 0, x.h};
+        gln_tensor_t d[MAXE];
+        for (int i = 0; i < num; i++) d[i] = gln_tensor_make(GLN_DTYPE_FP32, KOUT, KIN, outs[i].h);
+        gln_grouped_gemm_args_t args = GLN_GROUPED_GEMM_ARGS_INIT;
+        args.layout = GLN_LAYOUT_NT, args.a_grouped = &gx, args.b = &gdy, args.d_list = d;
+        CHECK_OK(gln_grouped_gemm(g_cpu, &args));
+        for (int i = 0; i < num; i++) gln_twin_check(g_cu, &outs[i], 4, what, "dW", NULL, NULL);
+    }
+    outs_free(&c, outs), outs_free(&c, pouts);
+    gln_twin_free(g_cu, &sp), gln_twin_free(g_cu, &spp);
+    bside_free(&dy), bside_free(&x), bside_free(&dyp), bside_free(&xp);
+    free(vdy), free(vx), free(pdy), free(px);
+}
+
 static const int64_t s_awkward[] = {1, 5, 0, 17, 129, 1000, 0, 3};
 static const int64_t s_one[] = {0, 1155, 0};
 
@@ -242,6 +342,13 @@ static void test_unaligned_wgrad(void) {
     for (int i = 0; i < MAXE; i++) s32[i] = gln_rng_int(&rng, 0, 300);
     s32[3] = 0, s32[4] = 16; /* an empty expert and an aligned one among them */
     run_cases(s32);
+    gln_rng_t rng2 = gln_rng_seed(0xB10C);
+    for (int exact = 0; exact < 2; exact++)
+        for (int dev_splits = 0; dev_splits < 2; dev_splits++) {
+            run_block(&rng2, 8, s_awkward, exact, dev_splits, "awkward");
+            run_block(&rng2, 3, s_one, exact, dev_splits, "one expert with every row");
+            run_block(&rng2, 32, s32, exact, dev_splits, "32 random counts");
+        }
 }
 
 GLN_TEST_CUDA_MAIN(g_cpu, g_cu, GLN_CASE(test_unaligned_wgrad))
