@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 #include "harness.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "harness.h"
 
 /* ---- references ------------------------------------------------------------------------------ */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "comm/comm.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 typedef struct mpi_state {

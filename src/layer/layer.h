@@ -20,8 +20,8 @@
 #ifndef GLN_LAYER_LAYER_H
 #define GLN_LAYER_LAYER_H
 
+#include "backend/context.h"
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "grouplin.h"
 
