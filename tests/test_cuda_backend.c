@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h"
 #include "harness.h"
 #include "tensor/tensor.h"
 
@@ -42,53 +43,14 @@
 
 static gln_context_t *g_cu, *g_cpu;
 
-/* ---- device buffers with guards -------------------------------------------------------------- */
-
-#define GUARD_BYTES 64
-#define GUARD_BYTE 0x5Au
-
-typedef struct dbuf {
-    void *d;
-    size_t bytes;
-} dbuf_t;
-
-/* Device buffer of `bytes` (+ guard), filled from host `init` (or poison byte 0xFF = NaN-ish for
- * every float dtype when init is NULL). */
-static dbuf_t dbuf_new(const void *init, size_t bytes) {
-    dbuf_t b = {NULL, bytes};
-    unsigned char *h = malloc(bytes + GUARD_BYTES);
-    if (init) memcpy(h, init, bytes);
-    else memset(h, 0xFF, bytes); /* 0xFF..: NaN in fp32 / bf16 / fp16 and E4M3 / E5M2 */
-    memset(h + bytes, GUARD_BYTE, GUARD_BYTES);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD_BYTES, &b.d));
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, h, bytes + GUARD_BYTES, GLN_COPY_HOST_TO_BACKEND));
-    free(h);
-    return b;
-}
-
-/* Copy back into a fresh host buffer (free()), checking the guard. */
-static void *dbuf_get(dbuf_t b, const char *what) {
-    unsigned char *h = calloc(1, b.bytes + GUARD_BYTES);
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GUARD_BYTES, GLN_COPY_BACKEND_TO_HOST));
-    for (size_t i = 0; i < GUARD_BYTES; i++)
-        if (h[b.bytes + i] != GUARD_BYTE) {
-            CHECK_MSG(0, "%s: device guard byte %zu overwritten", what, i);
-            break;
-        }
-    return h;
-}
-
-static void dbuf_free(dbuf_t *b) {
-    if (b->d) CHECK_OK(gln_free(g_cu, b->d));
-    b->d = NULL;
-}
+/* ---- device buffers (guarded twins, device_twin.h) ---------------------------------------- */
 
 /* Device copy of n splits. */
-static dbuf_t splits_on_dev_n(const int64_t *splits, int n) { return dbuf_new(splits, (size_t)n * sizeof(int64_t)); }
+static gln_twin_t splits_on_dev_n(const int64_t *splits, int n) { return gln_twin_upload(g_cu, splits, (size_t)n * sizeof(int64_t)); }
 
 /* Compare a device buffer with a host reference bit for bit. */
-static void check_dev_bitwise(const char *what, dbuf_t b, const void *ref) {
-    void *h = dbuf_get(b, what);
+static void check_dev_bitwise(const char *what, gln_twin_t b, const void *ref) {
+    void *h = gln_twin_fetch(g_cu, &b, what);
     gln_check_bitwise(what, h, ref, b.bytes);
     free(h);
 }
@@ -140,7 +102,7 @@ static float amax_case(gln_dtype_t dtype, int64_t rows, int64_t cols, void *h, i
     gln_tensor_t xh = gln_tensor_make(dtype, rows, cols, h);
     float ref = -1.0f, got_host = -2.0f;
     CHECK_OK(gln_amax_ex(g_cpu, &xh, nanp, &ref));
-    dbuf_t xd = dbuf_new(h, (size_t)rows * (size_t)cols * gln_dtype_size(dtype));
+    gln_twin_t xd = gln_twin_upload(g_cu, h, (size_t)rows * (size_t)cols * gln_dtype_size(dtype));
     gln_tensor_t xt = gln_tensor_make(dtype, rows, cols, xd.d);
     /* host destination */
     CHECK_OK(gln_amax_ex(g_cu, &xt, nanp, &got_host));
@@ -148,11 +110,11 @@ static float amax_case(gln_dtype_t dtype, int64_t rows, int64_t cols, void *h, i
               nanp, gln_dtype_name(dtype), (long long)rows, (long long)cols, f32_bits(got_host), f32_bits(ref));
     /* device destination */
     float poison = f32_from_bits(0x7FBADBADu);
-    dbuf_t ad = dbuf_new(&poison, sizeof(float));
+    gln_twin_t ad = gln_twin_upload(g_cu, &poison, sizeof(float));
     CHECK_OK(gln_amax_ex(g_cu, &xt, nanp, ad.d));
     check_dev_bitwise("amax (device destination)", ad, &ref);
-    dbuf_free(&ad);
-    dbuf_free(&xd);
+    gln_twin_free(g_cu, &ad);
+    gln_twin_free(g_cu, &xd);
     return ref;
 }
 
@@ -205,12 +167,12 @@ static void test_cast(void) {
                 void *ref = calloc(n, gln_dtype_size(to));
                 gln_tensor_t in_h = gln_tensor_make(ti, rows, cols, h), out_h = gln_tensor_make(to, rows, cols, ref);
                 CHECK_OK(gln_cast(g_cpu, &in_h, &out_h));
-                dbuf_t in_d = dbuf_new(h, n * gln_dtype_size(ti)), out_d = dbuf_new(NULL, n * gln_dtype_size(to));
+                gln_twin_t in_d = gln_twin_upload(g_cu, h, n * gln_dtype_size(ti)), out_d = gln_twin_upload(g_cu, NULL, n * gln_dtype_size(to));
                 gln_tensor_t in_t = gln_tensor_make(ti, rows, cols, in_d.d), out_t = gln_tensor_make(to, rows, cols, out_d.d);
                 CHECK_OK(gln_cast(g_cu, &in_t, &out_t));
                 check_dev_bitwise("cast", out_d, ref);
-                dbuf_free(&in_d);
-                dbuf_free(&out_d);
+                gln_twin_free(g_cu, &in_d);
+                gln_twin_free(g_cu, &out_d);
                 free(ref);
                 free(h);
             }
@@ -222,7 +184,7 @@ static void test_cast(void) {
 typedef struct qpair {
     gln_quant_layout_t lay;
     gln_tensor_t h, d;
-    dbuf_t data, col, s, cs, amax, scale;
+    gln_twin_t data, col, s, cs, amax, scale;
 } qpair_t;
 
 static void *host_poison(size_t bytes) {
@@ -239,18 +201,18 @@ static void qpair_init(qpair_t *q, const gln_quant_config_t *cfg, int64_t rows, 
     q->h = t, q->d = t;
     if (cfg->rowwise) {
         q->h.data = host_poison(q->lay.data_bytes), q->h.scale_inv = host_poison(q->lay.scale_bytes);
-        q->data = dbuf_new(NULL, q->lay.data_bytes), q->s = dbuf_new(NULL, q->lay.scale_bytes);
+        q->data = gln_twin_upload(g_cu, NULL, q->lay.data_bytes), q->s = gln_twin_upload(g_cu, NULL, q->lay.scale_bytes);
         q->d.data = q->data.d, q->d.scale_inv = q->s.d;
     }
     if (cfg->columnwise) {
         q->h.col_data = host_poison(q->lay.col_data_bytes), q->h.col_scale_inv = host_poison(q->lay.col_scale_bytes);
-        q->col = dbuf_new(NULL, q->lay.col_data_bytes), q->cs = dbuf_new(NULL, q->lay.col_scale_bytes);
+        q->col = gln_twin_upload(g_cu, NULL, q->lay.col_data_bytes), q->cs = gln_twin_upload(g_cu, NULL, q->lay.col_scale_bytes);
         q->d.col_data = q->col.d, q->d.col_scale_inv = q->cs.d;
     }
     if (cfg->mode == GLN_SCALING_TENSOR) {
         q->h.amax = malloc(sizeof(float)), q->h.scale = malloc(sizeof(float));
         *q->h.amax = amax0, *q->h.scale = scale0;
-        q->amax = dbuf_new(&amax0, sizeof(float)), q->scale = dbuf_new(&scale0, sizeof(float));
+        q->amax = gln_twin_upload(g_cu, &amax0, sizeof(float)), q->scale = gln_twin_upload(g_cu, &scale0, sizeof(float));
         q->d.amax = q->amax.d, q->d.scale = q->scale.d;
     }
 }
@@ -274,8 +236,8 @@ static void qpair_compare(qpair_t *q, const char *what) {
 static void qpair_free(qpair_t *q) {
     free(q->h.data), free(q->h.col_data), free(q->h.scale_inv), free(q->h.col_scale_inv);
     free(q->h.amax), free(q->h.scale);
-    dbuf_free(&q->data), dbuf_free(&q->col), dbuf_free(&q->s), dbuf_free(&q->cs);
-    dbuf_free(&q->amax), dbuf_free(&q->scale);
+    gln_twin_free(g_cu, &q->data), gln_twin_free(g_cu, &q->col), gln_twin_free(g_cu, &q->s), gln_twin_free(g_cu, &q->cs);
+    gln_twin_free(g_cu, &q->amax), gln_twin_free(g_cu, &q->scale);
 }
 
 /* Dequantize each present copy on both backends into `dtype`, compare bit for bit. */
@@ -286,14 +248,14 @@ static void dequant_compare(qpair_t *q, gln_dtype_t dtype, const char *what) {
         void *ref = host_poison(bytes);
         gln_tensor_t oh = gln_tensor_make(dtype, q->h.rows, q->h.cols, ref);
         CHECK_OK(gln_dequantize(g_cpu, &q->h, colw, &oh));
-        dbuf_t od = dbuf_new(NULL, bytes);
+        gln_twin_t od = gln_twin_upload(g_cu, NULL, bytes);
         gln_tensor_t ot = gln_tensor_make(dtype, q->h.rows, q->h.cols, od.d);
         CHECK_OK(gln_dequantize(g_cu, &q->d, colw, &ot));
         char name[300];
         snprintf(name, sizeof name, "%s dequantize(%s) -> %s", what, colw ? "columnwise" : "rowwise",
                  gln_dtype_name(dtype));
         check_dev_bitwise(name, od, ref);
-        dbuf_free(&od);
+        gln_twin_free(g_cu, &od);
         free(ref);
     }
 }
@@ -309,13 +271,13 @@ static void quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype, int64_t
     qpair_init(&q, cfg, rows, cols, amax0, scale0);
     gln_tensor_t xh = gln_tensor_make(dtype, rows, cols, h);
     CHECK_OK(gln_quantize(g_cpu, cfg, &xh, &q.h));
-    dbuf_t xd = dbuf_new(h, bytes);
+    gln_twin_t xd = gln_twin_upload(g_cu, h, bytes);
     gln_tensor_t xt = gln_tensor_make(dtype, rows, cols, xd.d);
     CHECK_OK(gln_quantize(g_cu, cfg, &xt, &q.d));
     qpair_compare(&q, what);
     dequant_compare(&q, GLN_DTYPE_FP32, what);
     dequant_compare(&q, GLN_DTYPE_BF16, what);
-    dbuf_free(&xd);
+    gln_twin_free(g_cu, &xd);
     qpair_free(&q);
 }
 
@@ -434,15 +396,15 @@ static void grouped_quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype,
     gln_grouped_tensor_t hout = {NEXP_Q, splits, 0, hq};
     CHECK_OK(gln_grouped_quantize(g_cpu, cfg, &hin, &hout));
     /* device */
-    dbuf_t sp = splits_on_dev_n(splits, NEXP_Q), sp2 = splits_on_dev_n(splits, NEXP_Q);
-    dbuf_t xd = dbuf_new(h, nd * gln_dtype_size(dtype));
-    dbuf_t dd = {0}, ds = {0}, dc = {0}, dcs = {0}, dsc = {0}, dam = {0};
+    gln_twin_t sp = splits_on_dev_n(splits, NEXP_Q), sp2 = splits_on_dev_n(splits, NEXP_Q);
+    gln_twin_t xd = gln_twin_upload(g_cu, h, nd * gln_dtype_size(dtype));
+    gln_twin_t dd = {0}, ds = {0}, dc = {0}, dcs = {0}, dsc = {0}, dam = {0};
     gln_tensor_t dq = hq;
     dq.data = dq.scale_inv = dq.col_data = dq.col_scale_inv = NULL, dq.scale = dq.amax = NULL;
-    if (cfg->rowwise) dd = dbuf_new(NULL, nd), ds = dbuf_new(NULL, sb), dq.data = dd.d, dq.scale_inv = ds.d;
-    if (cfg->columnwise) dc = dbuf_new(NULL, nd), dcs = dbuf_new(NULL, csb), dq.col_data = dc.d, dq.col_scale_inv = dcs.d;
+    if (cfg->rowwise) dd = gln_twin_upload(g_cu, NULL, nd), ds = gln_twin_upload(g_cu, NULL, sb), dq.data = dd.d, dq.scale_inv = ds.d;
+    if (cfg->columnwise) dc = gln_twin_upload(g_cu, NULL, nd), dcs = gln_twin_upload(g_cu, NULL, csb), dq.col_data = dc.d, dq.col_scale_inv = dcs.d;
     if (tensor) {
-        dsc = dbuf_new(scale0, sizeof scale0), dam = dbuf_new(amax0, sizeof amax0);
+        dsc = gln_twin_upload(g_cu, scale0, sizeof scale0), dam = gln_twin_upload(g_cu, amax0, sizeof amax0);
         dq.scale = dsc.d, dq.amax = dam.d;
     }
     const int64_t *in_sp = dev_splits ? (const int64_t *)sp.d : splits;
@@ -469,8 +431,8 @@ static void grouped_quant_case(const gln_quant_config_t *cfg, gln_dtype_t dtype,
     GQ_CMP(dsc, hq.scale, "scale[N]");
     GQ_CMP(dam, hq.amax, "amax[N]");
 #undef GQ_CMP
-    dbuf_free(&sp), dbuf_free(&sp2), dbuf_free(&xd);
-    dbuf_free(&dd), dbuf_free(&ds), dbuf_free(&dc), dbuf_free(&dcs), dbuf_free(&dsc), dbuf_free(&dam);
+    gln_twin_free(g_cu, &sp), gln_twin_free(g_cu, &sp2), gln_twin_free(g_cu, &xd);
+    gln_twin_free(g_cu, &dd), gln_twin_free(g_cu, &ds), gln_twin_free(g_cu, &dc), gln_twin_free(g_cu, &dcs), gln_twin_free(g_cu, &dsc), gln_twin_free(g_cu, &dam);
     free(hq.data), free(hq.scale_inv), free(hq.col_data), free(hq.col_scale_inv), free(hq.scale), free(hq.amax);
     free(h);
 }
@@ -557,7 +519,7 @@ static void gemm_compare(const char *what, gln_gemm_layout_t layout, const float
 /* Device twin of a quantized or plain host tensor (all buffers uploaded). */
 typedef struct dtensor {
     gln_tensor_t t;
-    dbuf_t b[4];
+    gln_twin_t b[4];
 } dtensor_t;
 
 static dtensor_t dtensor_upload(const gln_tensor_t *h) {
@@ -567,19 +529,19 @@ static dtensor_t dtensor_upload(const gln_tensor_t *h) {
     d.t.amax = NULL, d.t.scale = NULL;
     const size_t n = (size_t)h->rows * (size_t)h->cols;
     if (!gln_dtype_is_fp8(h->dtype)) {
-        d.b[0] = dbuf_new(h->data, n * gln_dtype_size(h->dtype));
+        d.b[0] = gln_twin_upload(g_cu, h->data, n * gln_dtype_size(h->dtype));
         d.t.data = d.b[0].d;
         return d;
     }
-    if (h->data) d.b[0] = dbuf_new(h->data, n), d.t.data = d.b[0].d;
-    if (h->col_data) d.b[1] = dbuf_new(h->col_data, n), d.t.col_data = d.b[1].d;
-    if (h->scale_inv) d.b[2] = dbuf_new(h->scale_inv, 4), d.t.scale_inv = d.b[2].d;
-    if (h->col_scale_inv) d.b[3] = dbuf_new(h->col_scale_inv, 4), d.t.col_scale_inv = d.b[3].d;
+    if (h->data) d.b[0] = gln_twin_upload(g_cu, h->data, n), d.t.data = d.b[0].d;
+    if (h->col_data) d.b[1] = gln_twin_upload(g_cu, h->col_data, n), d.t.col_data = d.b[1].d;
+    if (h->scale_inv) d.b[2] = gln_twin_upload(g_cu, h->scale_inv, 4), d.t.scale_inv = d.b[2].d;
+    if (h->col_scale_inv) d.b[3] = gln_twin_upload(g_cu, h->col_scale_inv, 4), d.t.col_scale_inv = d.b[3].d;
     return d;
 }
 
 static void dtensor_free(dtensor_t *d) {
-    for (int i = 0; i < 4; i++) dbuf_free(&d->b[i]);
+    for (int i = 0; i < 4; i++) gln_twin_free(g_cu, &d->b[i]);
 }
 
 /* Quantize a host tensor with per-tensor current scaling on the CPU (both copies). */
@@ -633,9 +595,9 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
     CHECK_OK(gln_gemm(g_cpu, layout, &Aq, &Bq, &Dh, use_bias ? &bias : NULL, accumulate));
 
     dtensor_t Ad = dtensor_upload(&Aq), Bd = dtensor_upload(&Bq);
-    dbuf_t biasd = dbuf_new(biash, use_bias ? (size_t)n * gln_dtype_size(bias_dtype) : 0);
+    gln_twin_t biasd = gln_twin_upload(g_cu, biash, use_bias ? (size_t)n * gln_dtype_size(bias_dtype) : 0);
     gln_tensor_t biast = gln_tensor_make(bias_dtype, 1, n, biasd.d);
-    dbuf_t Dd = dbuf_new(accumulate ? d0 : NULL, dbytes);
+    gln_twin_t Dd = gln_twin_upload(g_cu, accumulate ? d0 : NULL, dbytes);
     gln_tensor_t Dt = gln_tensor_make(d_dtype, m, n, Dd.d);
     gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &Dt, use_bias ? &biast : NULL, accumulate);
     char what[200];
@@ -644,7 +606,7 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
              fp8_b ? gln_dtype_name(fp8_b) : "-", gln_dtype_name(d_dtype), use_bias, accumulate);
     if (expect_ok) CHECK_MSG(st == GLN_STATUS_SUCCESS, "%s: %s (%s)", what, gln_status_string(st), gln_last_error());
     if (st == GLN_STATUS_SUCCESS) {
-        void *got = dbuf_get(Dd, what);
+        void *got = gln_twin_fetch(g_cu, &Dd, what);
         float *av = operand_values(&Aq), *bv = operand_values(&Bq);
         float *biasv = NULL, *dv = NULL;
         if (use_bias) {
@@ -663,7 +625,7 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
                   gln_last_error());
         printf("  note: %s -> not supported (%s)\n", what, gln_last_error());
     }
-    dtensor_free(&Ad), dtensor_free(&Bd), dbuf_free(&biasd), dbuf_free(&Dd);
+    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), gln_twin_free(g_cu, &Dd);
     if (fp8_a) free_host_tensor(&Aq);
     if (fp8_b) free_host_tensor(&Bq);
     free(ah), free(bh), free(biash), free(d0), free(dref);
@@ -738,10 +700,10 @@ static dtensor_t dtensor_upload_q(const gln_tensor_t *h) {
     memset(&d, 0, sizeof d);
     d.t = *h;
     d.t.amax = NULL, d.t.scale = NULL;
-    d.b[0] = dbuf_new(h->data, l.data_bytes), d.t.data = d.b[0].d;
-    d.b[1] = dbuf_new(h->col_data, l.col_data_bytes), d.t.col_data = d.b[1].d;
-    d.b[2] = dbuf_new(h->scale_inv, l.scale_bytes), d.t.scale_inv = d.b[2].d;
-    d.b[3] = dbuf_new(h->col_scale_inv, l.col_scale_bytes), d.t.col_scale_inv = d.b[3].d;
+    d.b[0] = gln_twin_upload(g_cu, h->data, l.data_bytes), d.t.data = d.b[0].d;
+    d.b[1] = gln_twin_upload(g_cu, h->col_data, l.col_data_bytes), d.t.col_data = d.b[1].d;
+    d.b[2] = gln_twin_upload(g_cu, h->scale_inv, l.scale_bytes), d.t.scale_inv = d.b[2].d;
+    d.b[3] = gln_twin_upload(g_cu, h->col_scale_inv, l.col_scale_bytes), d.t.col_scale_inv = d.b[3].d;
     return d;
 }
 
@@ -778,9 +740,9 @@ static void gemm_q_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t m, int
     gln_tensor_t Dh = gln_tensor_make(d_dtype, m, n, dref);
     CHECK_OK(gln_gemm(g_cpu, layout, &Aq, &Bq, &Dh, use_bias ? &bias : NULL, accumulate));
     dtensor_t Ad = dtensor_upload_q(&Aq), Bd = dtensor_upload_q(&Bq);
-    dbuf_t biasd = dbuf_new(biash, use_bias ? (size_t)n * 2 : 0);
+    gln_twin_t biasd = gln_twin_upload(g_cu, biash, use_bias ? (size_t)n * 2 : 0);
     gln_tensor_t biast = gln_tensor_make(GLN_DTYPE_BF16, 1, n, biasd.d);
-    dbuf_t Dd = dbuf_new(accumulate ? d0 : NULL, dbytes);
+    gln_twin_t Dd = gln_twin_upload(g_cu, accumulate ? d0 : NULL, dbytes);
     gln_tensor_t Dt = gln_tensor_make(d_dtype, m, n, Dd.d);
     char what[220];
     snprintf(what, sizeof what, "gemm %s m=%lld n=%lld k=%lld %s(%s%s)x%s(%s%s) -> %s bias=%d acc=%d", layout_name(layout),
@@ -790,7 +752,7 @@ static void gemm_q_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t m, int
     gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &Dt, use_bias ? &biast : NULL, accumulate);
     CHECK_MSG(st == GLN_STATUS_SUCCESS, "%s: %s (%s)", what, gln_status_string(st), gln_last_error());
     if (st == GLN_STATUS_SUCCESS) {
-        void *got = dbuf_get(Dd, what);
+        void *got = gln_twin_fetch(g_cu, &Dd, what);
         float *av = copy_values(&Aq, layout != GLN_LAYOUT_TN), *bv = copy_values(&Bq, layout == GLN_LAYOUT_NT);
         float *biasv = NULL, *dv = NULL;
         if (use_bias) biasv = operand_values(&bias);
@@ -801,7 +763,7 @@ static void gemm_q_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t m, int
         gemm_compare(what, layout, av, bv, m, n, k, ac, bc, biasv, dv, got, dref, d_dtype, acc_rel);
         free(av), free(bv), free(biasv), free(dv), free(got);
     }
-    dtensor_free(&Ad), dtensor_free(&Bd), dbuf_free(&biasd), dbuf_free(&Dd);
+    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), gln_twin_free(g_cu, &Dd);
     free_host_tensor(&Aq), free_host_tensor(&Bq);
     free(ah), free(bh), free(biash), free(d0), free(dref);
 }
@@ -882,7 +844,7 @@ static void test_gemm_fp8_padded(void) {
 /* Splits sets: mixed with empty experts, one expert taking every token. */
 static const int64_t k_splits[][NEXP] = {{5, 0, 17, 1}, {0, 0, 129, 0}, {0, 0, 0, 0}};
 
-static dbuf_t splits_on_device(const int64_t *splits) { return dbuf_new(splits, NEXP * sizeof(int64_t)); }
+static gln_twin_t splits_on_device(const int64_t *splits) { return gln_twin_upload(g_cu, splits, NEXP * sizeof(int64_t)); }
 
 static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t *splits, int dev_splits,
                          int use_bias, int accumulate) {
@@ -895,7 +857,7 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
     snprintf(what, sizeof what, "grouped %s splits {%lld,%lld,%lld,%lld}%s bias=%d acc=%d", layout_name(layout),
              (long long)splits[0], (long long)splits[1], (long long)splits[2], (long long)splits[3],
              dev_splits ? " (device splits)" : "", use_bias, accumulate);
-    dbuf_t dsplits = splits_on_device(splits);
+    gln_twin_t dsplits = splits_on_device(splits);
     gln_grouped_gemm_args_t ha = GLN_GROUPED_GEMM_ARGS_INIT, da = GLN_GROUPED_GEMM_ARGS_INIT;
     ha.layout = da.layout = layout;
     ha.accumulate = da.accumulate = accumulate;
@@ -908,19 +870,19 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
         const size_t dn = (size_t)kout * (size_t)kin;
         gln_tensor_t dh[NEXP], dd[NEXP];
         void *d0[NEXP];
-        dbuf_t ddb[NEXP];
+        gln_twin_t ddb[NEXP];
         for (int i = 0; i < NEXP; i++) {
             d0[i] = make_hp(rng, GLN_DTYPE_FP32, kout, kin, 1.0, 0);
             void *ref = malloc(dn * 4);
             memcpy(ref, d0[i], dn * 4);
             if (!accumulate) gln_poison(ref, GLN_DTYPE_FP32, dn);
             dh[i] = gln_tensor_make(GLN_DTYPE_FP32, kout, kin, ref);
-            ddb[i] = dbuf_new(accumulate ? d0[i] : NULL, dn * 4);
+            ddb[i] = gln_twin_upload(g_cu, accumulate ? d0[i] : NULL, dn * 4);
             dd[i] = gln_tensor_make(GLN_DTYPE_FP32, kout, kin, ddb[i].d);
         }
         ha.a_grouped = &gx, ha.b = &gdy, ha.d_list = dh;
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
-        dbuf_t xd = dbuf_new(xh, (size_t)rows * kin * 2), dyd = dbuf_new(dyh, (size_t)rows * kout * 2);
+        gln_twin_t xd = gln_twin_upload(g_cu, xh, (size_t)rows * kin * 2), dyd = gln_twin_upload(g_cu, dyh, (size_t)rows * kout * 2);
         gln_grouped_tensor_t cx = {NEXP, dev_splits ? dsplits.d : splits, dev_splits, gln_tensor_make(dt, rows, kin, xd.d)};
         gln_grouped_tensor_t cdy = {NEXP, dev_splits ? dsplits.d : splits, dev_splits,
                                     gln_tensor_make(dt, rows, kout, dyd.d)};
@@ -928,7 +890,7 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
         CHECK_OK(gln_grouped_gemm(g_cu, &da));
         int64_t row0 = 0;
         for (int i = 0; i < NEXP; i++) {
-            void *got = dbuf_get(ddb[i], what);
+            void *got = gln_twin_fetch(g_cu, &ddb[i], what);
             float *a = calloc((size_t)(splits[i] * kin) + 1, 4), *b = calloc((size_t)(splits[i] * kout) + 1, 4);
             for (int64_t e = 0; e < splits[i] * kin; e++) a[e] = (float)gln_load(xh, dt, (size_t)(row0 * kin + e));
             for (int64_t e = 0; e < splits[i] * kout; e++) b[e] = (float)gln_load(dyh, dt, (size_t)(row0 * kout + e));
@@ -939,9 +901,9 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
             row0 += splits[i];
             free(a), free(b), free(got);
             free(dh[i].data), free(d0[i]);
-            dbuf_free(&ddb[i]);
+            gln_twin_free(g_cu, &ddb[i]);
         }
-        dbuf_free(&xd), dbuf_free(&dyd);
+        gln_twin_free(g_cu, &xd), gln_twin_free(g_cu, &dyd);
         free(xh), free(dyh);
     } else {
         /* fprop (TN: W_i [kout, kin], x [rows, kin] -> y [rows, kout]) or dgrad (NN: W_i, dy
@@ -956,14 +918,14 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
         if (!accumulate) gln_poison(dref, dt, (size_t)(total * dcols)); /* trailing rows: untouched */
         void *wh[NEXP], *biash[NEXP];
         gln_tensor_t wl[NEXP], wd[NEXP], bl[NEXP], bd[NEXP];
-        dbuf_t wdb[NEXP], bdb[NEXP];
+        gln_twin_t wdb[NEXP], bdb[NEXP];
         for (int i = 0; i < NEXP; i++) {
             wh[i] = make_hp(rng, dt, kout, kin, 1.0, 0);
             biash[i] = make_hp(rng, dt, 1, kout, 1.0, 0);
             wl[i] = gln_tensor_make(dt, kout, kin, wh[i]);
             bl[i] = gln_tensor_make(dt, 1, kout, biash[i]);
-            wdb[i] = dbuf_new(wh[i], (size_t)(kout * kin) * 2);
-            bdb[i] = dbuf_new(biash[i], (size_t)kout * 2);
+            wdb[i] = gln_twin_upload(g_cu, wh[i], (size_t)(kout * kin) * 2);
+            bdb[i] = gln_twin_upload(g_cu, biash[i], (size_t)kout * 2);
             wd[i] = gln_tensor_make(dt, kout, kin, wdb[i].d);
             bd[i] = gln_tensor_make(dt, 1, kout, bdb[i].d);
         }
@@ -971,19 +933,19 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
         gln_grouped_tensor_t gd = {NEXP, splits, 0, gln_tensor_make(dt, rows, dcols, dref)};
         ha.a_list = wl, ha.b = &gb, ha.d_grouped = &gd, ha.bias_list = use_bias ? bl : NULL;
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
-        dbuf_t bdv = dbuf_new(bh, (size_t)rows * (size_t)bk * 2);
+        gln_twin_t bdv = gln_twin_upload(g_cu, bh, (size_t)rows * (size_t)bk * 2);
         /* device D: old values when accumulating, else poison in the split rows and the old
          * values in the trailing rows (which must survive) */
         void *dinit = malloc(dbytes);
         memcpy(dinit, d0, dbytes);
         if (!accumulate) gln_poison(dinit, dt, (size_t)(total * dcols));
-        dbuf_t ddv = dbuf_new(dinit, dbytes);
+        gln_twin_t ddv = gln_twin_upload(g_cu, dinit, dbytes);
         const int64_t *sp = dev_splits ? (const int64_t *)dsplits.d : splits;
         gln_grouped_tensor_t cb = {NEXP, sp, dev_splits, gln_tensor_make(dt, rows, bk, bdv.d)};
         gln_grouped_tensor_t cd = {NEXP, sp, dev_splits, gln_tensor_make(dt, rows, dcols, ddv.d)};
         da.a_list = wd, da.b = &cb, da.d_grouped = &cd, da.bias_list = use_bias ? bd : NULL;
         CHECK_OK(gln_grouped_gemm(g_cu, &da));
-        void *got = dbuf_get(ddv, what);
+        void *got = gln_twin_fetch(g_cu, &ddv, what);
         int64_t row0 = 0;
         for (int i = 0; i < NEXP; i++) {
             const int64_t mi = splits[i];
@@ -1004,12 +966,12 @@ static void grouped_case(gln_rng_t *rng, gln_gemm_layout_t layout, const int64_t
         free(got), free(dinit);
         for (int i = 0; i < NEXP; i++) {
             free(wh[i]), free(biash[i]);
-            dbuf_free(&wdb[i]), dbuf_free(&bdb[i]);
+            gln_twin_free(g_cu, &wdb[i]), gln_twin_free(g_cu, &bdb[i]);
         }
-        dbuf_free(&bdv), dbuf_free(&ddv);
+        gln_twin_free(g_cu, &bdv), gln_twin_free(g_cu, &ddv);
         free(bh), free(d0), free(dref);
     }
-    dbuf_free(&dsplits);
+    gln_twin_free(g_cu, &dsplits);
 }
 
 static void test_grouped_gemm(void) {
@@ -1037,19 +999,19 @@ static void test_grouped_dbias(void) {
                     const size_t bb = (size_t)cols * gln_dtype_size(bt);
                     gln_tensor_t dbh[NEXP], dbd[NEXP];
                     void *old[NEXP];
-                    dbuf_t dbb[NEXP];
+                    gln_twin_t dbb[NEXP];
                     for (int i = 0; i < NEXP; i++) {
                         old[i] = make_hp(&rng, bt, 1, cols, 1.0, 0);
                         void *ref = malloc(bb);
                         memcpy(ref, old[i], bb);
                         if (!accumulate) gln_poison(ref, bt, (size_t)cols);
                         dbh[i] = gln_tensor_make(bt, 1, cols, ref);
-                        dbb[i] = dbuf_new(accumulate ? old[i] : NULL, bb);
+                        dbb[i] = gln_twin_upload(g_cu, accumulate ? old[i] : NULL, bb);
                         dbd[i] = gln_tensor_make(bt, 1, cols, dbb[i].d);
                     }
                     CHECK_OK(gln_grouped_dbias(g_cpu, &gh, dbh, accumulate));
-                    dbuf_t xd = dbuf_new(xh, (size_t)rows * (size_t)cols * gln_dtype_size(dt));
-                    dbuf_t sd = splits_on_device(k_splits[s]);
+                    gln_twin_t xd = gln_twin_upload(g_cu, xh, (size_t)rows * (size_t)cols * gln_dtype_size(dt));
+                    gln_twin_t sd = splits_on_device(k_splits[s]);
                     gln_grouped_tensor_t gd = {NEXP, dev_splits ? sd.d : k_splits[s], dev_splits,
                                                gln_tensor_make(dt, rows, cols, xd.d)};
                     CHECK_OK(gln_grouped_dbias(g_cu, &gd, dbd, accumulate));
@@ -1059,9 +1021,9 @@ static void test_grouped_dbias(void) {
                                  gln_dtype_name(bt), (long long)cols, i, accumulate);
                         check_dev_bitwise(what, dbb[i], dbh[i].data);
                         free(dbh[i].data), free(old[i]);
-                        dbuf_free(&dbb[i]);
+                        gln_twin_free(g_cu, &dbb[i]);
                     }
-                    dbuf_free(&xd), dbuf_free(&sd);
+                    gln_twin_free(g_cu, &xd), gln_twin_free(g_cu, &sd);
                     free(xh);
                 }
 }
@@ -1084,8 +1046,8 @@ static void test_errors(void) {
     /* device splits that do not add up: clamped on the device (the call itself succeeds) and
      * reported by gln_context_async_error (test_cuda_grouped_quant checks the clamped results) */
     const int64_t bad_splits[NEXP_Q] = {4, -1, 0, 0};
-    dbuf_t sp = splits_on_dev_n(bad_splits, NEXP_Q);
-    dbuf_t xd = dbuf_new(NULL, 8 * 48 * 2), qd = dbuf_new(NULL, 8 * 48), qs = dbuf_new(NULL, 4 * NEXP_Q);
+    gln_twin_t sp = splits_on_dev_n(bad_splits, NEXP_Q);
+    gln_twin_t xd = gln_twin_upload(g_cu, NULL, 8 * 48 * 2), qd = gln_twin_upload(g_cu, NULL, 8 * 48), qs = gln_twin_upload(g_cu, NULL, 4 * NEXP_Q);
     gln_quant_config_t cfg = GLN_QUANT_CONFIG_INIT;
     gln_grouped_tensor_t gi = {NEXP_Q, sp.d, 1, gln_tensor_make(GLN_DTYPE_BF16, 8, 48, xd.d)};
     gln_tensor_t q = {GLN_DTYPE_FP8_E4M3, 8, 48, qd.d, GLN_SCALING_TENSOR, qs.d, NULL, NULL, NULL, NULL};
@@ -1095,13 +1057,13 @@ static void test_errors(void) {
     /* device splits whose int64 sum wraps (2·INT64_MAX + 2 = 0): each is >= 0 and the wrapped sum
      * is <= the rows; the plan compares each split with the rows left, so it clamps at member 0 */
     const int64_t wrap_splits[NEXP_Q] = {INT64_MAX, INT64_MAX, 2, 0};
-    dbuf_t wsp = splits_on_dev_n(wrap_splits, NEXP_Q);
+    gln_twin_t wsp = splits_on_dev_n(wrap_splits, NEXP_Q);
     gi.splits = go.splits = wsp.d;
     CHECK_OK(gln_grouped_quantize(g_cu, &cfg, &gi, &go));
     CHECK_STATUS(gln_context_async_error(g_cu), GLN_STATUS_INVALID_ARGUMENT, "past the packed rows (at member 0");
     CHECK_OK(gln_synchronize(g_cu));
     CHECK_OK(gln_free(g_cu, sc));
-    dbuf_free(&sp), dbuf_free(&wsp), dbuf_free(&xd), dbuf_free(&qd), dbuf_free(&qs);
+    gln_twin_free(g_cu, &sp), gln_twin_free(g_cu, &wsp), gln_twin_free(g_cu, &xd), gln_twin_free(g_cu, &qd), gln_twin_free(g_cu, &qs);
 }
 
 GLN_TEST_CUDA_MAIN(g_cpu, g_cu,

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h"
 #include "harness.h"
 #include "numerics/numerics.h"
 
@@ -41,48 +42,15 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
 
 static gln_context_t *g_cu, *g_cpu;
 
-#define GUARD 64
-#define GUARD_BYTE 0x5Au
 #define MAXE 32
 
-/* ---- device buffers ------------------------------------------------------------------------ */
-
-typedef struct dbuf {
-    void *d;
-    size_t bytes;
-} dbuf_t;
-
-static dbuf_t dev_new(const void *init, size_t bytes) {
-    dbuf_t b = {NULL, bytes};
-    unsigned char *h = malloc(bytes + GUARD);
-    memcpy(h, init, bytes);
-    memset(h + bytes, GUARD_BYTE, GUARD);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD, &b.d));
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, h, bytes + GUARD, GLN_COPY_HOST_TO_BACKEND));
-    free(h);
-    return b;
-}
-
-static void dev_put(dbuf_t b, const void *src) {
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, src, b.bytes, GLN_COPY_HOST_TO_BACKEND));
-}
+/* ---- device buffers (guarded twins, device_twin.h) ---------------------------------------- */
 
 /* The device bytes equal `want`, and the guard after them survived. */
-static void dev_check(dbuf_t b, const void *want, const char *what) {
-    unsigned char *h = calloc(1, b.bytes + GUARD);
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GUARD, GLN_COPY_BACKEND_TO_HOST));
-    gln_check_bitwise(what, h, want, b.bytes);
-    for (size_t i = 0; i < GUARD; i++)
-        if (h[b.bytes + i] != GUARD_BYTE) {
-            CHECK_MSG(0, "%s: guard byte %zu after the output overwritten", what, i);
-            break;
-        }
+static void dev_check(const gln_twin_t *b, const void *want, const char *what) {
+    void *h = gln_twin_fetch(g_cu, b, what);
+    gln_check_bitwise(what, h, want, b->bytes);
     free(h);
-}
-
-static void dev_free(dbuf_t *b) {
-    if (b->d) CHECK_OK(gln_free(g_cu, b->d));
-    b->d = NULL;
 }
 
 /* ---- operands ------------------------------------------------------------------------------ */
@@ -98,7 +66,7 @@ typedef struct operand {
     gln_dtype_t dtype;
     int64_t rows, cols;
     void *h, *h_col;       /* data and, for FP8, the transposed copy [cols, rows] */
-    dbuf_t d, d_col;
+    gln_twin_t d, d_col;
 } operand_t;
 
 static uint8_t fp8_code(gln_dtype_t dt, float v) {
@@ -115,7 +83,7 @@ static void host_transpose(operand_t *o) {
 /* rows x cols integers in [-4, 4] (with transpose for FP8), or bf16 / fp32 of `fill` (NaN
  * poison when fill is NAN). */
 static operand_t operand_new(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols, int random, float fill) {
-    operand_t o = {dt, rows, cols, NULL, NULL, {NULL, 0}, {NULL, 0}};
+    operand_t o = {dt, rows, cols, NULL, NULL, {0}, {0}};
     const size_t n = (size_t)rows * (size_t)cols, es = gln_dtype_size(dt);
     o.h = calloc(n + 1, es);
     for (size_t i = 0; i < n; i++) {
@@ -123,17 +91,17 @@ static operand_t operand_new(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64
         if (gln_dtype_is_fp8(dt)) ((uint8_t *)o.h)[i] = fp8_code(dt, v);
         else gln_store(o.h, dt, i, v);
     }
-    o.d = dev_new(o.h, n * es);
+    o.d = gln_twin_upload(g_cu, o.h, n * es);
     if (gln_dtype_is_fp8(dt)) {
         o.h_col = calloc(n + 1, 1);
         host_transpose(&o);
-        o.d_col = dev_new(o.h_col, n);
+        o.d_col = gln_twin_upload(g_cu, o.h_col, n);
     }
     return o;
 }
 
 static void operand_free(operand_t *o) {
-    dev_free(&o->d), dev_free(&o->d_col);
+    gln_twin_free(g_cu, &o->d), gln_twin_free(g_cu, &o->d_col);
     free(o->h), free(o->h_col);
 }
 
@@ -169,13 +137,13 @@ static void grouped_transpose(operand_t *o, int num, const int64_t *splits) {
             for (int64_t c = 0; c < o->cols; c++) dst[c * m + r] = ((uint8_t *)o->h)[(r0 + r) * o->cols + c];
         r0 += m;
     }
-    dev_put(o->d_col, o->h_col);
+    gln_twin_set(g_cu, &o->d_col, o->h_col);
 }
 
 /* Powers of two 2^-3 .. 2^3 on the host and the device. */
-static void scales_new(gln_rng_t *rng, int n, float *h, dbuf_t *d) {
+static void scales_new(gln_rng_t *rng, int n, float *h, gln_twin_t *d) {
     for (int i = 0; i < n; i++) h[i] = ldexpf(1.0f, (int)gln_rng_int(rng, -3, 3));
-    *d = dev_new(h, (size_t)n * sizeof(float));
+    *d = gln_twin_upload(g_cu, h, (size_t)n * sizeof(float));
 }
 
 /* ---- one case ------------------------------------------------------------------------------ */
@@ -245,30 +213,30 @@ static void run_every_way(const gcase_t *c, gln_grouped_gemm_args_t *da, reset_f
 
 /* TN / NN state: one grouped output (poisoned rows of the experts, old rows past them). */
 typedef struct tnnn_state {
-    dbuf_t dd;
+    gln_twin_t dd;
     void *init, *want;
 } tnnn_state_t;
-static void tnnn_reset(void *s) { dev_put(((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->init); }
+static void tnnn_reset(void *s) { gln_twin_set(g_cu, &((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->init); }
 static void tnnn_check(void *s, const char *what) {
-    dev_check(((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->want, what);
+    dev_check(&((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->want, what);
 }
 
 /* NT state: per-expert fp32 outputs. */
 typedef struct nt_state {
     int num;
-    dbuf_t dd[MAXE];
+    gln_twin_t dd[MAXE];
     void *init[MAXE], *want[MAXE];
 } nt_state_t;
 static void nt_reset(void *s) {
     nt_state_t *t = s;
-    for (int i = 0; i < t->num; i++) dev_put(t->dd[i], t->init[i]);
+    for (int i = 0; i < t->num; i++) gln_twin_set(g_cu, &t->dd[i], t->init[i]);
 }
 static void nt_check(void *s, const char *what) {
     nt_state_t *t = s;
     for (int i = 0; i < t->num; i++) {
         char w[600];
         snprintf(w, sizeof w, "%s expert %d", what, i);
-        dev_check(t->dd[i], t->want[i], w);
+        dev_check(&t->dd[i], t->want[i], w);
     }
 }
 
@@ -298,7 +266,7 @@ static int is_quant_kind(kind_t k) { return k == KIND_MXFP8 || k == KIND_BLOCK; 
 typedef struct qoperand {
     gln_tensor_t h, d;
     void *hb[4];  /* data, col_data, scale_inv, col_scale_inv */
-    dbuf_t db[4];
+    gln_twin_t db[4];
 } qoperand_t;
 
 static void *values_new(gln_rng_t *rng, int64_t rows, int64_t cols) {
@@ -332,13 +300,13 @@ static qoperand_t qoperand_new(gln_scaling_mode_t mode, int64_t rows, int64_t co
 
 /* After the host buffers are filled: the device copies and view. */
 static void qoperand_upload(qoperand_t *q) {
-    for (int k = 0; k < 4; k++) q->db[k] = dev_new(q->hb[k], q->db[k].bytes);
+    for (int k = 0; k < 4; k++) q->db[k] = gln_twin_upload(g_cu, q->hb[k], q->db[k].bytes);
     q->d = q->h;
     q->d.data = q->db[0].d, q->d.col_data = q->db[1].d, q->d.scale_inv = q->db[2].d, q->d.col_scale_inv = q->db[3].d;
 }
 
 static void qoperand_free(qoperand_t *q) {
-    for (int k = 0; k < 4; k++) dev_free(&q->db[k]), free(q->hb[k]);
+    for (int k = 0; k < 4; k++) gln_twin_free(g_cu, &q->db[k]), free(q->hb[k]);
 }
 
 /* One [rows, cols] tensor (a weight). */
@@ -385,13 +353,13 @@ typedef struct operands {
     qoperand_t quant[MAXE + 2];           /* MXFP8 / block operands */
     int n_plain, n_quant;
     float bsh[MAXE], wsh[MAXE], sah[MAXE];
-    dbuf_t scales_d[MAXE + 2];
+    gln_twin_t scales_d[MAXE + 2];
     int n_scales;
 } operands_t;
 
 static operand_t *add_plain(operands_t *o, operand_t v) { return (o->plain[o->n_plain] = v, &o->plain[o->n_plain++]); }
 static qoperand_t *add_quant(operands_t *o, qoperand_t v) { return (o->quant[o->n_quant] = v, &o->quant[o->n_quant++]); }
-static dbuf_t *add_scales(operands_t *o, gln_rng_t *rng, int n, float *h) {
+static gln_twin_t *add_scales(operands_t *o, gln_rng_t *rng, int n, float *h) {
     scales_new(rng, n, h, &o->scales_d[o->n_scales]);
     return &o->scales_d[o->n_scales++];
 }
@@ -399,7 +367,7 @@ static dbuf_t *add_scales(operands_t *o, gln_rng_t *rng, int n, float *h) {
 static void operands_free(operands_t *o) {
     for (int i = 0; i < o->n_plain; i++) operand_free(&o->plain[i]);
     for (int i = 0; i < o->n_quant; i++) qoperand_free(&o->quant[i]);
-    for (int i = 0; i < o->n_scales; i++) dev_free(&o->scales_d[i]);
+    for (int i = 0; i < o->n_scales; i++) gln_twin_free(g_cu, &o->scales_d[i]);
 }
 
 /* bf16 / per-tensor FP8 operands: random small integers, power-of-two decode scales. */
@@ -485,7 +453,7 @@ static void run_nt(gln_rng_t *rng, const gcase_t *c, operands_t *o, gln_grouped_
     run_every_way(c, da, nt_reset, nt_check, &st, what);
     for (int i = 0; i < c->num; i++) {
         free(st.init[i]), free(st.want[i]);
-        dev_free(&st.dd[i]);
+        gln_twin_free(g_cu, &st.dd[i]);
     }
 }
 
@@ -529,7 +497,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
     int64_t total = 0;
     for (int i = 0; i < c->num; i++) total += c->splits[i];
     const int64_t rows = total + 3; /* packed rows past the experts' */
-    dbuf_t dsplits = dev_new(c->splits, (size_t)c->num * sizeof(int64_t));
+    gln_twin_t dsplits = gln_twin_upload(g_cu, c->splits, (size_t)c->num * sizeof(int64_t));
     const int64_t *sp_d = c->dev_splits ? (const int64_t *)dsplits.d : c->splits;
     operands_t *o = calloc(1, sizeof *o);
     if (is_quant_kind(c->kind)) operands_quant(rng, c, sp_d, rows, o);
@@ -543,7 +511,7 @@ static void run_case(gln_rng_t *rng, const gcase_t *c) {
     else run_tn_nn(rng, c, o, total, rows, &ha, &da, what);
     operands_free(o);
     free(o);
-    dev_free(&dsplits);
+    gln_twin_free(g_cu, &dsplits);
 }
 
 /* ---- the matrix ---------------------------------------------------------------------------- */
@@ -660,7 +628,7 @@ static void test_graph_capture(void) {
         cw[i] = view(&w[i], 1, NULL, NULL);
     }
     operand_t y = operand_new(&rng, GLN_DTYPE_BF16, rows, kout, 0, NAN);
-    dbuf_t ds = dev_new(sets[0], sizeof sets[0]);
+    gln_twin_t ds = gln_twin_upload(g_cu, sets[0], sizeof sets[0]);
     gln_grouped_tensor_t cx = {E, ds.d, 1, view(&x, 1, NULL, NULL)};
     gln_grouped_tensor_t cy = {E, ds.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, y.d.d)};
     gln_grouped_gemm_args_t da = GLN_GROUPED_GEMM_ARGS_INIT;
@@ -673,8 +641,8 @@ static void test_graph_capture(void) {
     CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
     CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
     for (int s = 0; s < 3 && exec; s++) {
-        dev_put(ds, sets[s]);
-        dev_put(y.d, y.h); /* NaN */
+        gln_twin_set(g_cu, &ds, sets[s]);
+        gln_twin_set(g_cu, &y.d, y.h); /* NaN */
         CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
         CHECK_OK(gln_synchronize(cu));
         void *want = malloc(y.d.bytes);
@@ -686,13 +654,13 @@ static void test_graph_capture(void) {
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "graph replay %d", s);
-        dev_check(y.d, want, what);
+        dev_check(&y.d, want, what);
         free(want);
     }
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     CHECK_OK(gln_context_async_error(cu));
-    dev_free(&ds);
+    gln_twin_free(g_cu, &ds);
     operand_free(&x), operand_free(&y);
     for (int i = 0; i < E; i++) operand_free(&w[i]);
     g_cu = saved;
@@ -730,7 +698,7 @@ static void pdl_chain(void) {
     const int64_t kin = 16, kmid = 256, kg = 64;
     int64_t rows = 0;
     for (int i = 0; i < E; i++) rows += splits[i];
-    dbuf_t ds = dev_new(splits, sizeof splits);
+    gln_twin_t ds = gln_twin_upload(g_cu, splits, sizeof splits);
     operand_t x[2] = {operand_new(&rng, GLN_DTYPE_BF16, rows, kin, 1, 0),
                       operand_new(&rng, GLN_DTYPE_BF16, rows, kin, 1, 0)};
     operand_t g = operand_new(&rng, GLN_DTYPE_BF16, rows, kg, 1, 0);
@@ -765,11 +733,11 @@ static void pdl_chain(void) {
         char what[80];
         snprintf(what, sizeof what, "PDL chain dW[%d] (GLN_CUDA_GEMM_PDL=%s)", i,
                  getenv("GLN_CUDA_GEMM_PDL") ? getenv("GLN_CUDA_GEMM_PDL") : "unset");
-        dev_check(dw[i].d, dw[i].h, what);
+        dev_check(&dw[i].d, dw[i].h, what);
     }
     CHECK_OK(gln_context_async_error(g_cu));
     free(hy);
-    dev_free(&ds);
+    gln_twin_free(g_cu, &ds);
     operand_free(&x[0]), operand_free(&x[1]), operand_free(&g), operand_free(&y);
     for (int i = 0; i < E; i++) operand_free(&w[i]), operand_free(&dw[i]);
 }
@@ -783,13 +751,13 @@ static void test_pdl_chain(void) {
 
 /* Zeroed device buffers of a grouped quantized tensor large enough for any splits
  * (gln_grouped_scale_bound), and their view. */
-static gln_tensor_t device_bound_new(gln_scaling_mode_t mode, int num, int64_t rows, int64_t cols, dbuf_t d[4]) {
+static gln_tensor_t device_bound_new(gln_scaling_mode_t mode, int num, int64_t rows, int64_t cols, gln_twin_t d[4]) {
     int64_t se_r, se_c;
     CHECK_OK(gln_grouped_scale_bound(mode, num, rows, cols, &se_r, &se_c));
     const size_t es = mode == GLN_SCALING_MXFP8_1D ? 1 : 4, n = (size_t)(rows * cols);
     const size_t bytes[4] = {n, n, (size_t)se_r * es, (size_t)se_c * es};
     void *zero = calloc(n + (size_t)(se_r + se_c) * es + 1, 1);
-    for (int k = 0; k < 4; k++) d[k] = dev_new(zero, bytes[k]);
+    for (int k = 0; k < 4; k++) d[k] = gln_twin_upload(g_cu, zero, bytes[k]);
     free(zero);
     gln_tensor_t t = gln_tensor_make(GLN_DTYPE_FP8_E4M3, rows, cols, d[0].d);
     t.scaling = mode, t.col_data = d[1].d, t.scale_inv = d[2].d, t.col_scale_inv = d[3].d;
@@ -823,10 +791,10 @@ static void capture_quant(kind_t kind) {
         w[i] = qtensor_new(&rng, wmode, kout, kin);
         hw[i] = w[i].h, cw[i] = w[i].d;
     }
-    dbuf_t xd[4];
+    gln_twin_t xd[4];
     const gln_tensor_t xt = device_bound_new(act, E, rows, kin, xd);
     operand_t y = operand_new(&rng, GLN_DTYPE_BF16, rows, kout, 0, NAN);
-    dbuf_t ds = dev_new(sets[0], sizeof sets[0]);
+    gln_twin_t ds = gln_twin_upload(g_cu, sets[0], sizeof sets[0]);
     gln_grouped_tensor_t cx = {E, ds.d, 1, xt};
     gln_grouped_tensor_t cy = {E, ds.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, y.d.d)};
     gln_grouped_gemm_args_t da = GLN_GROUPED_GEMM_ARGS_INIT;
@@ -842,8 +810,8 @@ static void capture_quant(kind_t kind) {
         qoperand_t x = qgrouped_new(&rng, act, E, sets[s], rows, kin);
         for (int k = 0; k < 4; k++)
             if (x.db[k].bytes) CHECK_OK(gln_memcpy(cu, xd[k].d, x.hb[k], x.db[k].bytes, GLN_COPY_HOST_TO_BACKEND));
-        dev_put(ds, sets[s]);
-        dev_put(y.d, y.h); /* NaN */
+        gln_twin_set(g_cu, &ds, sets[s]);
+        gln_twin_set(g_cu, &y.d, y.h); /* NaN */
         CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
         CHECK_OK(gln_synchronize(cu));
         void *want = malloc(y.d.bytes);
@@ -855,15 +823,15 @@ static void capture_quant(kind_t kind) {
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "%s graph replay %d", kind_name(kind), s);
-        dev_check(y.d, want, what);
+        dev_check(&y.d, want, what);
         free(want);
         qoperand_free(&x);
     }
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     CHECK_OK(gln_context_async_error(cu));
-    dev_free(&ds);
-    for (int k = 0; k < 4; k++) dev_free(&xd[k]);
+    gln_twin_free(g_cu, &ds);
+    for (int k = 0; k < 4; k++) gln_twin_free(g_cu, &xd[k]);
     operand_free(&y);
     for (int i = 0; i < E; i++) qoperand_free(&w[i]);
     g_cu = saved;
@@ -897,13 +865,13 @@ static void fp8_random_fill(gln_rng_t *rng, operand_t *o, int num, const int64_t
         while (e4m3 ? (b & 0x7F) == 0x7F : (b & 0x7C) == 0x7C);
         ((uint8_t *)o->h)[i] = b;
     }
-    dev_put(o->d, o->h);
+    gln_twin_set(g_cu, &o->d, o->h);
     if (num) {
         grouped_transpose(o, num, splits);
         return;
     }
     host_transpose(o);
-    dev_put(o->d_col, o->h_col);
+    gln_twin_set(g_cu, &o->d_col, o->h_col);
 }
 
 /* The output bytes after `a` through the CUDA dispatch (forced regime `tiles`, or the loop). */
@@ -926,9 +894,9 @@ static void test_promoted_fp8_matches_cublaslt(void) {
     const int64_t splits[E] = {2048, 1024}, rows = splits[0] + splits[1], kin = 4096, kout = 1024;
     static const char *tiles[] = {NULL, "small", "medium", "large"}; /* NULL: the cuBLASLt loop */
     gln_rng_t rng = gln_rng_seed(2604);
-    dbuf_t dsplits = dev_new(splits, sizeof splits);
+    gln_twin_t dsplits = gln_twin_upload(g_cu, splits, sizeof splits);
     float sh[2][E];
-    dbuf_t sd[2];
+    gln_twin_t sd[2];
     scales_new(&rng, E, sh[0], &sd[0]); /* powers of two: exact in any order of the alpha product */
     scales_new(&rng, E, sh[1], &sd[1]);
     for (int hybrid = 0; hybrid < 2; hybrid++) {
@@ -981,7 +949,7 @@ static void test_promoted_fp8_matches_cublaslt(void) {
         operand_free(&x), operand_free(&dy);
         for (int i = 0; i < E; i++) operand_free(&w[i]);
     }
-    dev_free(&sd[0]), dev_free(&sd[1]), dev_free(&dsplits);
+    gln_twin_free(g_cu, &sd[0]), gln_twin_free(g_cu, &sd[1]), gln_twin_free(g_cu, &dsplits);
 }
 #endif
 
