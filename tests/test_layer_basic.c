@@ -235,7 +235,7 @@ static void test_fp8_block_matches_reference(void) {
     gln_context_destroy(ctx);
 }
 
-/* Split and grouped paths give the gln_ls_same_y bytes for every recipe (CPU). */
+/* Split and grouped paths give the same bytes for every recipe (CPU). */
 static void test_paths_bitwise_equal(void) {
     gln_context_t *ctx = gln_ls_cpu_ctx();
     for (int rc = GLN_RECIPE_NONE; rc <= GLN_RECIPE_FP8_BLOCK; rc++) {
@@ -481,7 +481,7 @@ static gln_status_t af_bwd(gln_grouped_linear_saved_t *sv, void *dy, void *dx) {
  * the layer completes its pending finalize itself before the second backward uses the group;
  * dx, dbias and main_grad equal a synchronous group's bit for bit.  A backward that fails on a
  * late check (grad_buffer) writes neither dx nor dbias nor main_grad and keeps its saved context:
- * the retry succeeds and gives the gln_ls_same_y results. */
+ * the retry succeeds and gives the same results. */
 static void test_async_finalize_and_late_failure(void) {
     gln_context_t *ctx = gln_ls_cpu_ctx();
     gln_comm_t *comm = NULL;

@@ -209,7 +209,7 @@ static void test_recipe_default_fp8_format(void) {
                   "%s: the default format must be %s", gln_recipe_name(recipes[r]),
                   hybrid ? "HYBRID" : "E4M3");
         CHECK_MSG(memcmp(dx_def, hybrid ? dx_e4m3 : dx_hyb, xb) != 0,
-                  "%s: E4M3 and HYBRID gave the gln_ls_same_y dx (test does not discriminate)",
+                  "%s: E4M3 and HYBRID gave the same dx (test does not discriminate)",
                   gln_recipe_name(recipes[r]));
         gln_test_free(dx_def), gln_test_free(dx_e4m3), gln_test_free(dx_hyb);
         gln_ls_data_free(&d);
