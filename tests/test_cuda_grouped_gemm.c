@@ -46,13 +46,6 @@ static gln_context_t *g_cu, *g_cpu;
 
 /* ---- device buffers (guarded twins, device_twin.h) ---------------------------------------- */
 
-/* The device bytes equal `want`, and the guard after them survived. */
-static void dev_check(const gln_twin_t *b, const void *want, const char *what) {
-    void *h = gln_twin_fetch(g_cu, b, what);
-    gln_check_bitwise(what, h, want, b->bytes);
-    free(h);
-}
-
 /* ---- operands ------------------------------------------------------------------------------ */
 
 typedef enum kind { KIND_BF16, KIND_E4M3, KIND_HYBRID, KIND_MXFP8, KIND_BLOCK } kind_t;
@@ -218,7 +211,7 @@ typedef struct tnnn_state {
 } tnnn_state_t;
 static void tnnn_reset(void *s) { gln_twin_set(g_cu, &((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->init); }
 static void tnnn_check(void *s, const char *what) {
-    dev_check(&((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->want, what);
+    gln_twin_expect(g_cu, &((tnnn_state_t *)s)->dd, ((tnnn_state_t *)s)->want, what);
 }
 
 /* NT state: per-expert fp32 outputs. */
@@ -236,7 +229,7 @@ static void nt_check(void *s, const char *what) {
     for (int i = 0; i < t->num; i++) {
         char w[600];
         snprintf(w, sizeof w, "%s expert %d", what, i);
-        dev_check(&t->dd[i], t->want[i], w);
+        gln_twin_expect(g_cu, &t->dd[i], t->want[i], w);
     }
 }
 
@@ -654,7 +647,7 @@ static void test_graph_capture(void) {
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "graph replay %d", s);
-        dev_check(&y.d, want, what);
+        gln_twin_expect(g_cu, &y.d, want, what);
         free(want);
     }
     if (exec) cudaGraphExecDestroy(exec);
@@ -733,7 +726,7 @@ static void pdl_chain(void) {
         char what[80];
         snprintf(what, sizeof what, "PDL chain dW[%d] (GLN_CUDA_GEMM_PDL=%s)", i,
                  getenv("GLN_CUDA_GEMM_PDL") ? getenv("GLN_CUDA_GEMM_PDL") : "unset");
-        dev_check(&dw[i].d, dw[i].h, what);
+        gln_twin_expect(g_cu, &dw[i].d, dw[i].h, what);
     }
     CHECK_OK(gln_context_async_error(g_cu));
     free(hy);
@@ -823,7 +816,7 @@ static void capture_quant(kind_t kind) {
         CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "%s graph replay %d", kind_name(kind), s);
-        dev_check(&y.d, want, what);
+        gln_twin_expect(g_cu, &y.d, want, what);
         free(want);
         qoperand_free(&x);
     }

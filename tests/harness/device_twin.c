@@ -59,6 +59,12 @@ void *gln_twin_fetch(gln_context_t *ctx, const gln_twin_t *t, const char *what) 
     return g;
 }
 
+void gln_twin_expect(gln_context_t *ctx, const gln_twin_t *t, const void *want, const char *what) {
+    void *h = gln_twin_fetch(ctx, t, what);
+    gln_check_bitwise(what, h, want, t->bytes);
+    free(h);
+}
+
 void gln_twin_free(gln_context_t *ctx, gln_twin_t *t) {
     if (t->alloc) CHECK_OK(gln_free(ctx, t->alloc));
     free(t->h);

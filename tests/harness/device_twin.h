@@ -40,6 +40,9 @@ gln_twin_t gln_twin_upload(gln_context_t *ctx, const void *init, size_t bytes);
  * "<what>: guard byte <i> after the buffer overwritten" when the guard did not survive. */
 void *gln_twin_fetch(gln_context_t *ctx, const gln_twin_t *t, const char *what);
 
+/* The device copy's bytes equal `want` (t->bytes of it) bit for bit, and its guard survived. */
+void gln_twin_expect(gln_context_t *ctx, const gln_twin_t *t, const void *want, const char *what);
+
 /* Writes the location of element `index` ("member 2 row 5 col 7") into out[n]. */
 typedef void (*gln_twin_describe_fn)(const void *arg, size_t index, char *out, size_t n);
 
