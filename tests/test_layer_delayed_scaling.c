@@ -369,7 +369,7 @@ out:
     gln_fix_free(&fd);
 }
 
-/* FP8 recipe with FP32 activations: the bias is added as bf16, as in TE (§2.3 step 4).  A bias
+/* FP8 recipe with FP32 activations: the bias is added as bf16, as in TE (its FP8 GEMM takes a 16-bit bias).  A bias
  * that is not bf16-representable gives y bit for bit equal to the same layer with the bias
  * rounded to bf16 beforehand, and matches the reference (which rounds it the same way); without
  * FP8 the FP32 bias is added as is. */

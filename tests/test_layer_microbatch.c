@@ -131,8 +131,8 @@ static void check_db(gln_fix_t *f, const double *db, const double *dbe, const ch
     }
 }
 
-/* docs/design.md §5: FIRST overwrites a fused main_grad but not the bias gradients, which add
- * up over every backward until zero_grad (which zeroes them and leaves the caller's main_grad
+/* docs/design.md, "Gradients": FIRST overwrites a fused main_grad but not the bias gradients,
+ * which add up over every backward until zero_grad (which zeroes them and leaves the caller's main_grad
  * alone); with delay_wgrad_compute dbias is already there after backward (before backward_dw),
  * while main_grad is not touched until backward_dw. */
 static void test_dbias_accumulation_rules(void) {

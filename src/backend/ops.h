@@ -1,7 +1,8 @@
 /* The one way into the backend's table for the library's own modules (the layer, the weights
  * group, the MoE building blocks, the communicators): every backend call from src/layer,
- * src/weights, src/moe and src/comm is one of these functions, and those folders never include
- * backend.h (tests/docs/check_layering.sh holds them to it).  Each dispatches through the
+ * src/weights, src/moe and src/comm is one of these functions or one of backend/context.h's
+ * (memory, the stream), and those folders never include backend.h (tests/docs/test_layering.py
+ * holds them to it).  Each dispatches through the
  * context's table WITHOUT validating, because the caller built the arguments from inputs already
  * checked at a public boundary.  The public functions (gemm_api.c, quant_api.c, reduce_api.c,
  * src/moe) validate and then call these, so each operation has one funnel into the backend.

@@ -82,8 +82,8 @@ static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_line
 }
 
 /* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed).
- * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (te-grouped-linear.md §2.3
- * step 4: the FP8 GEMM takes a 16-bit bias): the bias is rounded to bf16 (RNE) and widened
+ * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (its FP8 GEMM takes a
+ * 16-bit bias): the bias is rounded to bf16 (RNE) and widened
  * back to FP32 exactly, so the FP32 add sees the bf16 value. */
 static gln_status_t bias_list(gln_grouped_linear_t *L, gln_weight_set_t *b) {
     void *const *src = L->biases;

@@ -1,7 +1,7 @@
 /* Delayed-scaling state of the layer (FP8_DELAYED only), kept in BACKEND memory: on CUDA it
  * never leaves the device during a step — scales are gathered into a quantization's scale array,
  * its amaxes recorded into history row 0 and the update run by the backend's fp8_state_* slots,
- * all in stream order with no host wait (DESIGN.md §10), so a step can be captured in a graph.
+ * all in stream order with no host wait, so a step can be captured in a graph.
  * The host sees the state only through gln_grouped_linear_fp8_state (gln_fp8_state_host).
  *
  * Slots: forward 3N (input 3i, weight 3i+1, output 3i+2 unused), backward 2N (grad_output 2i,
