@@ -98,4 +98,6 @@ void gln_cmp_gemm(const char *what, gln_gemm_layout_t layout, const float *a, co
     if (bad > 5) CHECK_MSG(0, "%s: %d elements out of tolerance", what, bad);
 }
 
-const char *gln_cmp_layout_name(gln_gemm_layout_t l) { return l == GLN_LAYOUT_TN ? "TN" : l == GLN_LAYOUT_NN ? "NN" : "NT"; }
+const char *gln_cmp_layout_name(gln_gemm_layout_t l) {
+    return l == GLN_LAYOUT_TN ? "TN" : l == GLN_LAYOUT_NN ? "NN" : "NT";
+}

@@ -22,7 +22,8 @@ void gln_gop_host_transpose(gln_gop_operand_t *o) {
             ((uint8_t *)o->h_col)[c * o->rows + r] = ((uint8_t *)o->h)[r * o->cols + c];
 }
 
-gln_gop_operand_t gln_gop_operand_new(gln_context_t *cu, gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols, int random, float fill) {
+gln_gop_operand_t gln_gop_operand_new(gln_context_t *cu, gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols,
+                                      int random, float fill) {
     gln_gop_operand_t o = {dt, rows, cols, NULL, NULL, {0}, {0}};
     const size_t n = (size_t)rows * (size_t)cols, es = gln_dtype_size(dt);
     o.h = calloc(n + 1, es);
@@ -123,7 +124,8 @@ void gln_gop_qoperand_free(gln_context_t *cu, gln_gop_qoperand_t *q) {
     for (int k = 0; k < 4; k++) gln_twin_free(cu, &q->db[k]), free(q->hb[k]);
 }
 
-gln_gop_qoperand_t gln_gop_qtensor_new(gln_context_t *cpu, gln_context_t *cu, gln_rng_t *rng, gln_scaling_mode_t mode, int64_t rows, int64_t cols) {
+gln_gop_qoperand_t gln_gop_qtensor_new(gln_context_t *cpu, gln_context_t *cu, gln_rng_t *rng, gln_scaling_mode_t mode,
+                                       int64_t rows, int64_t cols) {
     gln_quant_layout_t lay;
     CHECK_OK(gln_quant_layout(mode, GLN_DTYPE_FP8_E4M3, rows, cols, &lay));
     const size_t bytes[4] = {lay.data_bytes, lay.col_data_bytes, lay.scale_bytes, lay.col_scale_bytes};
@@ -137,8 +139,8 @@ gln_gop_qoperand_t gln_gop_qtensor_new(gln_context_t *cpu, gln_context_t *cu, gl
     return q;
 }
 
-gln_gop_qoperand_t gln_gop_qgrouped_new(gln_context_t *cpu, gln_context_t *cu, gln_rng_t *rng, gln_scaling_mode_t mode, int num, const int64_t *splits,
-                               int64_t rows, int64_t cols) {
+gln_gop_qoperand_t gln_gop_qgrouped_new(gln_context_t *cpu, gln_context_t *cu, gln_rng_t *rng, gln_scaling_mode_t mode,
+                                        int num, const int64_t *splits, int64_t rows, int64_t cols) {
     int64_t ro[GLN_GOP_MAXE + 1], co[GLN_GOP_MAXE + 1];
     CHECK_OK(gln_grouped_scale_offsets(mode, num, splits, cols, ro, co));
     const size_t es = mode == GLN_SCALING_MXFP8_1D ? 1 : 4, n = (size_t)rows * (size_t)cols;

@@ -53,10 +53,12 @@ void gln_gop_grouped_transpose(gln_context_t *cu, gln_gop_operand_t *o, int num,
 /* Powers of two 2^-3 .. 2^3 on the host and the device. */
 void gln_gop_scales_new(gln_context_t *cu, gln_rng_t *rng, int n, float *h, gln_twin_t *d);
 
-/* MXFP8 and block-scaled operands, quantized by the CPU backend: bf16 small integers times 2^-1 .. 2^1 (the exponent changing across rows and columns, so the
- * blocks get different power-of-two scales) quantized with gln_quantize / gln_grouped_quantize on
- * the CPU context and uploaded: the layouts are the library's own, every FP8 value and scale is
- * exact, and every product and FP32 sum of the GEMM stays exact. */
+/* MXFP8 and block-scaled operands, quantized by the CPU backend: bf16 small integers times
+ * 2^-1 .. 2^1 (the exponent changing across rows and columns, so the blocks get different
+ * power-of-two scales) quantized with gln_quantize / gln_grouped_quantize on the CPU context and
+ * uploaded: the layouts are the library's own, every FP8 value and scale is exact, and every
+ * product and FP32 sum of the GEMM stays exact. */
+
 /* The four buffers of a quantized tensor on both sides. */
 typedef struct gln_gop_qoperand {
     gln_tensor_t h, d;

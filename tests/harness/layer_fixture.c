@@ -23,7 +23,8 @@ void gln_fix_batch_free(gln_fix_batch_t *b) {
 }
 
 void gln_fix_fill_weights(gln_fix_t *f, double stddev, uint64_t seed) {
-    for (int e = 0; e < GLN_FIX_N; e++) gln_layer_ref_fill_normal(f->w[e], f->dt, GLN_FIX_WS, stddev * (1 + e), seed + e);
+    for (int e = 0; e < GLN_FIX_N; e++)
+        gln_layer_ref_fill_normal(f->w[e], f->dt, GLN_FIX_WS, stddev * (1 + e), seed + e);
 }
 
 /* Caller parameters and the config of a layer: N=3, splits {7, 0, 12}, 40 -> 24 (no layer yet). */
@@ -145,8 +146,8 @@ int gln_fix_ref(gln_fix_t *f, const gln_fix_batch_t *b, const gln_layer_ref_spec
         wl[e] = f->w[e];
         bl[e] = f->b[e];
     }
-    gln_layer_ref_inputs_t in = {GLN_FIX_N, GLN_FIX_KIN, GLN_FIX_KOUT, gln_fix_splits, f->dt, b->x, b->dy, f->dt, wl, NULL,
-                                 f->dt, f->cfg.bias ? bl : NULL};
+    gln_layer_ref_inputs_t in = {GLN_FIX_N, GLN_FIX_KIN, GLN_FIX_KOUT, gln_fix_splits, f->dt, b->x, b->dy, f->dt, wl,
+                                 NULL, f->dt, f->cfg.bias ? bl : NULL};
     gln_status_t st = gln_layer_ref_run(gln_test_cpu_context(), spec, &in, o);
     CHECK_OK(st);
     return st == GLN_STATUS_SUCCESS;
