@@ -409,7 +409,7 @@ typedef struct gln_grouped_gemm_args {
     /* --- version 2 (the first version ends here: size = offsetof(.., block_scales_pow2)) */
     /* BLOCK_1D / BLOCK_2D operands: 1 = the caller knows every decode scale is a power of two
      * (quantized with power_2_scale, the layer's fp8-block default), so dequantizing first is
-     * exact (DESIGN.md §7): the CUDA backend then dequantizes to bf16 on the device and runs one
+     * exact: the CUDA backend then dequantizes to bf16 on the device and runs one
      * grouped bf16 GEMM, graph-capturable.  0 = unknown: the CUDA backend applies the scales per
      * 128-block of K in a per-expert loop (host splits).  The CPU backend reads the scales and
      * decides itself.  A scale that is not a power of two under 1 is rounded into bf16 with its
@@ -771,8 +771,8 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads;
  * FIRST included); bias gradients are accumulated into the layer's bias-gradient buffers on
  * every backward (FIRST included, also with delay_wgrad_compute: dbias is not delayed).  With
- * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw (docs/design.md
- * §4–5: what may be reused after the call, how gradients accumulate).  A second
+ * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw (docs/design.md,
+ * "Lifetimes" and "Gradients": what may be reused after the call, how gradients accumulate).  A second
  * backward on one context returns GLN_STATUS_INVALID_STATE.  Every check that can refuse the
  * call (including completing a distributed finalize still in flight and the group's
  * grad_buffer lookups) runs before anything is written: a refused call leaves dx, all

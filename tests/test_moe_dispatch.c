@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "harness.h"
 
 enum { T = 5, E = 4, K = 2, H = 6, P = T * K };

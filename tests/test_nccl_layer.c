@@ -28,7 +28,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_dist.h"
 #include "comm/comm.h"
-#include "common/context.h"
+#include "backend/context.h"
 
 enum { NE = 4, KIN = 128, KOUT = 48, ROWS = 100 }; /* K_in % 128 == 0: the MXFP8 all-gather */
 #define TOTAL ((int64_t)NE * KIN * KOUT)

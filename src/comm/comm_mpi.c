@@ -29,7 +29,7 @@
 #include "backend/stage.h"
 
 #include "comm/comm.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 typedef struct mpi_state {

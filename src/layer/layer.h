@@ -2,7 +2,7 @@
  *
  * File map (one concept per file):
  *   layer.c         create / destroy / weights_updated / fp8_state (public lifecycle calls)
- *   layer_config.c  validation of gln_grouped_linear_config_t at create (every §11 condition)
+ *   layer_config.c  validation of gln_grouped_linear_config_t at create (every invalid value or combination)
  *   layer_params.c  owned vs caller parameters, gradient buffers, weight/grads/zero_grad
  *   recipe.c        quantizer configuration per role (input, weight, grad_output)
  *   fp8_state.c     delayed-scaling state (scale, amax history) in backend memory
@@ -20,8 +20,8 @@
 #ifndef GLN_LAYER_LAYER_H
 #define GLN_LAYER_LAYER_H
 
+#include "backend/context.h"
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "grouplin.h"
 

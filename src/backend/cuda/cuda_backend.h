@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 
 /* cuBLASLt workspace per context (what cuBLAS recommends for Hopper). */
 #define GLN_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
