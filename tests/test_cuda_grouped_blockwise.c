@@ -8,7 +8,7 @@
  * dgrad).  Cases: fprop TN (with and without a bf16 bias per expert), dgrad NN, wgrad NT into fp32
  * main_grad; with and without accumulation; host and device splits; experts of 1, 5, 17, 129 rows,
  * empty experts, every expert empty, one expert holding every row, a mix of wgrad experts whose
- * row count is / is not a multiple of 16 (CUTLASS / the unaligned kernel), 70 experts (more than
+ * row count is / is not a multiple of 16 (read in place / from zero-padded copies), 70 experts (more than
  * one setup chunk), K and N multiples of 128 and not.  Outputs NaN-poisoned (old values when
  * accumulating or past the experts' rows), followed by guard bytes; an empty expert's wgrad must
  * be exactly 0 (or untouched when accumulating); the rows past the experts' keep their bytes.
@@ -399,7 +399,7 @@ static void run_case(gln_rng_t *rng, const bcase_t *c) {
 static const int64_t s_odd[] = {1, 5, 17, 129};
 static const int64_t s_one[] = {0, 0, 300, 0};
 static const int64_t s_none[] = {0, 0, 0, 0};
-static const int64_t s_wgrad[] = {16, 0, 48, 144, 5, 130}; /* CUTLASS and the unaligned kernel */
+static const int64_t s_wgrad[] = {16, 0, 48, 144, 5, 130}; /* in place and zero-padded */
 
 static void test_matrix(void) {
     gln_rng_t rng = gln_rng_seed(1651);

@@ -8,7 +8,7 @@
  * expert), dgrad (NN), wgrad into fp32
  * (NT); per-tensor FP8 E4M3 × E4M3 fprop / dgrad / wgrad and the HYBRID dgrad and wgrad (E5M2
  * gradient × E4M3 weight or input; the wgrad's experts whose row count is not a multiple of 16
- * on the unaligned kernel, the others on CUTLASS); MXFP8 and FP8 block scaling with power-of-two
+ * read from zero-padded copies, all on CUTLASS); MXFP8 and FP8 block scaling with power-of-two
  * scales (1x128 activations and gradients, 128x128 weights) fprop / dgrad / wgrad, which the
  * CUDA backend dequantizes to bf16 on the device and runs on the bf16 kernels (quantized by the
  * CPU backend from small integers times powers of two, so exact too); with and without
@@ -330,7 +330,7 @@ static const int64_t s_one[] = {0, 0, 129, 0};
 static const int64_t s_none[] = {0, 0, 0, 0};
 static const int64_t s_odd[] = {1, 129, 5, 17};
 static const int64_t s_aligned[] = {16, 0, 32, 144}; /* FP8 wgrad: every expert through CUTLASS */
-static const int64_t s_part[] = {16, 5, 0, 48};      /* ... and one on the unaligned kernel */
+static const int64_t s_part[] = {16, 5, 0, 48};      /* ... and one read from zero-padded copies */
 /* Many small experts (the small-expert regime by default): Qwen3-like 128-row experts with
  * empty ones, one 256-row expert (two M tiles, two wgrad K blocks), and 1 / 17 / 129 rows. */
 static const int64_t s_small32[] = {128, 128, 0, 128, 1, 128, 256, 128, 17, 128, 128, 0, 129, 128, 128, 128,
@@ -383,7 +383,7 @@ static void test_fallbacks(void) {
 /* The other output dtypes, each on a CUTLASS kernel: fp16 and fp32 y / dx from E4M3 × E4M3
  * (fp16 / fp32 activations; the fprop's bias of that dtype too), bf16 wgrads (no fused
  * main_grad) from bf16 and E4M3 operands, the E4M3 ones with an expert whose row count is not a
- * multiple of 16 (the unaligned kernel's bf16 store) and with the small-expert shape. */
+ * multiple of 16 (the padded copies into a bf16 output) and with the small-expert shape. */
 static void test_out_dtypes(void) {
     gln_rng_t rng = gln_rng_seed(1605);
     const struct {

@@ -99,7 +99,7 @@ static void test_graph_capture(void) {
  * from one of two inputs, alternating, so a read of the previous step's y shows), then
  * dW_i += g_iᵀ · y_i (the wgrad reading y, accumulating into FP32); y starts NaN-poisoned.  After
  * the chain dW equals the CPU's bit for bit (|y| <= 256 is exact in bf16, every sum exact in
- * FP32).  Run with PDL (the default) and under GLN_CUDA_GEMM_PDL=0. */
+ * FP32).  Run with PDL (the default) and under GLN_CUDA_PDL=0. */
 /* One GEMM of the chain: on the device through the CUTLASS dispatch (which must take it: the PDL
  * launches are the CUTLASS path's), on the CPU through the public call. */
 static void chain_gemm(gln_context_t *ctx, const gln_grouped_gemm_args_t *a, const char *what) {
@@ -156,8 +156,8 @@ static void pdl_chain(void) {
     CHECK_OK(gln_synchronize(g_cu));
     for (int i = 0; i < E; i++) {
         char what[80];
-        snprintf(what, sizeof what, "PDL chain dW[%d] (GLN_CUDA_GEMM_PDL=%s)", i,
-                 getenv("GLN_CUDA_GEMM_PDL") ? getenv("GLN_CUDA_GEMM_PDL") : "unset");
+        snprintf(what, sizeof what, "PDL chain dW[%d] (GLN_CUDA_PDL=%s)", i,
+                 getenv("GLN_CUDA_PDL") ? getenv("GLN_CUDA_PDL") : "unset");
         gln_twin_expect(g_cu, &dw[i].d, dw[i].h, what);
     }
     CHECK_OK(gln_context_async_error(g_cu));
@@ -170,9 +170,9 @@ static void pdl_chain(void) {
 
 static void test_pdl_chain(void) {
     pdl_chain();
-    CHECK(setenv("GLN_CUDA_GEMM_PDL", "0", 1) == 0);
+    CHECK(setenv("GLN_CUDA_PDL", "0", 1) == 0);
     pdl_chain();
-    CHECK(unsetenv("GLN_CUDA_GEMM_PDL") == 0);
+    CHECK(unsetenv("GLN_CUDA_PDL") == 0);
 }
 
 /* Zeroed device buffers of a grouped quantized tensor large enough for any splits
