@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 gln_status_t gln_stage_host_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {

@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 gln_status_t gln_cuda_host_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {
