@@ -98,7 +98,7 @@ static int64_t row_start(int32_t i) {
     return r;
 }
 
-/* ---- the recipe's quantizer configurations (te-grouped-linear.md §4, independent of src/layer) */
+/* ---- the recipe's quantizer configurations (TransformerEngine's recipes, docs/numerics.md; written here independently of src/layer) */
 
 typedef struct variant {
     const char *name;

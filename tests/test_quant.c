@@ -2,7 +2,7 @@
  * shapes, the delayed-scaling state machine, grouped == per-member quantization, dequantize
  * round trips, the MXFP8 swizzle formula, and one check per class of invalid input.
  *
- * Expected values are hand-derived from the reference rules (te-grouped-linear.md §4) or built
+ * Expected values are hand-derived from TransformerEngine's quantization rules (docs/numerics.md) or built
  * from the format definitions; the bit-exact sweep over all values lives in the numpy oracle
  * (tests/oracle/test_quant_oracle.py). */
 #include <float.h>
@@ -235,7 +235,8 @@ static void test_delayed_quantize(void) {
     gln_context_destroy(ctx);
 }
 
-/* The state machine of te-grouped-linear.md §4.2 traced by hand over five steps. */
+/* The delayed-scaling state machine (amax history roll, scale from the history's max) traced by
+ * hand over five steps. */
 static void test_delayed_update_max(void) {
     float h[3][2] = {{0}}, scale[2] = {1.0f, 1.0f};
     const float fmax[2] = {448.0f, 57344.0f};
