@@ -28,6 +28,7 @@ struct moe_model {
     int32_t E, k;
     gln_dtype_t adt;
     int64_t step;
+    int first;                      /* the last forward ran microbatch 0 of an optimizer step */
 
     float *wr, *wr_grad;            /* router [E, H] */
     adam_state_t wr_adam;
@@ -261,12 +262,12 @@ static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, const gln_g
     fa.m_splits = m->splits;
     fa.splits_on_backend = top_on_device(m->ctx); /* the device plan's splits, never read by the host */
     fa.y = &y;
-    fa.microbatch = GLN_MICROBATCH_FIRST;
+    fa.microbatch = m->first ? GLN_MICROBATCH_FIRST : GLN_MICROBATCH_NEXT;
     fa.input_requires_grad = input_grad;
     return gln_grouped_linear_forward(m->fc[idx], &fa, m->cfg.trainable ? &m->saved[idx] : NULL);
 }
 
-gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
+gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y, int64_t microbatch) {
     const int64_t T = m->T, P = m->R, H = m->H, F = m->F, F1 = m->F1; /* P: permuted rows */
     for (int i = 0; i < 2; i++)
         if (m->saved[i]) { /* a forward without backward: drop the stale context */
@@ -274,6 +275,7 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
             m->saved[i] = NULL;
         }
     m->x = x;
+    m->first = microbatch == 0;
     gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)x);
     gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
     gln_tensor_t tlog = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->logits);
@@ -311,7 +313,9 @@ static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy
     float *master, *grad;
     int64_t len;
     TRY(layer_shard(m, idx, &master, &grad, &len));
-    TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad)); /* the step's gradient starts from zero */
+    /* the step's gradient starts from zero at its first microbatch (FIRST also overwrites it);
+     * the later ones add to it */
+    if (m->first) TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad));
     gln_tensor_t tdy = act_tensor(m, m->R, dy_cols, dy), tdx = act_tensor(m, m->R, dx_cols, dx);
     gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
     gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
@@ -352,17 +356,19 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)m->x);
     gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->dlogits);
     gln_tensor_t tg = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr_grad);
-    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, 0));
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, !m->first)); /* summed over microbatches */
     /* dx += dlogits · Wr: the router's share of dL/dx (the language model's embeddings use it) */
     gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
     gln_tensor_t tdx2 = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
-    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1));
-    if (gln_comm_size(m->comm) == 1) return GLN_STATUS_SUCCESS; /* nothing to sum */
-    return gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * H), GLN_DTYPE_FP32,
-                              GLN_REDUCE_SUM);
+    return gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1);
 }
 
 gln_status_t moe_model_step(moe_model_t *m) {
+    /* the router gradient, summed over this rank's microbatches, over every rank's tokens: one
+     * all-reduce per optimizer step */
+    if (gln_comm_size(m->comm) > 1)
+        TRY(gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * m->H), GLN_DTYPE_FP32,
+                               GLN_REDUCE_SUM));
     m->step++;
     float bc1, bc2;
     adam_bias_corrections(m->step, &bc1, &bc2);

@@ -22,10 +22,19 @@
 
 typedef enum train_task_id { TRAIN_TASK_LM = 0, TRAIN_TASK_TEACHER = 1 } train_task_id_t;
 
+/* A named model: the expert dimensions of a real MoE model (one MoE layer of it). */
+typedef struct train_preset {
+    const char *name, *like;
+    int64_t hidden, ffn, experts, topk, tokens;
+} train_preset_t;
+
 typedef struct train_opts {
     const tool_recipe_t *recipes[TOOL_MAX_RECIPES];
     int nrec;
     int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches, threads, context;
+    int64_t microbatches;             /* per optimizer step, --tokens each (gradient accumulation) */
+    const train_preset_t *preset;     /* --preset, or NULL */
+    unsigned given;                   /* the shape options given explicitly (they override the preset) */
     double lr, expect_drop;
     int path, act, backend, exact, plot, quiet, progress, task;
     int path_given, graph;            /* --path was given; --graph (CUDA: replay a captured step) */
@@ -75,12 +84,16 @@ moe_shape_t train_shape(const train_opts_t *o);
 enum { FINAL_WINDOW = 10 };
 double train_final_loss(const double *losses, int64_t steps);
 int train_final_window(const train_opts_t *o); /* steps in that window */
+/* The banner's model and batch: "MoE MLP H=.. F=.. E=.. k=.. swiglu[ (preset ..)], [M microbatches
+ * x T = ]N tokens/step". */
+void train_model_desc(const train_opts_t *o, char *buf, size_t size);
 /* The index of the bf16 recipe, -1 when it is not run. */
 int train_find_bf16(const train_opts_t *o);
 /* snprintf(cell, REPORT_CELL, f, v): one table cell. */
 void train_cell(char *cell, const char *f, double v);
-/* The sum of the per-token losses in tr->tok_loss over every rank, gathered and summed in global token
- * order (the first `count` global tokens), so it does not depend on the rank count. */
+/* *sum += the per-token losses in tr->tok_loss over every rank, gathered and added in global token
+ * order (the first `count` global tokens), so it does not depend on the rank count; the sum
+ * continues over the microbatches of a step as over one batch of all their tokens. */
 gln_status_t train_gather_loss_sum(train_run_t *tr, int64_t count, double *sum);
 /* After a recipe's steps: *seconds = the most `busy` seconds of any rank (a collective, run only
  * when st is GLN_STATUS_SUCCESS; else *seconds = busy).  Returns st or the collective's status. */

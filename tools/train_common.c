@@ -44,6 +44,18 @@ double train_final_loss(const double *losses, int64_t steps) {
 
 int train_final_window(const train_opts_t *o) { return (int)(o->steps < FINAL_WINDOW ? o->steps : FINAL_WINDOW); }
 
+void train_model_desc(const train_opts_t *o, char *buf, size_t size) {
+    char preset[128] = "", batch[96];
+    if (o->preset) snprintf(preset, sizeof preset, " (preset %s: %s, one MoE layer)", o->preset->name, o->preset->like);
+    if (o->microbatches > 1)
+        snprintf(batch, sizeof batch, "%lld microbatches x %lld = %lld tokens/step", (long long)o->microbatches,
+                 (long long)o->tokens, (long long)(o->microbatches * o->tokens));
+    else
+        snprintf(batch, sizeof batch, "%lld tokens/step", (long long)o->tokens);
+    snprintf(buf, size, "MoE MLP H=%lld F=%lld E=%lld k=%lld %s%s, %s", (long long)o->hidden, (long long)o->ffn,
+             (long long)o->experts, (long long)o->topk, o->act == 0 ? "swiglu" : "gelu", preset, batch);
+}
+
 int train_find_bf16(const train_opts_t *o) {
     for (int r = 0; r < o->nrec; r++)
         if (strcmp(o->recipes[r]->name, "bf16") == 0) return r;
@@ -56,7 +68,7 @@ void train_cell(char *cell, const char *f, double v) { snprintf(cell, REPORT_CEL
 gln_status_t train_gather_loss_sum(train_run_t *tr, int64_t count, double *sum) {
     gln_status_t st = gln_comm_allgather(tr->l->comm, tr->tok_loss, tr->all_loss, (size_t)tr->T, GLN_DTYPE_INT64);
     if (st != GLN_STATUS_SUCCESS) return st;
-    double s = 0;
+    double s = *sum;
     for (int64_t t = 0; t < count; t++) s += tr->all_loss[t];
     *sum = s;
     return GLN_STATUS_SUCCESS;

@@ -57,17 +57,23 @@ static void lm_teardown(train_run_t *tr) {
     tr->task = NULL;
 }
 
-/* One training step; *loss = the global mean cross-entropy of the batch (nats). */
+/* One optimizer step over its microbatches; *loss = the global mean cross-entropy of all their
+ * tokens (nats).  Microbatch j holds the step's windows [j·tokens, (j+1)·tokens), so M
+ * microbatches see the windows of one batch of M·tokens. */
 static gln_status_t lm_step(train_run_t *tr, lm_model_t *m, int64_t s, double *loss) {
     lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
-    lm_train_windows(&k->text, o->context, (uint64_t)o->seed, s, tr->l->rank * tr->T, tr->T,
-                     k->ctx_bytes, k->next);
-    gln_status_t st = lm_model_forward(m, k->ctx_bytes, k->next, tr->tok_loss);
+    const int64_t Ts = o->tokens * o->microbatches;
     double sum = 0;
-    if (st == GLN_STATUS_SUCCESS) st = train_gather_loss_sum(tr, o->tokens, &sum);
-    *loss = sum / (double)o->tokens;
-    if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)o->tokens));
+    gln_status_t st = GLN_STATUS_SUCCESS;
+    for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++) {
+        lm_train_windows(&k->text, o->context, (uint64_t)o->seed, s, j * o->tokens + tr->l->rank * tr->T, tr->T,
+                         k->ctx_bytes, k->next);
+        st = lm_model_forward(m, k->ctx_bytes, k->next, tr->tok_loss, j);
+        if (st == GLN_STATUS_SUCCESS) st = train_gather_loss_sum(tr, o->tokens, &sum);
+        if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)Ts));
+    }
+    *loss = sum / (double)Ts;
     if (st == GLN_STATUS_SUCCESS) st = lm_model_step(m);
     return st;
 }
@@ -81,7 +87,7 @@ static gln_status_t lm_validate(train_run_t *tr, lm_model_t *m, double *loss) {
     double total = 0;
     for (int64_t first = 0; first < n; first += o->tokens) {
         lm_val_windows(&k->text, o->context, first + tr->l->rank * tr->T, tr->T, k->ctx_bytes, k->next);
-        gln_status_t st = lm_model_forward(m, k->ctx_bytes, k->next, tr->tok_loss);
+        gln_status_t st = lm_model_forward(m, k->ctx_bytes, k->next, tr->tok_loss, 0);
         double sum = 0;
         const int64_t count = n - first < o->tokens ? n - first : o->tokens;
         if (st == GLN_STATUS_SUCCESS) st = train_gather_loss_sum(tr, count, &sum);
@@ -135,28 +141,32 @@ static gln_status_t dev_alloc(train_run_t *tr, dev_run_t *d) {
     return st == GLN_STATUS_SUCCESS ? top_clock_reset(ctx, d->clock) : st;
 }
 
-/* One training step, all of it enqueued on the context's stream (on several ranks the MPI
- * collectives synchronize it). */
+/* One optimizer step -- its microbatches (as lm_step's), then Adam -- all of it enqueued on the
+ * context's stream (on several ranks the MPI collectives synchronize it).  The microbatch index
+ * is a host constant of each call, so a captured step holds all M microbatches. */
 static gln_status_t dev_step(train_run_t *tr, lm_model_t *m, const dev_run_t *d) {
     lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
     gln_context_t *ctx = tr->ctx;
+    const int64_t Ts = o->tokens * o->microbatches;
     gln_status_t st = top_clock_tick(ctx, d->clock);
-    if (st == GLN_STATUS_SUCCESS)
+    for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++) {
         st = top_train_windows(ctx, d->text, k->text.train, o->context, (uint64_t)o->seed, d->clock,
-                               tr->l->rank * tr->T, tr->T, d->bytes, d->next);
-    if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
-    if (st == GLN_STATUS_SUCCESS) st = train_device_gather_loss(tr, d->comm, d->tok_loss, d->all_loss);
-    if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(ctx, d->all_loss, o->tokens, d->clock, d->sums);
-    if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)o->tokens));
+                               j * o->tokens + tr->l->rank * tr->T, tr->T, d->bytes, d->next);
+        if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss, j);
+        if (st == GLN_STATUS_SUCCESS) st = train_device_gather_loss(tr, d->comm, d->tok_loss, d->all_loss);
+        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(ctx, d->all_loss, o->tokens, d->clock, j > 0, d->sums);
+        if (st == GLN_STATUS_SUCCESS) st = lm_model_backward(m, (float)(1.0 / (double)Ts));
+    }
     if (st == GLN_STATUS_SUCCESS) st = lm_model_step(m);
     return st;
 }
 
-/* losses[0, n) = the step sums so far / tokens (waits for the device). */
+/* losses[0, n) = the step sums so far / the step's tokens (waits for the device). */
 static gln_status_t dev_read_losses(train_run_t *tr, const dev_run_t *d, int64_t n, double *losses) {
     gln_status_t st = gln_memcpy(tr->ctx, losses, d->sums, (size_t)n * sizeof(double), GLN_COPY_BACKEND_TO_HOST);
-    for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < n; s++) losses[s] /= (double)tr->o->tokens;
+    const double Ts = (double)(tr->o->tokens * tr->o->microbatches);
+    for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < n; s++) losses[s] /= Ts;
     return st;
 }
 
@@ -207,9 +217,9 @@ static gln_status_t dev_validate(train_run_t *tr, lm_model_t *m, const dev_run_t
         const int64_t first = b * o->tokens, count = n - first < o->tokens ? n - first : o->tokens;
         st = top_val_windows(tr->ctx, d->text, k->text.size, k->text.train, o->context, first + tr->l->rank * tr->T,
                              tr->T, d->bytes, d->next);
-        if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss);
+        if (st == GLN_STATUS_SUCCESS) st = lm_model_forward(m, d->bytes, d->next, d->tok_loss, 0);
         if (st == GLN_STATUS_SUCCESS) st = train_device_gather_loss(tr, d->comm, d->tok_loss, d->all_loss);
-        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(tr->ctx, d->all_loss, count, NULL, d->sums + b);
+        if (st == GLN_STATUS_SUCCESS) st = top_loss_sum(tr->ctx, d->all_loss, count, NULL, 0, d->sums + b);
     }
     double *sums = st == GLN_STATUS_SUCCESS ? tool_alloc((size_t)nb, sizeof(double), "the validation sums") : NULL;
     if (st == GLN_STATUS_SUCCESS && !sums) st = GLN_STATUS_OUT_OF_MEMORY;
@@ -276,17 +286,17 @@ static gln_status_t lm_recipe(train_run_t *tr, int r, double *losses, double *se
 static void header(const train_run_t *tr) {
     const lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
-    char files[32] = "";
+    char files[32] = "", model[256];
+    train_model_desc(o, model, sizeof model);
     if (!o->data) snprintf(files, sizeof files, " in %d files", k->text.files);
     printf("grouplin train: byte-level LM on %s (%lld bytes%s: %lld train, %lld validation), "
            "context %lld\n"
-           "MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, %d rank%s, "
+           "%s, %lld steps, %d rank%s, "
            "%s backend, %s path%s%s%s\n\n",
            o->data ? o->data : LM_DEFAULT_CORPUS, (long long)k->text.size,
            files,
            (long long)k->text.train, (long long)(k->text.size - k->text.train), (long long)o->context,
-           (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
-           o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
+           model, (long long)o->steps, tr->l->size,
            tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
            o->graph ? ", step captured in a CUDA graph" : "",
            o->backend ? ", expert weights sharded over " : "", o->backend ? train_device_comm_name(tr) : "");
@@ -296,7 +306,8 @@ static void lm_print(const train_run_t *tr, double *const *losses, const double 
     const lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
     const moe_shape_t shape = train_shape(o);
-    const double flops = moe_expert_flops(&shape, o->tokens * o->topk);
+    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
+    const double flops = moe_expert_flops(&shape, Ts * o->topk);
     const int bf16 = train_find_bf16(o);
     static const char *const head[] = {"recipe", "train nats", "train bits/B", "val nats", "val bits/B",
                                        "vs bf16", "steps/s", "tokens/s", "GFLOP/s"};
@@ -314,7 +325,7 @@ static void lm_print(const train_run_t *tr, double *const *losses, const double 
         if (bf16 >= 0 && r != bf16) train_cell(c[5], "%.4f", val / k->val_loss[bf16]);
         else snprintf(c[5], REPORT_CELL, "-");
         train_cell(c[6], "%.1f", sps);
-        train_cell(c[7], "%.0f", sps * (double)o->tokens);
+        train_cell(c[7], "%.0f", sps * (double)Ts);
         train_cell(c[8], "%.2f", sps * flops * 1e-9);
         const char *cells[9] = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]};
         report_table_row(&t, cells);

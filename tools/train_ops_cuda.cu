@@ -170,8 +170,9 @@ extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const u
                   time; each thread fetches its column of the rows EBW_UNROLL at a time with
                   cp.async, two batches in flight, and adds them in token order -- so a long
                   list keeps many loads in flight instead of waiting on each -- with
-                  __fadd_rn from 0.0f: the CPU loop's operations in the CPU loop's order, bitwise.
-                  A key without tokens writes 0.
+                  __fadd_rn from 0.0f (from gemb's value when accumulating): the CPU loop's
+                  operations in the CPU loop's order, bitwise.  A key without tokens writes 0 (keeps
+                  its value when accumulating).
 
    Scratch (off[] and list[], 4·(N + T·C) bytes) is stream-ordered (cudaMallocAsync /
    cudaFreeAsync, like topc_dlogits' partial sums), so a captured step records it as graph memory
@@ -282,7 +283,7 @@ __device__ __forceinline__ void ebw_add(float4 &acc, float4 v) {
 template <typename T4>
 __global__ void __launch_bounds__(EBW_SUM_THREADS)
 ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, int64_t H, int64_t cols,
-               float *gemb) {
+               int accumulate, float *gemb) {
     __shared__ int tile[EBW_TILE];
     __shared__ T4 stage[2][EBW_UNROLL][EBW_SUM_THREADS];
     const int64_t key = blockIdx.x;
@@ -290,6 +291,7 @@ ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, in
     const int64_t col = (int64_t)blockIdx.y * EBW_SUM_THREADS + threadIdx.x;
     const int live = col < cols;
     T4 acc = T4(); /* value-initialized: +0.0f in every lane, the CPU loop's memset */
+    if (accumulate && live) acc = ((const T4 *)(gemb + key * H))[col]; /* the sums continue */
     for (int base = start; base < end; base += EBW_TILE) {
         const int n = end - base < EBW_TILE ? end - base : EBW_TILE;
         for (int i = threadIdx.x; i < n; i += EBW_SUM_THREADS) tile[i] = list[base + i];
@@ -318,9 +320,10 @@ ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, in
 }
 
 extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
-                                            int64_t C, int64_t H, float *gemb) {
+                                            int64_t C, int64_t H, int accumulate, float *gemb) {
     if (C * H <= 0) return GLN_STATUS_SUCCESS;
     cudaStream_t s = stream_of(ctx);
+    if (T <= 0 && accumulate) return GLN_STATUS_SUCCESS;
     if (T <= 0) return check(cudaMemsetAsync(gemb, 0, (size_t)(C * 256 * H) * sizeof(float), s), "cudaMemsetAsync");
     const int vec = (H & 3) == 0 && aligned16(dx) && aligned16(gemb);
     const int64_t cols = vec ? H / 4 : H;
@@ -351,8 +354,10 @@ extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx,
     }
     if (st == GLN_STATUS_SUCCESS) {
         const dim3 sum_grid((unsigned)(C * 256), (unsigned)col_blocks);
-        if (vec) ebw_sum_kernel<float4><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
-        else ebw_sum_kernel<float><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
+        if (vec)
+            ebw_sum_kernel<float4><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, accumulate, gemb);
+        else
+            ebw_sum_kernel<float><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, accumulate, gemb);
         st = check(cudaSuccess, "ebw_sum_kernel");
     }
     (void)cudaFreeAsync(off, s);
@@ -414,15 +419,15 @@ __global__ void dlogits_kernel(float *rows, const uint8_t *next, int64_t T, floa
     partial[blockIdx.x * 256 + v] = acc;
 }
 
-__global__ void colsum_kernel(const float *partial, int64_t chunks, float *gbias) {
+__global__ void colsum_kernel(const float *partial, int64_t chunks, int accumulate, float *gbias) {
     const int v = threadIdx.x;
-    float acc = 0.0f;
+    float acc = accumulate ? gbias[v] : 0.0f;
     for (int64_t i = 0; i < chunks; i++) acc = __fadd_rn(acc, partial[i * 256 + v]);
     gbias[v] = acc;
 }
 
 extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
-                                     float *gbias) {
+                                     int accumulate, float *gbias) {
     cudaStream_t s = stream_of(ctx);
     const int64_t chunks = T > 0 ? (T + DL_CHUNK - 1) / DL_CHUNK : 1;
     float *partial = NULL;
@@ -433,7 +438,7 @@ extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint
     else (void)cudaMemsetAsync(partial, 0, 256 * sizeof(float), s);
     st = check(cudaSuccess, "dlogits_kernel");
     if (st == GLN_STATUS_SUCCESS) {
-        colsum_kernel<<<1, 256, 0, s>>>(partial, chunks, gbias);
+        colsum_kernel<<<1, 256, 0, s>>>(partial, chunks, accumulate, gbias);
         st = check(cudaSuccess, "colsum_kernel");
     }
     (void)cudaFreeAsync(partial, s);
@@ -461,7 +466,8 @@ extern "C" gln_status_t topc_exact_round(gln_context_t *ctx, float *v, int64_t n
 }
 
 /* One block: each thread sums a contiguous slice in order, thread 0 the slices in order. */
-__global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, double *out) {
+__global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, int accumulate,
+                                double *out) {
     __shared__ double part[THREADS];
     const int64_t per = (count + THREADS - 1) / THREADS;
     const int64_t a = (int64_t)threadIdx.x * per;
@@ -472,13 +478,14 @@ __global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clo
     if (threadIdx.x == 0) {
         double total = 0;
         for (int i = 0; i < THREADS; i++) total += part[i];
-        out[clock ? clock->step : 0] = total;
+        double *o = out + (clock ? clock->step : 0);
+        *o = accumulate ? *o + total : total;
     }
 }
 
 extern "C" gln_status_t topc_loss_sum(gln_context_t *ctx, const double *loss, int64_t count,
-                                      const top_clock_t *clock, double *out) {
-    loss_sum_kernel<<<1, THREADS, 0, stream_of(ctx)>>>(loss, count, clock, out);
+                                      const top_clock_t *clock, int accumulate, double *out) {
+    loss_sum_kernel<<<1, THREADS, 0, stream_of(ctx)>>>(loss, count, clock, accumulate, out);
     return check(cudaSuccess, "loss_sum_kernel");
 }
 

@@ -11,8 +11,20 @@ static const char *const CMD = "train";
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
     O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
-    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY, O_COMM
+    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY, O_COMM, O_MICROBATCHES, O_PRESET
 };
+
+/* The expert dimensions of real MoE models, one MoE layer each (the models stack 32 to 61), so
+ * that the expert GEMMs dominate the step as they do there; 16384 tokens per microbatch. */
+static const train_preset_t presets[] = {
+    {"mixtral", "Mixtral-8x7B-like", 4096, 14336, 8, 2, 16384},
+    {"qwen3", "Qwen3-30B-A3B-like", 2048, 768, 128, 8, 16384},
+    {"deepseek", "DeepSeek-V3-like, 64 of its 256 experts", 7168, 2048, 64, 8, 16384},
+};
+enum { NPRESETS = sizeof presets / sizeof presets[0] };
+
+/* The bits of train_opts_t.given: which shape options the user gave. */
+enum { GIVEN_HIDDEN = 1, GIVEN_FFN = 2, GIVEN_EXPERTS = 4, GIVEN_TOPK = 8, GIVEN_TOKENS = 16 };
 
 static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},           {"recipes", required_argument, NULL, O_RECIPES},
@@ -31,6 +43,8 @@ static const struct option longopts[] = {
     {"context", required_argument, NULL, O_CONTEXT},
     {"graph", no_argument, NULL, O_GRAPH},       {"sync-every", required_argument, NULL, O_SYNC_EVERY},
     {"comm", required_argument, NULL, O_COMM},
+    {"microbatches", required_argument, NULL, O_MICROBATCHES},
+    {"preset", required_argument, NULL, O_PRESET},
     {NULL, 0, NULL, 0}};
 
 static const char help[] =
@@ -54,7 +68,27 @@ static const char help[] =
     "  --recipes LIST         comma-separated: fp32, bf16, fp8-delayed, fp8-current, mxfp8,\n"
     "                         fp8-block (default bf16,mxfp8,fp8-current)\n"
     "  --steps N              optimizer steps per recipe (default: lm 400, teacher 150)\n"
-    "  --tokens N             tokens per step, global batch split across ranks (default 512)\n"
+    "  --tokens N             tokens per microbatch (= per optimizer step with --microbatches 1),\n"
+    "                         the global batch split across ranks (default 512)\n"
+    "  --microbatches M       gradient accumulation (default 1): M microbatches of --tokens each,\n"
+    "                         then one Adam step, as Megatron runs TE's is_first_microbatch: the\n"
+    "                         first runs the expert layers with GLN_MICROBATCH_FIRST (its gradients\n"
+    "                         overwrite main_grad), the others with NEXT (theirs add); every\n"
+    "                         parameter's gradient (experts, router, embeddings, head) is summed\n"
+    "                         over the M, each scaled by 1/M, so the step sees the mean.  The\n"
+    "                         expert weights are a sharded (distributed) group, on one rank too,\n"
+    "                         and the layer never caches a gathered copy: every microbatch gathers\n"
+    "                         (and, under an FP8 recipe, quantizes) them again.  The loss of a\n"
+    "                         step is the mean over its microbatches; tokens/s counts all of them\n"
+    "  --preset NAME          the expert dimensions of a real MoE model, one MoE layer:\n"
+    "                           mixtral   Mixtral-8x7B-like   H 4096, F 14336, E 8, top-2\n"
+    "                           qwen3     Qwen3-30B-A3B-like  H 2048, F 768, E 128, top-8\n"
+    "                           deepseek  DeepSeek-V3-like    H 7168, F 2048, E 64 (a slice of\n"
+    "                                                         its 256), top-8\n"
+    "                         each with --tokens 16384; --hidden, --ffn, --experts, --topk and\n"
+    "                         --tokens given explicitly override it.  Sized for one GPU: on the\n"
+    "                         CPU give a small --tokens (the weights alone are 0.6-2.8 G\n"
+    "                         parameters, 16 bytes each with Adam)\n"
     "  --hidden N             model width H (default 64)\n"
     "  --ffn N                expert FFN width F (default 128)\n"
     "  --experts N            number of experts E (default 8)\n"
@@ -65,7 +99,7 @@ static const char help[] =
     "                         regular files, by name) of at most " LM_MAX_TEXT_HUMAN " in all (default:\n"
     "                         every regular file under " LM_DEFAULT_CORPUS ")\n"
     "  --context N            lm: bytes of context (default 8)\n"
-    "  --batches N            teacher: size of the data set in batches of --tokens, cycled\n"
+    "  --batches N            teacher: size of the data set in optimizer steps' batches, cycled\n"
     "                         through (default 4; 0 = a fresh random batch every step)\n"
     "  --path split|grouped   grouped linear execution path (default: split on the CPU, grouped\n"
     "                         on CUDA, which needs it: the expert splits stay on the device)\n"
@@ -75,8 +109,8 @@ static const char help[] =
     "                         reproducible run to run; the first step is a warm-up, not timed\n"
     "                         (lm; teacher: its data and loss stay host loops).  Several ranks\n"
     "                         need --comm mpi; they may share one GPU\n"
-    "  --graph                cuda, lm, one rank: capture one training step in a CUDA graph and\n"
-    "                         replay it\n"
+    "  --graph                cuda, lm, one rank: capture one optimizer step (all its\n"
+    "                         microbatches and Adam) in a CUDA graph and replay it\n"
     "  --sync-every N         cuda: read the losses back every N steps for the progress line\n"
     "                         (default 50); nothing else waits for the GPU inside a step\n"
     "  --comm nccl|self|mpi   cuda: the expert weights' sharded group communicates over NCCL\n"
@@ -104,6 +138,17 @@ static const char help[] =
     "\n"
     "exit status: 0 ok, 1 failure (library error, --expect-loss-drop not met), 2 usage error\n";
 
+/* The preset's dimensions where the user gave none. */
+static void apply_preset(train_opts_t *o) {
+    const train_preset_t *p = o->preset;
+    if (!p) return;
+    if (!(o->given & GIVEN_HIDDEN)) o->hidden = p->hidden;
+    if (!(o->given & GIVEN_FFN)) o->ffn = p->ffn;
+    if (!(o->given & GIVEN_EXPERTS)) o->experts = p->experts;
+    if (!(o->given & GIVEN_TOPK)) o->topk = p->topk;
+    if (!(o->given & GIVEN_TOKENS)) o->tokens = p->tokens;
+}
+
 static int handle(int code, const char *arg, void *user) {
     train_opts_t *o = user;
     static const char *const paths[] = {"split", "grouped"}, *const acts[] = {"swiglu", "gelu"};
@@ -112,11 +157,20 @@ static int handle(int code, const char *arg, void *user) {
     switch (code) {
     case O_RECIPES: return opt_recipes(CMD, arg, o->recipes, &o->nrec);
     case O_STEPS: return opt_i64(CMD, "steps", arg, 1, 1000000, &o->steps);
-    case O_TOKENS: return opt_i64(CMD, "tokens", arg, 1, 1 << 22, &o->tokens);
-    case O_HIDDEN: return opt_i64(CMD, "hidden", arg, 1, 16384, &o->hidden);
-    case O_FFN: return opt_i64(CMD, "ffn", arg, 1, 65536, &o->ffn);
-    case O_EXPERTS: return opt_i64(CMD, "experts", arg, 1, 1024, &o->experts);
-    case O_TOPK: return opt_i64(CMD, "topk", arg, 1, 1024, &o->topk);
+    case O_TOKENS: o->given |= GIVEN_TOKENS; return opt_i64(CMD, "tokens", arg, 1, 1 << 22, &o->tokens);
+    case O_HIDDEN: o->given |= GIVEN_HIDDEN; return opt_i64(CMD, "hidden", arg, 1, 16384, &o->hidden);
+    case O_FFN: o->given |= GIVEN_FFN; return opt_i64(CMD, "ffn", arg, 1, 65536, &o->ffn);
+    case O_EXPERTS: o->given |= GIVEN_EXPERTS; return opt_i64(CMD, "experts", arg, 1, 1024, &o->experts);
+    case O_TOPK: o->given |= GIVEN_TOPK; return opt_i64(CMD, "topk", arg, 1, 1024, &o->topk);
+    case O_MICROBATCHES: return opt_i64(CMD, "microbatches", arg, 1, 4096, &o->microbatches);
+    case O_PRESET: {
+        static const char *names[NPRESETS];
+        for (int i = 0; i < NPRESETS; i++) names[i] = presets[i].name;
+        int which = 0;
+        const int rc = opt_choice(CMD, "preset", arg, names, NPRESETS, &which);
+        if (rc == CLI_OK) o->preset = &presets[which];
+        return rc;
+    }
     case O_LR: return opt_double(CMD, "lr", arg, 1e-9, 10.0, &o->lr);
     case O_SEED: return opt_i64(CMD, "seed", arg, 0, INT64_MAX, &o->seed);
     case O_PATH: o->path_given = 1; return opt_choice(CMD, "path", arg, paths, 2, &o->path);
@@ -156,12 +210,14 @@ int train_parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     o->batches = 4;
     o->context = 8;
     o->sync_every = 50;
+    o->microbatches = 1;
     o->plot = 1;
     o->out_dir = ".";
     int rc = opt_parse(CMD, argc, argv, longopts, help, handle, o, help_shown);
     if (rc != CLI_OK || *help_shown) return rc;
     if (o->steps == 0) o->steps = o->task == TRAIN_TASK_LM ? 400 : 150;
     if (o->lr == 0) o->lr = o->task == TRAIN_TASK_LM ? 0.003 : 0.01;
+    apply_preset(o);
     if (o->task == TRAIN_TASK_LM && o->teacher_only)
         return opt_usage_error(CMD, "--exact-data and --batches apply to --task teacher only");
     if (o->task == TRAIN_TASK_TEACHER && o->lm_only)

@@ -71,7 +71,8 @@ static void exact_data_note(const train_opts_t *o) {
     const int64_t f1 = o->act == 0 ? 2 * o->ffn : o->ffn;
     int64_t terms = o->hidden;
     if (f1 > terms) terms = f1;
-    if (o->tokens * o->topk > terms) terms = o->tokens * o->topk;
+    /* a wgrad sums over every microbatch of the step */
+    if (o->tokens * o->microbatches * o->topk > terms) terms = o->tokens * o->microbatches * o->topk;
     if (terms > 256)
         printf("note: --exact-data is exact only while every GEMM reduction has <= 256 terms; this\n"
                "configuration has up to %lld, so losses may depend on the rank count\n", (long long)terms);
@@ -90,12 +91,15 @@ static gln_status_t teacher_create(train_run_t *tr) {
     return st;
 }
 
-/* Squared error per token, dy = scale·2(y - target), and the global mean loss: per-token values
- * are gathered and summed in global token order, so the loss does not depend on the rank count. */
-static gln_status_t loss_and_grad(train_run_t *tr, double *loss) {
+/* Squared error per token, dy = scale·2(y - target) (the gradient of the step's mean loss over
+ * all its microbatches; --exact-data: of the sum), and *sum += this microbatch's squared errors:
+ * per-token values gathered and summed in global token order (microbatch j holds the step's
+ * global tokens [j·Tg, (j+1)·Tg)), so the loss depends neither on the rank count nor on how the
+ * step's tokens are cut into microbatches, as long as the sums are exact. */
+static gln_status_t loss_and_grad(train_run_t *tr, double *sum) {
     const teacher_task_t *k = tr->task;
-    const int64_t T = tr->T, H = tr->o->hidden, Tg = T * tr->l->size;
-    const float scale = tr->o->exact ? 1.0f : (float)(1.0 / ((double)Tg * (double)H));
+    const int64_t T = tr->T, H = tr->o->hidden, Tg = T * tr->l->size, Ts = Tg * tr->o->microbatches;
+    const float scale = tr->o->exact ? 1.0f : (float)(1.0 / ((double)Ts * (double)H));
     for (int64_t t = 0; t < T; t++) {
         double s = 0;
         for (int64_t h = 0; h < H; h++) {
@@ -105,9 +109,28 @@ static gln_status_t loss_and_grad(train_run_t *tr, double *loss) {
         }
         tr->tok_loss[t] = s;
     }
-    double sum = 0;
-    gln_status_t st = train_gather_loss_sum(tr, Tg, &sum);
-    *loss = sum / ((double)Tg * (double)H);
+    return train_gather_loss_sum(tr, Tg, sum);
+}
+
+/* Microbatch j of step s: the teacher's target, then the student's forward, loss and backward
+ * (*busy: the student's time). */
+static gln_status_t microbatch(train_run_t *tr, moe_model_t *student, int64_t s, int64_t j, double *sum,
+                               double *busy) {
+    const train_opts_t *o = tr->o;
+    const teacher_task_t *k = tr->task;
+    const int64_t batch = o->batches > 0 ? s % o->batches : s;
+    task_inputs((uint64_t)o->seed, batch, j * o->tokens + tr->l->rank * tr->T, tr->T, o->hidden, o->exact, k->x);
+    gln_status_t st = put(tr, k->bx, k->x);
+    if (st == GLN_STATUS_SUCCESS) st = moe_model_forward(k->teacher, k->bx, k->btarget, 0);
+    if (st == GLN_STATUS_SUCCESS) st = get(tr, k->target, k->btarget);
+    if (st != GLN_STATUS_SUCCESS) return st;
+    const double t0 = train_now_s();
+    st = moe_model_forward(student, k->bx, k->by, j);
+    if (st == GLN_STATUS_SUCCESS) st = get(tr, k->y, k->by);
+    if (st == GLN_STATUS_SUCCESS) st = loss_and_grad(tr, sum);
+    if (st == GLN_STATUS_SUCCESS) st = put(tr, k->bdy, k->dy);
+    if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, k->bdy);
+    *busy += train_now_s() - t0;
     return st;
 }
 
@@ -119,20 +142,15 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
     moe_model_t *student = NULL;
     gln_status_t st = moe_model_create(tr->ctx, k->comm, &mc, &student);
     double busy = 0;
+    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
     for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < o->steps; s++) {
-        const int64_t batch = o->batches > 0 ? s % o->batches : s;
-        task_inputs((uint64_t)o->seed, batch, tr->l->rank * tr->T, tr->T, o->hidden, o->exact, k->x);
-        st = put(tr, k->bx, k->x);
-        if (st == GLN_STATUS_SUCCESS) st = moe_model_forward(k->teacher, k->bx, k->btarget);
-        if (st == GLN_STATUS_SUCCESS) st = get(tr, k->target, k->btarget);
+        double sum = 0;
+        for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++)
+            st = microbatch(tr, student, s, j, &sum, &busy);
         if (st != GLN_STATUS_SUCCESS) break;
+        losses[s] = sum / ((double)Ts * (double)o->hidden);
         double t0 = train_now_s();
-        st = moe_model_forward(student, k->bx, k->by);
-        if (st == GLN_STATUS_SUCCESS) st = get(tr, k->y, k->by);
-        if (st == GLN_STATUS_SUCCESS) st = loss_and_grad(tr, &losses[s]);
-        if (st == GLN_STATUS_SUCCESS) st = put(tr, k->bdy, k->dy);
-        if (st == GLN_STATUS_SUCCESS) st = moe_model_backward(student, k->bdy);
-        if (st == GLN_STATUS_SUCCESS) st = moe_model_step(student);
+        st = moe_model_step(student);
         if (st == GLN_STATUS_SUCCESS && k->on_device) st = gln_synchronize(tr->ctx); /* the step's time */
         busy += train_now_s() - t0;
         if (tr->show_progress) {
@@ -150,7 +168,8 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
 static void teacher_print(const train_run_t *tr, double *const *losses, const double *secs) {
     const train_opts_t *o = tr->o;
     const moe_shape_t shape = train_shape(o);
-    const double flops = moe_expert_flops(&shape, o->tokens * o->topk);
+    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
+    const double flops = moe_expert_flops(&shape, Ts * o->topk);
     const int bf16 = train_find_bf16(o);
     static const char *const head[] = {"recipe", "initial loss", "final loss", "drop", "vs bf16",
                                        "steps/s", "tokens/s", "GFLOP/s"};
@@ -168,15 +187,16 @@ static void teacher_print(const train_run_t *tr, double *const *losses, const do
         else
             snprintf(c[4], REPORT_CELL, "-");
         train_cell(c[5], "%.1f", sps);
-        train_cell(c[6], "%.0f", sps * (double)o->tokens);
+        train_cell(c[6], "%.0f", sps * (double)Ts);
         train_cell(c[7], "%.2f", sps * flops * 1e-9);
         const char *cells[8] = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
         report_table_row(&t, cells);
     }
-    printf("grouplin train: MoE MLP H=%lld F=%lld E=%lld k=%lld %s, %lld tokens/step, %lld steps, "
+    char model[256];
+    train_model_desc(o, model, sizeof model);
+    printf("grouplin train: %s, %lld steps, "
            "%d rank%s, %s backend, %s path%s%s%s\n\n",
-           (long long)o->hidden, (long long)o->ffn, (long long)o->experts, (long long)o->topk,
-           o->act == 0 ? "swiglu" : "gelu", (long long)o->tokens, (long long)o->steps, tr->l->size,
+           model, (long long)o->steps, tr->l->size,
            tr->l->size == 1 ? "" : "s", o->backend ? "cuda" : "cpu", o->path == 0 ? "split" : "grouped",
            o->exact ? ", exact data" : "", o->backend ? ", expert weights sharded over " : "",
            o->backend ? train_device_comm_name(tr) : "");

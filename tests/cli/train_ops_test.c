@@ -197,7 +197,7 @@ static void embed_backward_twice(const float *ge, const float *ddx, const uint8_
         memset(poison, 0xFF, ne * 4);
         OK(gln_memcpy(cu, dge, poison, ne * 4, GLN_COPY_HOST_TO_BACKEND));
         free(poison);
-        OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
+        OK(top_embed_backward(cu, ddx, db, T, C, H, 0, dge));
         snprintf(what, sizeof what, "embed backward%s (T %lld, C %lld, H %lld%s)", run ? " again" : "",
                  (long long)T, (long long)C, (long long)H, label);
         same_bits(what, ge, dge, ne * 4);
@@ -216,8 +216,12 @@ static void test_embed(int64_t T, int64_t C, int64_t H, int skew) {
     OK(top_embed(cpu, emb, bytes, T, C, H, x));
     OK(top_embed(cu, demb, db, T, C, H, dxo));
     same_bits("embed x", x, dxo, (size_t)(T * H) * 4);
-    OK(top_embed_backward(cpu, dx, bytes, T, C, H, ge));
+    OK(top_embed_backward(cpu, dx, bytes, T, C, H, 0, ge));
     embed_backward_twice(ge, ddx, db, T, C, H, dge, ne, skew ? ", skewed" : "");
+    /* gradient accumulation: a second microbatch's sums continue from the first's, bitwise */
+    OK(top_embed_backward(cpu, dx, bytes, T, C, H, 1, ge));
+    OK(top_embed_backward(cu, ddx, db, T, C, H, 1, dge));
+    same_bits(skew ? "embed backward, accumulated, skewed" : "embed backward, accumulated", ge, dge, ne * 4);
     void *d[] = {demb, ddx, db, dxo, dge};
     for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
     free(emb), free(dx), free(bytes), free(x), free(ge);
@@ -229,7 +233,7 @@ static void test_embed_limit(void) {
     const size_t ne = (size_t)(C * 256 * H);
     float *ddx = dev(NULL, 16), *dge = dev(NULL, ne * 4);
     uint8_t *db = dev(NULL, 16);
-    const gln_status_t st = top_embed_backward(cu, ddx, db, T, C, H, dge);
+    const gln_status_t st = top_embed_backward(cu, ddx, db, T, C, H, 0, dge);
     if (st != GLN_STATUS_NOT_SUPPORTED)
         FAIL("embed backward with T*C = %lld: %s, expected not supported", (long long)(T * C), gln_status_string(st));
     OK(gln_synchronize(cu));
@@ -263,17 +267,25 @@ static void test_head(int64_t T) {
             break;
         }
     free(gl);
-    OK(top_loss_sum(cpu, loss, T, NULL, &sum));
-    OK(top_loss_sum(cu, dloss, T, NULL, dsum));
-    double *gs = back(dsum, 8);
-    if (!(fabs(*gs - sum) <= TOL_SUM * sum)) FAIL("loss sum: cuda %.12g cpu %.12g", *gs, sum);
-    free(gs);
+    /* a second microbatch's sum is added to the first's */
+    for (int acc = 0; acc < 2; acc++) {
+        OK(top_loss_sum(cpu, loss, T, NULL, acc, &sum));
+        OK(top_loss_sum(cu, dloss, T, NULL, acc, dsum));
+        double *gs = back(dsum, 8);
+        if (!(fabs(*gs - sum) <= TOL_SUM * sum)) FAIL("loss sum%s: cuda %.12g cpu %.12g", acc ? " accumulated" : "", *gs, sum);
+        free(gs);
+    }
     /* dlogits from the CPU's probabilities on both: rows bitwise, bias gradient within a sum's rounding */
     OK(gln_memcpy(cu, drows, rows, (size_t)(T * 256) * 4, GLN_COPY_HOST_TO_BACKEND));
-    OK(top_dlogits(cpu, rows, next, T, 1.0f / (float)T, gb));
-    OK(top_dlogits(cu, drows, dnext, T, 1.0f / (float)T, dgb));
+    OK(top_dlogits(cpu, rows, next, T, 1.0f / (float)T, 0, gb));
+    OK(top_dlogits(cu, drows, dnext, T, 1.0f / (float)T, 0, dgb));
     same_bits("dlogits", rows, drows, (size_t)(T * 256) * 4);
     close_f32("bias gradient", gb, dgb, 256, TOL_SUM, TOL_SUM);
+    /* a second microbatch (the same rows again) adds its column sums to the first's */
+    OK(top_dlogits(cpu, rows, next, T, 1.0f, 1, gb));
+    OK(top_dlogits(cu, drows, dnext, T, 1.0f, 1, dgb));
+    same_bits("dlogits, accumulated", rows, drows, (size_t)(T * 256) * 4);
+    close_f32("bias gradient, accumulated", gb, dgb, 256, TOL_SUM, TOL_SUM);
     void *d[] = {drows, dbias, dgb, dnext, dloss, dsum};
     for (size_t i = 0; i < 6; i++) OK(gln_free(cu, d[i]));
     free(rows), free(bias), free(next), free(loss), free(gb);
