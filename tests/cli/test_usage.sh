@@ -47,6 +47,8 @@ expect_usage "'abc' is not an integer" train --steps abc
 expect_usage "--steps 0 must be in" train --steps 0
 expect_usage "is not an integer" train --tokens 12x
 expect_usage "needs a value" train --steps
+expect_usage "--microbatches 0 must be in" train --microbatches 0
+expect_usage "--preset" train --preset llama
 expect_usage "unknown recipe 'nope'" train --recipes nope
 expect_usage "unknown recipe 'nope'" train --recipes bf16,nope
 expect_usage "listed twice" train --recipes bf16,bf16
