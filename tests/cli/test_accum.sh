@@ -18,12 +18,7 @@
 #    16 tokens: 38 M parameters, one step runs in seconds on the CPU), and an unknown name (exit 2).
 # usage: bash test_accum.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-MPIEXEC=$2
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
+. "$(dirname "$0")/lib.sh"
 CFG="--task teacher --hidden 16 --ffn 32 --experts 4 --topk 2 --steps 20 --recipes fp32,bf16 --no-plot --quiet"
 REL_TOL=1e-3
 
@@ -31,13 +26,7 @@ run() { local out=$1; shift; "$G" train $CFG --out "$S/o" --dump-losses "$S/$out
 runN() {
     local np=$1 out=$2
     shift 2
-    timeout 300 "$MPIEXEC" -np "$np" --oversubscribe --allow-run-as-root --bind-to none \
-        "$G" train $CFG --out "$S/o$np" --dump-losses "$S/$out" "$@"
-}
-# max relative difference of the decimal column of two dump files (same steps, same order)
-maxrel() {
-    paste -d' ' "$1" "$2" | awk '{ d = $4 - $8; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4);
-                                   if (r > m) m = r } END { printf "%.3g\n", m + 0 }'
+    mpi_launch 300 -np "$np" "$G" train $CFG --out "$S/o$np" --dump-losses "$S/$out" "$@"
 }
 same() { # label, file a, file b
     if cmp -s "$2" "$3"; then echo "ok: $1"; else

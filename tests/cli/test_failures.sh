@@ -11,13 +11,7 @@
 #   - `grouplin train --help` gives --sync-every's default in its own description.
 # usage: bash test_failures.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-MPIEXEC=$2
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 SMALL="--steps 3 --tokens 32 --hidden 16 --ffn 16 --experts 4 --topk 2 --recipes bf16 --no-plot --quiet"
 for i in $(seq 200); do echo "the quick brown fox jumps over the lazy dog $((i % 7))"; done >"$S/fox.txt"
 
@@ -88,8 +82,7 @@ grep -A1 -- "--sync-every N" "$S/help.txt" | tail -1 | grep -qF "(default 50)" &
 # expect_rank1 <name> <stderr-needle> <rank 1's --data>
 expect_rank1() {
     local name=$1 needle=$2 data1=$3
-    timeout 120 "$MPIEXEC" --oversubscribe --allow-run-as-root --bind-to none \
-        -np 1 "$G" train $SMALL --data "$S/fox.txt" --out "$S/$name" : \
+    mpi_launch 120 -np 1 "$G" train $SMALL --data "$S/fox.txt" --out "$S/$name" : \
         -np 1 "$G" train $SMALL --data "$data1" --out "$S/$name" >"$S/$name.out" 2>"$S/$name.err" </dev/null
     local rc=$?
     [ "$rc" -ne 124 ] || { fail "$name: mpirun still running after 120 s (killed)"; return; }

@@ -12,13 +12,7 @@
 #     run, chaotic growth takes the difference to ~1e-3 after 50 steps, hence 10 steps).
 # usage: bash test_lm.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-MPIEXEC=$2
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 SMALL="--steps 60 --tokens 256 --hidden 32 --ffn 64 --experts 4 --topk 2 --no-plot"
 
 # check_val <table file> <max nats>: each recipe row's validation loss (column 4) is below the
@@ -74,10 +68,8 @@ if [ -z "$MPIEXEC" ]; then
 else
     TEN="--steps 10 --tokens 256 --hidden 32 --ffn 64 --experts 4 --topk 2 --no-plot --quiet --recipes fp32,bf16"
     "$G" train $TEN --out "$S/one" --dump-losses "$S/one.dump" || fail "10-step single-rank run failed"
-    timeout 300 "$MPIEXEC" -np 2 --oversubscribe --allow-run-as-root --bind-to none \
-        "$G" train $TEN --out "$S/m" --dump-losses "$S/m.dump" || fail "mpirun -np 2 failed"
-    m=$(paste -d' ' "$S/one.dump" "$S/m.dump" | awk '{ d = $4 - $8; if (d < 0) d = -d; r = d / $4;
-                                                         if (r > m) m = r } END { printf "%.3g\n", m + 0 }')
+    mpi_launch 300 -np 2 "$G" train $TEN --out "$S/m" --dump-losses "$S/m.dump" || fail "mpirun -np 2 failed"
+    m=$(maxrel "$S/one.dump" "$S/m.dump")
     awk -v m="$m" 'BEGIN { exit !(m <= 1e-4) }' && echo "ok: -np 2 within $m relative of one rank" ||
         fail "-np 2 differs from one rank by $m relative"
 fi

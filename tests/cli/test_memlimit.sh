@@ -10,12 +10,7 @@
 # `grouplin --version`.  Each run has a timeout, so a hang fails the test (exit 124) quickly.
 # usage: bash test_memlimit.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 # OpenBLAS's own worker threads (never used by grouplin) map their buffers when the library is
 # loaded, before any grouplin code runs: the README's workaround, OPENBLAS_NUM_THREADS=1.
 export OPENBLAS_NUM_THREADS=1

@@ -8,12 +8,7 @@
 #   - a good run creates a missing --out directory and writes loss.csv and the dump.
 # usage: bash test_outputs.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 # Enough steps that a run which reaches training is easy to tell from one stopped at the start:
 # the checks below look for the absence of any progress, not for timing.
 TINY="--task teacher --steps 3 --tokens 32 --hidden 16 --ffn 16 --experts 4 --topk 2 --recipes bf16 --no-plot"

@@ -12,12 +12,7 @@
 # deterministic (two runs bitwise equal).
 # usage: bash test_parity.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-MPIEXEC=$2
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
+. "$(dirname "$0")/lib.sh"
 CFG="--task teacher --tokens 64 --hidden 16 --ffn 32 --experts 4 --topk 2 --steps 20 --recipes fp32,bf16 --no-plot --quiet"
 REL_TOL=1e-4
 
@@ -25,15 +20,9 @@ run1() { "$G" train $CFG --out "$S/o1" "$@"; }
 runN() {
     local np=$1
     shift
-    timeout 300 "$MPIEXEC" -np "$np" --oversubscribe --allow-run-as-root --bind-to none \
-        "$G" train $CFG --out "$S/o$np" "$@"
+    mpi_launch 300 -np "$np" "$G" train $CFG --out "$S/o$np" "$@"
 }
 
-# max relative difference of the decimal column of two dump files (same steps, same order)
-maxrel() {
-    paste -d' ' "$1" "$2" | awk '{ d = $4 - $8; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4);
-                                   if (r > m) m = r } END { printf "%.3g\n", m + 0 }'
-}
 
 run1 --exact-data --dump-losses "$S/exact1.txt" || { echo "FAIL: single-rank exact run"; exit 1; }
 run1 --exact-data --dump-losses "$S/exact1b.txt" || { echo "FAIL: second single-rank run"; exit 1; }

@@ -5,11 +5,7 @@
 # has one row per step, and an impossible factor makes the program exit 1.
 # usage: bash test_train.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
+. "$(dirname "$0")/lib.sh"
 SMALL="--task teacher --steps 60 --tokens 256 --hidden 32 --ffn 64 --experts 8 --topk 2 --no-plot"
 
 "$G" train $SMALL --recipes bf16,fp8-current,mxfp8,fp8-block --expect-loss-drop 5 --out "$S/a" >"$S/a.txt" 2>&1

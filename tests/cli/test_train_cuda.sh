@@ -17,12 +17,7 @@
 #     within 1e-4 relative (only the router's softmax differs: device expf), and the loss halves.
 # usage: bash test_train_cuda.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 SMALL="--steps 60 --tokens 256 --hidden 32 --ffn 64 --experts 4 --topk 2 --no-plot"
 
 "$G" train --backend cuda --steps 2 --tokens 64 --hidden 32 --ffn 64 --experts 4 --no-plot --quiet \

@@ -19,13 +19,7 @@
 #     and the header says "2 ranks, cuda backend" and names the MPI transport.
 # usage: bash test_train_cuda_mpi.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
-G=$1
-MPIEXEC=$2
-S=$3
-rm -rf "$S"
-mkdir -p "$S"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 if [ -z "$MPIEXEC" ]; then
     echo "skipped: no mpiexec (the library was built without MPI)"
@@ -35,7 +29,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 mpi() {
     local np=$1
     shift
-    timeout 300 "$MPIEXEC" -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$G" train "$@"
+    mpi_launch 300 -np "$np" "$G" train "$@"
 }
 
 expect_usage() {
