@@ -163,10 +163,7 @@ static void test_cuda_caller_stream_capture(void) {
 /* Moving a context between streams keeps its work ordered: results equal the single-stream ones. */
 static void test_cuda_set_stream(void) {
     if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
+    gln_context_t *cu = gln_test_cuda_context(NULL);
     if (!cu) return;
     void *own = gln_context_stream(cu);
     CHECK(own != NULL);
@@ -207,11 +204,7 @@ static void test_cuda_dbias_graph_device_splits(void) {
     if (!gln_backend_available(GLN_BACKEND_CUDA)) return;
     cudaStream_t user;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    o.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     const size_t nx = (size_t)DB_ROWS * DB_COLS, ndb = (size_t)DB_NUM * DB_COLS;
     uint16_t *xh = malloc(nx * 2);

@@ -269,11 +269,7 @@ static void gstep_read(gln_context_t *ctx, const gstep_t *b, gresult_t *res) {
 static void test_graph_capture(void) {
     cudaStream_t user;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t opt = GLN_CONTEXT_OPTIONS_INIT;
-    opt.backend = GLN_BACKEND_CUDA;
-    opt.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&opt, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     gstep_t d, h;
     gstep_alloc(cu, &d);

@@ -453,11 +453,7 @@ static void test_graph_capture(void) {
     const int64_t sets[3][E] = {{5, 0, 17, 1}, {0, 0, 129, 0}, {48, 48, 48, 48}};
     cudaStream_t user = NULL;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t opt = GLN_CONTEXT_OPTIONS_INIT;
-    opt.backend = GLN_BACKEND_CUDA;
-    opt.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&opt, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     gln_context_t *saved = g_cu;
     g_cu = cu;

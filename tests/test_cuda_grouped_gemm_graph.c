@@ -36,11 +36,7 @@ static void test_graph_capture(void) {
     const int64_t sets[3][E] = {{5, 0, 17, 1}, {0, 0, 129, 0}, {40, 40, 40, 40}};
     cudaStream_t user = NULL;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    o.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     gln_context_t *saved = g_cu;
     g_cu = cu; /* dev_* helpers allocate through the captured context */
@@ -203,11 +199,7 @@ static void capture_quant(gln_gop_kind_t kind) {
     const gln_scaling_mode_t wmode = kind == GLN_GOP_KIND_MXFP8 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_BLOCK_2D;
     cudaStream_t user = NULL;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t opt = GLN_CONTEXT_OPTIONS_INIT;
-    opt.backend = GLN_BACKEND_CUDA;
-    opt.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&opt, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     gln_context_t *saved = g_cu;
     g_cu = cu;

@@ -247,11 +247,7 @@ static cudaGraphExec_t capture_step(cudaStream_t user, gln_grouped_linear_t *G, 
 static void capture_recipe(const recipe_case_t *rc) {
     cudaStream_t user;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    o.stream = user;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     bufs_t be, bg;
     bufs_new(cu, &be, 5);
@@ -338,10 +334,7 @@ static void *watchdog(void *arg) {
 
 static void no_sync_recipe(const recipe_case_t *rc) {
     if (rc->reach == REACH_NOTHING) return;
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
+    gln_context_t *cu = gln_test_cuda_context(NULL);
     if (!cu) return;
     bufs_t b;
     bufs_new(cu, &b, 9);

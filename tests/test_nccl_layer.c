@@ -50,15 +50,6 @@ static void *dev_download(gln_context_t *cu, const void *d, size_t bytes) {
     return h;
 }
 
-static gln_context_t *cuda_ctx(void *stream) {
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    o.stream = stream;
-    gln_context_t *cu = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
-    return cu;
-}
-
 static gln_comm_t *comm_new(gln_context_t *cu, comm_kind_t kind) {
     gln_comm_t *c = NULL;
     if (kind == COMM_SELF) {
@@ -81,7 +72,7 @@ static void fill_ints(void *h, gln_dtype_t dt, size_t n, uint64_t seed) {
 /* ---- the backend slots of the group ----------------------------------------------------------- */
 
 static void test_dist_kernels(void) {
-    gln_context_t *cu = cuda_ctx(NULL);
+    gln_context_t *cu = gln_test_cuda_context(NULL);
     if (!cu) return;
     enum { N = 5000 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
@@ -135,7 +126,7 @@ static void test_dist_kernels(void) {
 /* ---- collectives on device memory ----------------------------------------------------------- */
 
 static void comm_device(comm_kind_t kind) {
-    gln_context_t *cu = cuda_ctx(NULL);
+    gln_context_t *cu = gln_test_cuda_context(NULL);
     if (!cu) return;
     gln_comm_t *c = comm_new(cu, kind);
     if (!c) return;
@@ -341,7 +332,7 @@ static void compare_outputs(gln_context_t *cu, const char *what, const bufs_t *a
 }
 
 static void layer_case(comm_kind_t kind, const variant_t *v) {
-    gln_context_t *cu = cuda_ctx(NULL);
+    gln_context_t *cu = gln_test_cuda_context(NULL);
     if (!cu) return;
     char what[160];
     float *full = malloc((size_t)TOTAL * sizeof(float));
@@ -419,7 +410,7 @@ static void test_layer_on_device(void) {
 static void capture_case(comm_kind_t kind, const variant_t *v) {
     cudaStream_t user;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_t *cu = cuda_ctx(user);
+    gln_context_t *cu = gln_test_cuda_context(user);
     if (!cu) return;
     float *full = malloc((size_t)TOTAL * sizeof(float));
     fill_ints(full, GLN_DTYPE_FP32, (size_t)TOTAL, 31);

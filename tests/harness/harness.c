@@ -61,6 +61,15 @@ gln_context_t *gln_test_cpu_context(void) {
     return ctx;
 }
 
+gln_context_t *gln_test_cuda_context(void *stream) {
+    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
+    o.backend = GLN_BACKEND_CUDA;
+    o.stream = stream;
+    gln_context_t *cu = NULL;
+    CHECK_OK(gln_context_create(&o, &cu));
+    return cu;
+}
+
 int gln_test_cuda_pair(gln_context_t **cpu, gln_context_t **cuda) {
     *cpu = *cuda = NULL;
     gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;

@@ -55,6 +55,11 @@ void gln_test_check_status(gln_status_t got, gln_status_t want, const char *need
 /* A CPU context shared by the cases of one test binary (created on first use, lives until exit). */
 gln_context_t *gln_test_cpu_context(void);
 
+/* A CUDA context whose work runs on `stream` (a cudaStream_t of the caller's, as a test that
+ * captures a graph on its own stream needs; NULL: the context's own stream).  NULL when it cannot
+ * be created, the failure recorded with CHECK_OK.  The caller destroys it. */
+gln_context_t *gln_test_cuda_context(void *stream);
+
 /* Contexts for a test comparing the CUDA backend to the CPU backend.  Returns 0 with both
  * created, 77 (the skip status) when the CUDA backend is not compiled in or has no device, 1 on
  * any other failure (reported on stderr).  The caller destroys both contexts. */

@@ -360,12 +360,8 @@ static void test_local_bad_arguments(void) {
 static void test_capture_refused(void) {
     cudaStream_t user;
     CHECK(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking) == cudaSuccess);
-    gln_context_options_t o = GLN_CONTEXT_OPTIONS_INIT;
-    o.backend = GLN_BACKEND_CUDA;
-    o.stream = user;
-    gln_context_t *cu = NULL;
+    gln_context_t *cu = gln_test_cuda_context(user);
     gln_comm_t *c = NULL;
-    CHECK_OK(gln_context_create(&o, &cu));
     if (cu) CHECK_OK(gln_comm_create_mpi(cu, NULL, &c));
     if (c) {
         int R = gln_comm_size(c), me = gln_comm_rank(c), bad = R - 1;
