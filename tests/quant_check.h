@@ -94,6 +94,11 @@ void grouped_dev(const gcase_t *g, const int64_t *splits, const int64_t *out_spl
                  qout_t *o);
 /* how: 0 host splits, 1 device splits, 2 device splits with a separate copy for out. */
 void grouped_case(const gcase_t *g, int how, int specials, int with_buffers, gln_rng_t *rng);
+/* The grouped MXFP8 quantize writing both grids swizzled (gln_cuda_grouped_quantize_mxfp8_swizzled)
+ * of the host input h [Σ splits, cols] against the CPU, bit for bit, every byte left alone
+ * included; skew_in / skew_out misalign the device input / outputs. */
+void swizzled_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int32_t num, const int64_t *splits, int64_t cols,
+                   int dev_splits, const void *h, size_t skew_in, size_t skew_out);
 /* TENSOR current, TENSOR delayed and MXFP8 grouped quantizes with device splits captured once on a
  * caller's stream; replayed with other splits; each replay equals the CPU. */
 void test_graph(void);

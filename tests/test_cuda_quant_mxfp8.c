@@ -20,7 +20,7 @@
 #include "quant_check.h"
 
 #ifdef GLN_TEST_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h" /* gln_cuda_grouped_quantize_mxfp8_swizzled, gln_cuda_quant_last_kernel */
+#include "backend/cuda/cuda_backend.h" /* gln_cuda_quant_last_kernel */
 
 static const gln_dtype_t k_mx_dt[] = {GLN_DTYPE_BF16, GLN_DTYPE_FP16};
 
@@ -114,52 +114,16 @@ static void test_mx_grouped(void) {
                     }
 }
 
-/* The grouped quantize with both grids swizzled by the kernel against the CPU's compact grids
- * swizzled member by member (gln_mxfp8_swizzle_scales at each member's offset). */
+/* The grouped quantize with both grids swizzled by the kernel (swizzled_case), on the kernel the
+ * case is for. */
 static void mx_swizzled_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int32_t num, const int64_t *splits,
                               int64_t cols, int dev_splits, gln_rng_t *rng) {
     const int64_t rows = splits_sum(num, splits);
-    const size_t nd = (size_t)rows * (size_t)cols;
     void *h = make_input(rng, dt, rows, cols, 1, neg_nan_ok(cfg));
     const size_t skew_in = g_general == 2 ? gln_dtype_size(dt) : 0, skew_out = g_general == 1 ? 4 : 0;
-    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(dt), skew_in);
-    gln_twin_t sp = gln_twin_input(g_cu, splits, (size_t)num * sizeof(int64_t), 0);
-    int64_t sr = 0, sc = 0;
-    CHECK_OK(gln_grouped_scale_bound(cfg->mode, num, rows, cols, &sr, &sc));
-    gln_twin_t q = gln_twin_new(g_cu, nd, DATA_POISON, skew_out), qt = gln_twin_new(g_cu, nd, DATA_POISON, skew_out);
-    gln_twin_t s = gln_twin_new(g_cu, (size_t)sr, SCALE_POISON, 0), cs = gln_twin_new(g_cu, (size_t)sc, SCALE_POISON, 0);
-    uint8_t *s_compact = malloc((size_t)sr + 1), *cs_compact = malloc((size_t)sc + 1);
-    memcpy(s_compact, s.h, (size_t)sr), memcpy(cs_compact, cs.h, (size_t)sc);
-    gln_grouped_tensor_t hin = {num, splits, 0, gln_tensor_make(dt, rows, cols, x.h)};
-    gln_grouped_tensor_t hout = {num, splits, 0,
-                                 {cfg->fp8_dtype, rows, cols, q.h, cfg->mode, s_compact, qt.h, cs_compact, NULL, NULL}};
-    CHECK_OK(gln_grouped_quantize(g_cpu, cfg, &hin, &hout));
-    int64_t *ro = malloc((size_t)(num + 1) * sizeof *ro), *co = malloc((size_t)(num + 1) * sizeof *co);
-    CHECK_OK(gln_grouped_scale_offsets(cfg->mode, num, splits, cols, ro, co));
-    for (int32_t i = 0; i < num; i++) {
-        CHECK_OK(gln_mxfp8_swizzle_scales(g_cpu, splits[i], cols, 0, s_compact + ro[i], (uint8_t *)s.h + ro[i]));
-        CHECK_OK(gln_mxfp8_swizzle_scales(g_cpu, splits[i], cols, 1, cs_compact + co[i], (uint8_t *)cs.h + co[i]));
-    }
-    gln_grouped_tensor_t din = {num, dev_splits ? (const int64_t *)sp.d : splits, dev_splits,
-                                gln_tensor_make(dt, rows, cols, x.d)};
-    gln_grouped_tensor_t dout = din;
-    const gln_tensor_t td = {cfg->fp8_dtype, rows, cols, q.d, cfg->mode, s.d, qt.d, cs.d, NULL, NULL};
-    dout.packed = td;
-    CHECK_OK(gln_cuda_grouped_quantize_mxfp8_swizzled(g_cu, cfg, &din, &dout));
+    swizzled_case(cfg, dt, num, splits, cols, dev_splits, h, skew_in, skew_out);
     if (rows > 0) expect_kernel("MXFP8 swizzled grids");
-    CHECK_OK(gln_synchronize(g_cu));
-    CHECK_OK(gln_context_async_error(g_cu));
-    char what[300], c[160];
-    cfg_name(cfg, dt, c, sizeof c);
-    snprintf(what, sizeof what, "swizzled grids %s, %d members, %lld cols, %s splits", c, (int)num, (long long)cols,
-             dev_splits ? "device" : "host");
-    gln_twin_check(g_cu, &q, 1, what, "data", NULL, NULL);
-    gln_twin_check(g_cu, &qt, 1, what, "col_data", NULL, NULL);
-    gln_twin_check(g_cu, &s, 1, what, "scale_inv (swizzled)", NULL, NULL);
-    gln_twin_check(g_cu, &cs, 1, what, "col_scale_inv (swizzled)", NULL, NULL);
-    gln_twin_t *all[] = {&x, &sp, &q, &qt, &s, &cs};
-    for (size_t k = 0; k < COUNT(all); k++) gln_twin_free(g_cu, all[k]);
-    free(ro), free(co), free(s_compact), free(cs_compact), free(h);
+    free(h);
 }
 
 static void test_mx_swizzled(void) {

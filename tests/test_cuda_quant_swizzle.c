@@ -9,21 +9,12 @@
  *     empty members only; 1 / 31 / 33 / 64 / 257 columns.
  *
  * Skips (exit 77) without a CUDA device. */
+#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "device_twin.h"
-#include "harness.h"
+#include "quant_check.h" /* g_cu, g_cpu, swizzled_case */
 
 #ifdef GLN_TEST_HAVE_CUDA
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-
-#include "backend/cuda/cuda_backend.h"
-
-static gln_context_t *g_cu, *g_cpu;
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -56,7 +47,7 @@ static void test_swizzle(void) {
 
 /* ---- the quantize writing swizzled grids ------------------------------------------------------ */
 
-static void *make_input(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols) {
+static void *plain_input(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t cols) {
     void *h = malloc((size_t)(rows * cols) * gln_dtype_size(dt) + 1);
     for (int64_t r = 0; r < rows; r++) {
         const double s = ldexp(1.0, (int)gln_rng_int(rng, -20, 20));
@@ -65,51 +56,13 @@ static void *make_input(gln_rng_t *rng, gln_dtype_t dt, int64_t rows, int64_t co
     return h;
 }
 
+/* The swizzled quantize (swizzled_case, quant_check.c) of plain inputs: normal values times a
+ * per-row power of two. */
 static void quant_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int32_t num, const int64_t *splits,
                        int64_t cols, int dev_splits, gln_rng_t *rng) {
-    int64_t rows = 0;
-    for (int32_t i = 0; i < num; i++) rows += splits[i];
-    const size_t nd = (size_t)(rows * cols);
-    void *h = make_input(rng, dt, rows, cols);
-    gln_twin_t x = gln_twin_input(g_cu, h, nd * gln_dtype_size(dt), 0);
-    gln_twin_t sp = gln_twin_input(g_cu, splits, (size_t)num * sizeof(int64_t), 0);
-    int64_t sr = 0, sc = 0;
-    CHECK_OK(gln_grouped_scale_bound(cfg->mode, num, rows, cols, &sr, &sc));
-    gln_twin_t q = gln_twin_new(g_cu, nd, 0xA5u, 0), qt = gln_twin_new(g_cu, nd, 0xA5u, 0);
-    gln_twin_t s = gln_twin_new(g_cu, (size_t)sr, 0xEEu, 0), cs = gln_twin_new(g_cu, (size_t)sc, 0xEEu, 0);
-    /* the CPU: compact grids into scratch, then each member's grid swizzled at its offset */
-    uint8_t *cs_compact = malloc((size_t)sr + 1), *cc_compact = malloc((size_t)sc + 1);
-    memcpy(cs_compact, s.h, (size_t)sr), memcpy(cc_compact, cs.h, (size_t)sc);
-    gln_grouped_tensor_t hin = {num, splits, 0, gln_tensor_make(dt, rows, cols, x.h)};
-    gln_grouped_tensor_t hout = {num, splits, 0,
-                                 {cfg->fp8_dtype, rows, cols, q.h, cfg->mode, cs_compact, qt.h, cc_compact, NULL, NULL}};
-    CHECK_OK(gln_grouped_quantize(g_cpu, cfg, &hin, &hout));
-    int64_t *ro = malloc((size_t)(num + 1) * sizeof *ro), *co = malloc((size_t)(num + 1) * sizeof *co);
-    CHECK_OK(gln_grouped_scale_offsets(cfg->mode, num, splits, cols, ro, co));
-    for (int32_t i = 0; i < num; i++) {
-        CHECK_OK(gln_mxfp8_swizzle_scales(g_cpu, splits[i], cols, 0, cs_compact + ro[i], (uint8_t *)s.h + ro[i]));
-        CHECK_OK(gln_mxfp8_swizzle_scales(g_cpu, splits[i], cols, 1, cc_compact + co[i], (uint8_t *)cs.h + co[i]));
-    }
-    /* CUDA: one call */
-    gln_grouped_tensor_t din = {num, dev_splits ? (const int64_t *)sp.d : splits, dev_splits,
-                                gln_tensor_make(dt, rows, cols, x.d)};
-    gln_grouped_tensor_t dout = din;
-    const gln_tensor_t td = {cfg->fp8_dtype, rows, cols, q.d, cfg->mode, s.d, qt.d, cs.d, NULL, NULL};
-    dout.packed = td;
-    CHECK_OK(gln_cuda_grouped_quantize_mxfp8_swizzled(g_cu, cfg, &din, &dout));
-    CHECK_OK(gln_synchronize(g_cu));
-    CHECK_OK(gln_context_async_error(g_cu));
-    char what[200];
-    snprintf(what, sizeof what, "swizzled quantize %s %s %s, %d members, %lld cols, %s splits", gln_dtype_name(dt),
-             gln_dtype_name(cfg->fp8_dtype), cfg->e8m0_rounding == GLN_E8M0_ROUND_FLOOR ? "floor" : "up", (int)num,
-             (long long)cols, dev_splits ? "device" : "host");
-    gln_twin_check(g_cu, &q, 1, what, "data", NULL, NULL);
-    gln_twin_check(g_cu, &qt, 1, what, "col_data", NULL, NULL);
-    gln_twin_check(g_cu, &s, 1, what, "scale_inv (swizzled)", NULL, NULL);
-    gln_twin_check(g_cu, &cs, 1, what, "col_scale_inv (swizzled)", NULL, NULL);
-    gln_twin_t *all[] = {&x, &sp, &q, &qt, &s, &cs};
-    for (size_t k = 0; k < COUNT(all); k++) gln_twin_free(g_cu, all[k]);
-    free(ro), free(co), free(cs_compact), free(cc_compact), free(h);
+    void *h = plain_input(rng, dt, splits_sum(num, splits), cols);
+    swizzled_case(cfg, dt, num, splits, cols, dev_splits, h, 0, 0);
+    free(h);
 }
 
 static const int64_t k_sp_awkward[] = {0, 1, 3, 129, 130, 257};
