@@ -278,11 +278,14 @@ gln_status_t gln_comm_create_nccl(gln_context_t *ctx, const gln_nccl_id_t *id, i
  * 0's, so a failure on rank 0 fails the call everywhere before any rank enters NCCL. */
 gln_status_t gln_comm_create_nccl_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm) {
     static const char *fn = "gln_comm_create_nccl_mpi";
-    GLN_REQUIRE_NOT_NULL(fn, comm);
-    *comm = NULL;
+    /* a NULL out-pointer is one rank's verdict, agreed below with the others', so that no rank
+     * returns before a collective the others wait in */
+    const int have_out = comm != NULL;
+    if (have_out) *comm = NULL;
     gln_comm_t *host = NULL;
     GLN_TRY(gln_comm_create_mpi(NULL, mpi_comm, &host));
-    gln_status_t st = check_ctx(fn, ctx);
+    gln_status_t st = have_out ? check_ctx(fn, ctx)
+                               : gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: comm (the out-pointer) is NULL", fn);
     gln_nccl_id_t id;
     memset(&id, 0, sizeof id);
     if (st == GLN_STATUS_SUCCESS && host->rank == 0) st = gln_nccl_id_create(&id);
