@@ -279,7 +279,7 @@ def _quant_config(gmode, fp8, rowwise, columnwise, delayed, amax_epsilon, power_
     anything is allocated."""
     if e8m0_rounding not in _ROUNDING:
         raise ValueError("e8m0_rounding: %r (expected 'up' or 'floor')" % (e8m0_rounding,))
-    eps = _lib.real("amax_epsilon", amax_epsilon, finite=True, minimum=0.0)
+    eps = _lib.real("amax_epsilon", amax_epsilon)  # its range: the library's check
     return _lib.quant_config(mode=gmode, fp8_dtype=fp8, rowwise=int(bool(rowwise)), columnwise=int(bool(columnwise)),
                              delayed=delayed, amax_epsilon=eps, power_2_scale=int(bool(power_2_scale)),
                              e8m0_rounding=_ROUNDING[e8m0_rounding])

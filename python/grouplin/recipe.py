@@ -25,7 +25,7 @@ def _fmt(name, value):
 
 
 def _qparams_epsilon(name, q):
-    return _lib.real("%s.QParams.amax_epsilon" % name, q.amax_epsilon, finite=True, minimum=0.0)
+    return _lib.real("%s.QParams.amax_epsilon" % name, q.amax_epsilon)
 
 
 @dataclass

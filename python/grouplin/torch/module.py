@@ -39,6 +39,9 @@ from .. import _lib, recipe as _recipe
 from . import _layer, _ops  # noqa: F401  (_ops registers torch.ops.grouplin.*)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 class GroupedLinear(torch.nn.Module):
     """N linear maps applied to consecutive row blocks of one input: y_i = x_i W_iᵀ + b_i.
 
@@ -119,7 +122,7 @@ class GroupedLinear(torch.nn.Module):
         fields["param_dtype"] = _layer.gln_dtype(params_dtype, "params_dtype")  # the biases' dtype with a
         fields.update(_recipe.layer_fields(recipe))                               # distributed_weight
         if amax_epsilon is not None:
-            fields["amax_epsilon"] = _lib.real("amax_epsilon", amax_epsilon, finite=True, minimum=0.0)
+            fields["amax_epsilon"] = _lib.real("amax_epsilon", amax_epsilon)
         if distributed_weight is not None:
             if (distributed_weight.num_experts, distributed_weight.out_features,
                     distributed_weight.in_features) != (num_gemms, out_features, in_features):
@@ -250,16 +253,17 @@ class GroupedLinear(torch.nn.Module):
             raise ValueError("m_splits: expected %d splits (num_gemms), got %d" % (n, len(m_splits)))
         out = []
         for i, s in enumerate(m_splits):
-            name = "m_splits[%d]" % i
-            if isinstance(s, bool) or (isinstance(s, torch.Tensor) and (s.is_floating_point() or s.is_complex()
-                                                                       or s.dtype == torch.bool)):
-                raise TypeError("%s: expected an int, got %s" % (name, s.dtype if isinstance(s, torch.Tensor)
-                                                                else type(s).__name__))
-            if isinstance(s, float):
-                raise TypeError("%s: expected an int, got float %r (splits count rows)" % (name, s))
-            s = _lib.integer(name, s)   # ints, numpy ints, 0-d integer tensors; fits int64
+            # plain int tests only: this runs inside torch.compile'd code without a graph break
+            if isinstance(s, torch.Tensor):
+                if s.is_floating_point() or s.is_complex() or s.dtype == torch.bool:
+                    raise TypeError("m_splits[%d]: expected an int, got a %s tensor" % (i, s.dtype))
+                s = int(s)
+            if not isinstance(s, int) or isinstance(s, bool):
+                raise TypeError("m_splits[%d]: expected an int, got %s" % (i, type(s).__name__))
             if s < 0:
-                raise ValueError("%s: %d is negative" % (name, s))
+                raise ValueError("m_splits[%d]: %d is negative" % (i, s))
+            if s > _INT64_MAX:
+                raise ValueError("m_splits[%d]: %d does not fit int64 (the library's split type)" % (i, s))
             out.append(s)
         return out, None
 
