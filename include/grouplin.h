@@ -751,7 +751,8 @@ typedef struct gln_grouped_linear_forward_args {
      *     that of args->x when given), splits equal to args->m_splits (same values; on a CUDA
      *     context with backend-resident splits the same pointer, since the device values cannot
      *     be compared without a synchronization) and splits_on_backend = args->splits_on_backend.
-     * Otherwise GLN_STATUS_INVALID_ARGUMENT naming args->x_quantized and the mismatch.  Refused
+     * Otherwise GLN_STATUS_INVALID_ARGUMENT naming args->x_quantized and the mismatch (an
+     * args->x given beside it whose rows differ: naming args->x->rows).  Refused
      * with GLN_STATUS_NOT_SUPPORTED under recipe NONE (nothing to quantize) and FP8_DELAYED (the
      * layer's input amax history would not see this input, so its scales could not follow it).
      * The layer keeps the columnwise copy BY REFERENCE for the wgrad: the caller keeps
