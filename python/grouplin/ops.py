@@ -53,7 +53,7 @@ def fp32_to_bf16(x):
 
 
 def bf16_to_fp32(bits):
-    return float(_lib.lib().gln_bf16_to_fp32(int(bits)))
+    return float(_lib.lib().gln_bf16_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint16)))
 
 
 def fp32_to_fp16(x):
@@ -61,7 +61,7 @@ def fp32_to_fp16(x):
 
 
 def fp16_to_fp32(bits):
-    return float(_lib.lib().gln_fp16_to_fp32(int(bits)))
+    return float(_lib.lib().gln_fp16_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint16)))
 
 
 def fp32_to_fp8(x, fmt="e4m3"):
@@ -70,7 +70,7 @@ def fp32_to_fp8(x, fmt="e4m3"):
 
 
 def fp8_to_fp32(bits, fmt="e4m3"):
-    return float(_lib.lib().gln_fp8_to_fp32(int(bits), _fp8_code(fmt, "fmt")))
+    return float(_lib.lib().gln_fp8_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint8), _fp8_code(fmt, "fmt")))
 
 
 def fp8_max(fmt="e4m3"):
@@ -86,7 +86,7 @@ def e8m0_from_amax(amax, fmt="e4m3", rounding="up"):
 
 
 def e8m0_to_fp32(code):
-    return float(_lib.lib().gln_e8m0_to_fp32(int(code)))
+    return float(_lib.lib().gln_e8m0_to_fp32(_lib.integer("code", code, ctype=C.c_uint8)))
 
 
 def scale_from_amax(amax, fp8_max_value, power_2_scale=False, epsilon=0.0, value_for_inf=3.4028234663852886e38):

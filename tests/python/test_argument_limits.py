@@ -66,6 +66,14 @@ def test_module_amax_epsilon_and_qparams_named():
                                                                fp8_quant_bwd_grad=q))
 
 
+def test_scalar_bits_fit_their_width():
+    for call, name in ((lambda: grouplin.bf16_to_fp32(0x10000), "bits"), (lambda: grouplin.fp16_to_fp32(-1), "bits"),
+                       (lambda: grouplin.fp8_to_fp32(256), "bits"), (lambda: grouplin.e8m0_to_fp32(300), "code")):
+        with pytest.raises(ValueError, match=name):
+            call()
+    assert grouplin.bf16_to_fp32(0x3F80) == 1.0 and grouplin.e8m0_to_fp32(127) == 1.0
+
+
 # ---- splits -------------------------------------------------------------------------------------
 def test_module_splits_non_integral_refused():
     m = GroupedLinear(2, 32, 16)
