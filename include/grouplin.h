@@ -350,7 +350,9 @@ GLN_API float gln_scale_from_amax(float amax, float fp8_max, int power_2_scale, 
  * expert that got no tokens) is left untouched — no roll, scale kept.  Otherwise take the amax
  * ("max" over the whole window, NaN entries ignored, or "most recent"), roll the window and zero
  * row 0, then scale = fp8_max·2^-margin / amax when amax is finite and > 0 (else keep), FLT_MAX
- * on overflow. */
+ * on overflow.  INVALID_ARGUMENT unless num_slots >= 1, history_len >= 1, history_len·num_slots
+ * <= GLN_MAX_ELEMS, margin in [-126, 126], algo MAX or MOST_RECENT, every fp8_max finite and > 0
+ * (and, for _ex, opts->always_roll and opts->amax_nan_propagate 0 or 1). */
 typedef enum gln_amax_algo { GLN_AMAX_ALGO_MAX = 0, GLN_AMAX_ALGO_MOST_RECENT = 1 } gln_amax_algo_t;
 GLN_API gln_status_t gln_delayed_scaling_update(int32_t num_slots, int32_t history_len, float *amax_history,
                                         float *scale, const float *fp8_max, int margin,
@@ -445,7 +447,10 @@ GLN_API gln_status_t gln_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_te
  * failed"); a shape that differs between ranks fails it everywhere with COMM_ERROR ("ranks
  * disagree on <field>").  Still the caller's duty: live handles (comm, group, layer) and
  * buffers of the agreed size on every rank, the same sequence of calls, and caller-written
- * gln_dist_weights_t hooks that fail together themselves. */
+ * gln_dist_weights_t hooks that fail together themselves.  A rank that passes a NULL
+ * communicator (gln_comm_t *), or MPI_COMM_NULL to gln_comm_create_mpi, is outside the
+ * collective: it fails alone and cannot be agreed with, so the other ranks would wait for it;
+ * every rank passing a communicator of the same group is the caller's duty too. */
 typedef struct gln_comm gln_comm_t;
 typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce_op_t;
 
@@ -567,6 +572,16 @@ typedef struct gln_sharded_weights_config {
 #define GLN_SHARDED_WEIGHTS_CONFIG_INIT                                                         \
     {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0, 0, GLN_QUANT_CONFIG_INIT}
 
+/* Collective over comm: every rank passes the same configuration.  Every argument is checked
+ * before any allocation (num_experts >= 1; out_features and in_features in [1, GLN_MAX_DIM];
+ * working_dtype bf16 or fp32; requires_grad, async_finalize, fp8_gather 0 or 1; every buffer of
+ * the group, the padded experts of a 128x128 gather and all ranks' padded shards included, at
+ * most GLN_MAX_ELEMS elements; with fp8_gather, fp8_quant valid for gln_quantize — mode NONE,
+ * a NaN or negative amax_epsilon, ... are INVALID_ARGUMENT — and one the gather implements, else
+ * NOT_SUPPORTED).  Then one agreement: a refusal on any rank (a NULL sw included) fails create on
+ * every rank, and so does any difference between ranks in the sizes, dtypes, flags, the
+ * context's backend or any field of fp8_quant (COMM_ERROR "ranks disagree on <field>").  comm
+ * NULL fails on that rank alone (see "Multi-rank calls fail together"). */
 GLN_API gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
                                         gln_sharded_weights_t **sw);
@@ -745,7 +760,8 @@ typedef struct gln_grouped_linear_forward_args {
      *     that of args->x when given), splits equal to args->m_splits (same values; on a CUDA
      *     context with backend-resident splits the same pointer, since the device values cannot
      *     be compared without a synchronization) and splits_on_backend = args->splits_on_backend.
-     * Otherwise GLN_STATUS_INVALID_ARGUMENT naming args->x_quantized and the mismatch.  Refused
+     * Otherwise GLN_STATUS_INVALID_ARGUMENT naming args->x_quantized and the mismatch (an
+     * args->x given beside it whose rows differ: naming args->x->rows).  Refused
      * with GLN_STATUS_NOT_SUPPORTED under recipe NONE (nothing to quantize) and FP8_DELAYED (the
      * layer's input amax history would not see this input, so its scales could not follow it).
      * The layer keeps the columnwise copy BY REFERENCE for the wgrad: the caller keeps

@@ -5,6 +5,9 @@ The library is found, in order: $GROUPLIN_LIBRARY (a path to any libgrouplin.so,
 build tree's build/src/libgrouplin.so), then the copy installed inside this package.
 """
 import ctypes as C
+import math
+import numbers
+import operator
 import os
 import threading
 
@@ -150,12 +153,123 @@ class ForwardArgs(C.Structure):
                 ("input_requires_grad", C.c_int)]
 
 
-def quant_config(**kw):
-    """GLN_QUANT_CONFIG_INIT with fields overridden by keyword."""
-    cfg = QuantConfig(C.sizeof(QuantConfig), SCALING_TENSOR, E4M3, 1, 0, 0, 0.0, 0, E8M0_ROUND_UP, 0)
+# ---- Python values into C fields ----------------------------------------------------------------
+# ctypes stores an integer into a narrower field silently modulo 2^bits and float() truncates
+# nothing but accepts strings: every value written into a C field or array passes through these
+# checks first, so a value that does not fit raises ValueError naming the argument instead.
+MAX_DIM = MAX_ELEMS = 1 << 56   # GLN_MAX_DIM, GLN_MAX_ELEMS
+FLT_MAX = 3.4028234663852886e38
+_INT_TYPES = {C.c_int8, C.c_int16, C.c_int32, C.c_int64, C.c_uint8, C.c_uint16, C.c_uint32, C.c_uint64,
+              C.c_int, C.c_long, C.c_longlong, C.c_uint, C.c_ulong, C.c_ulonglong, C.c_size_t}
+
+
+def int_range(ctype):
+    """[lo, hi] of an integer ctypes type."""
+    bits = 8 * C.sizeof(ctype)
+    if ctype(-1).value < 0:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def _scalar(value):
+    """A numpy scalar, 0-d array or 0-d tensor as its Python value; anything else unchanged."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def integer(name, value, lo=None, hi=None, ctype=C.c_int64):
+    """`value` as a Python int: an integer (int, numpy integer, a 0-d integer array or tensor;
+    bool as 0 / 1), or a float with an integral value; in [lo, hi] (default: the range of
+    `ctype`).  TypeError / ValueError naming `name` otherwise -- never a silent truncation."""
+    value = _scalar(value)
+    if isinstance(value, (str, bytes)):
+        raise TypeError("%s: expected an integer, got the string %r" % (name, value))
+    try:
+        v = operator.index(value)
+    except TypeError:
+        if not isinstance(value, numbers.Real):
+            raise TypeError("%s: expected an integer, got %s" % (name, type(value).__name__)) from None
+        f = float(value)
+        if not math.isfinite(f) or f != math.floor(f):
+            raise ValueError("%s: %r is not an integer" % (name, value)) from None
+        v = int(f)
+    clo, chi = int_range(ctype)
+    lo = clo if lo is None else lo
+    hi = chi if hi is None else hi
+    if not lo <= v <= hi:
+        raise ValueError("%s: %d is out of range (expected an integer in [%d, %d])" % (name, v, lo, hi))
+    return v
+
+
+def real(name, value, finite=False, minimum=None):
+    """`value` as a Python float that a C float holds (|value| <= FLT_MAX, or NaN / Inf unless
+    `finite`; >= minimum when given).  TypeError / ValueError naming `name` otherwise."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s: expected a number, got %r" % (name, value))
+    f = float(value)
+    if math.isfinite(f) and abs(f) > FLT_MAX:
+        raise ValueError("%s: %r does not fit a 32-bit float (|x| <= %g)" % (name, value, FLT_MAX))
+    if finite and not math.isfinite(f):
+        raise ValueError("%s: %r must be finite" % (name, value))
+    if minimum is not None and not f >= minimum:
+        raise ValueError("%s: %r must be >= %g" % (name, value, minimum))
+    return f
+
+
+def int64_array(name, values):
+    """A contiguous 1-D numpy int64 array of `values` (a list, tuple, numpy array or CPU tensor
+    of integers), each checked by integer() as name[i]: no float truncation, no wrap at 2^63."""
+    import numpy as np
+    if hasattr(values, "detach") and hasattr(values, "cpu"):   # a torch tensor
+        values = values.detach().cpu().numpy()
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "iu" and (values.dtype.kind == "i" or values.dtype.itemsize < 8):
+            return np.ascontiguousarray(values.astype(np.int64).reshape(-1))
+        values = values.reshape(-1).tolist()
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError("%s: expected a sequence of integers, got %s" % (name, type(values).__name__))
+    return np.array([integer("%s[%d]" % (name, i), v) for i, v in enumerate(values)], dtype=np.int64)
+
+
+def check_layer_sizes(what, num_experts, out_features, in_features, n_name="num_experts"):
+    """The library's size limits for N expert weights [out_features, in_features], checked
+    before anything is allocated: N in [1, 2^31 - 1], each dimension in [1, GLN_MAX_DIM], and
+    N x out_features x in_features <= GLN_MAX_ELEMS.  ValueError naming the argument."""
+    for name, v in ((n_name, num_experts), ("in_features", in_features), ("out_features", out_features)):
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise ValueError("%s: %s must be a positive int, got %r" % (what, name, v))
+    integer("%s: %s" % (what, n_name), num_experts, lo=1, hi=(1 << 31) - 1)
+    integer("%s: in_features" % what, in_features, lo=1, hi=MAX_DIM)
+    integer("%s: out_features" % what, out_features, lo=1, hi=MAX_DIM)
+    if int(num_experts) * int(out_features) * int(in_features) > MAX_ELEMS:
+        raise ValueError("%s: %s x out_features x in_features = %d x %d x %d weights exceed GLN_MAX_ELEMS = 2^56"
+                         % (what, n_name, num_experts, out_features, in_features))
+
+
+def set_fields(cfg, what, kw):
+    """setattr for every keyword, each value checked against its field's C type (ValueError /
+    TypeError naming the field, `what`.field)."""
+    types = {}
+    for klass in reversed(type(cfg).__mro__):
+        types.update({f[0]: f[1] for f in getattr(klass, "_fields_", [])})
     for k, v in kw.items():
+        t = types.get(k)
+        if t is None:
+            raise TypeError("%s: no field %r" % (what, k))
+        if t in _INT_TYPES:
+            v = integer(k, v, ctype=t)
+        elif t in (C.c_float, C.c_double):
+            v = real(k, v)
         setattr(cfg, k, v)
     return cfg
+
+
+def quant_config(**kw):
+    """GLN_QUANT_CONFIG_INIT with fields overridden by keyword (each value checked to fit)."""
+    cfg = QuantConfig(C.sizeof(QuantConfig), SCALING_TENSOR, E4M3, 1, 0, 0, 0.0, 0, E8M0_ROUND_UP, 0)
+    return set_fields(cfg, "gln_quant_config_t", kw)
 
 
 def layer_config(**kw):
@@ -167,9 +281,7 @@ def layer_config(**kw):
                     amax_history_len=1024, amax_algo=AMAX_ALGO_MAX, e8m0_rounding=E8M0_ROUND_UP,
                     seed=1234, init_std=0.023)
     defaults.update(kw)
-    for k, v in defaults.items():
-        setattr(cfg, k, v)
-    return cfg
+    return set_fields(cfg, "gln_grouped_linear_config_t", defaults)
 
 
 # ---- prototypes ---------------------------------------------------------------------------------

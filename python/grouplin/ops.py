@@ -53,7 +53,7 @@ def fp32_to_bf16(x):
 
 
 def bf16_to_fp32(bits):
-    return float(_lib.lib().gln_bf16_to_fp32(int(bits)))
+    return float(_lib.lib().gln_bf16_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint16)))
 
 
 def fp32_to_fp16(x):
@@ -61,7 +61,7 @@ def fp32_to_fp16(x):
 
 
 def fp16_to_fp32(bits):
-    return float(_lib.lib().gln_fp16_to_fp32(int(bits)))
+    return float(_lib.lib().gln_fp16_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint16)))
 
 
 def fp32_to_fp8(x, fmt="e4m3"):
@@ -70,7 +70,7 @@ def fp32_to_fp8(x, fmt="e4m3"):
 
 
 def fp8_to_fp32(bits, fmt="e4m3"):
-    return float(_lib.lib().gln_fp8_to_fp32(int(bits), _fp8_code(fmt, "fmt")))
+    return float(_lib.lib().gln_fp8_to_fp32(_lib.integer("bits", bits, ctype=C.c_uint8), _fp8_code(fmt, "fmt")))
 
 
 def fp8_max(fmt="e4m3"):
@@ -79,14 +79,14 @@ def fp8_max(fmt="e4m3"):
 
 def e8m0_from_amax(amax, fmt="e4m3", rounding="up"):
     """E8M0 code of a block whose max |x| is amax; rounding 'up' (TE / cuBLAS) or 'floor' (OCP)."""
-    r = {"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}.get(rounding)
+    r = _ROUNDING.get(rounding) if isinstance(rounding, str) else None
     if r is None:
         raise ValueError("rounding: %r (expected 'up' or 'floor')" % (rounding,))
     return int(_lib.lib().gln_e8m0_from_amax(float(amax), _fp8_code(fmt, "fmt"), r))
 
 
 def e8m0_to_fp32(code):
-    return float(_lib.lib().gln_e8m0_to_fp32(int(code)))
+    return float(_lib.lib().gln_e8m0_to_fp32(_lib.integer("code", code, ctype=C.c_uint8)))
 
 
 def scale_from_amax(amax, fp8_max_value, power_2_scale=False, epsilon=0.0, value_for_inf=3.4028234663852886e38):
@@ -162,7 +162,9 @@ def quantize(x, mode="current", fp8_dtype="e4m3", rowwise=True, columnwise=False
     gmode, delayed = _MODES[mode]
     if delayed and scale is None:
         raise ValueError("scale: mode 'delayed' needs the encode scale (a float)")
+    scale = _lib.real("scale", scale) if delayed else None
     fp8 = _fp8_code(fp8_dtype)
+    cfg = _quant_config(gmode, fp8, rowwise, columnwise, delayed, amax_epsilon, power_2_scale, e8m0_rounding)
     rows, cols = b.shape
     L = _lib.lib()
     lay = _lib.QuantLayout()
@@ -178,10 +180,6 @@ def quantize(x, mode="current", fp8_dtype="e4m3", rowwise=True, columnwise=False
     if gmode == _lib.SCALING_TENSOR:
         q.amax = _arrays.empty(b, (1,), _lib.FP32, fill=0.0)
         q.scale = _arrays.empty(b, (1,), _lib.FP32, fill=float(scale) if delayed else 1.0)
-    cfg = _lib.quant_config(mode=gmode, fp8_dtype=fp8, rowwise=int(bool(rowwise)), columnwise=int(bool(columnwise)),
-                            delayed=delayed, amax_epsilon=float(amax_epsilon),
-                            power_2_scale=int(bool(power_2_scale)),
-                            e8m0_rounding={"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}[e8m0_rounding])
     tin, tout = b.tensor(), q.tensor()
     _lib.check(L.gln_quantize(_ctx(b.device), C.byref(cfg), C.byref(tin), C.byref(tout)), "gln_quantize")
     return q
@@ -273,6 +271,20 @@ def grouped_quantize(x, m_splits, mode="current", fp8_dtype="e4m3", rowwise=True
     return q
 
 
+_ROUNDING = {"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}
+
+
+def _quant_config(gmode, fp8, rowwise, columnwise, delayed, amax_epsilon, power_2_scale, e8m0_rounding):
+    """The gln_quant_config_t of the quantizing calls, every option checked (and named) before
+    anything is allocated."""
+    if e8m0_rounding not in _ROUNDING:
+        raise ValueError("e8m0_rounding: %r (expected 'up' or 'floor')" % (e8m0_rounding,))
+    eps = _lib.real("amax_epsilon", amax_epsilon)  # its range: the library's check
+    return _lib.quant_config(mode=gmode, fp8_dtype=fp8, rowwise=int(bool(rowwise)), columnwise=int(bool(columnwise)),
+                             delayed=delayed, amax_epsilon=eps, power_2_scale=int(bool(power_2_scale)),
+                             e8m0_rounding=_ROUNDING[e8m0_rounding])
+
+
 def _check_mode(mode):
     if mode not in _MODES:
         raise ValueError("mode: %r (expected one of %s)" % (mode, ", ".join(_MODES)))
@@ -290,12 +302,18 @@ def _grouped_output(b, cols, m_splits, mode, fp8_dtype, rowwise, columnwise, sca
     """(GroupedQuantized, QuantConfig) for quantizing b's rows, cut by m_splits, at `cols`
     columns: the output buffers allocated in b's kind and on its device (amax zeroed, scales 1 or
     the delayed scales), and the config the library takes."""
-    splits = np.ascontiguousarray(np.asarray(m_splits, dtype=np.int64).reshape(-1))
+    splits = _lib.int64_array("m_splits", m_splits)
     n = splits.shape[0]
     gmode, delayed = _MODES[mode]
     if delayed and scale is None:
         raise ValueError("scale: mode 'delayed' needs N encode scales")
+    if delayed:
+        scale = np.array([_lib.real("scale[%d]" % i, v) for i, v in
+                          enumerate(np.asarray(scale, dtype=object).reshape(-1))], np.float32)
+        if scale.shape != (n,):
+            raise ValueError("scale: expected %d encode scales (one per member), got %d" % (n, scale.shape[0]))
     fp8 = _fp8_code(fp8_dtype)
+    cfg = _quant_config(gmode, fp8, rowwise, columnwise, delayed, amax_epsilon, power_2_scale, e8m0_rounding)
     rows = b.shape[0]
     ro, co = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
     _lib.check(_lib.lib().gln_grouped_scale_offsets(gmode, n, splits.ctypes.data, cols, ro.ctypes.data,
@@ -314,12 +332,7 @@ def _grouped_output(b, cols, m_splits, mode, fp8_dtype, rowwise, columnwise, sca
         q.amax = _arrays.empty(b, (n,), _lib.FP32, fill=0.0)
         q.scale = _arrays.empty(b, (n,), _lib.FP32, fill=1.0)
         if delayed:
-            q.scale[...] = np.asarray(scale, np.float32).reshape(-1) if not _arrays.is_torch(q.scale) \
-                else q.scale.new_tensor(np.asarray(scale, np.float32).reshape(-1))
-    cfg = _lib.quant_config(mode=gmode, fp8_dtype=fp8, rowwise=int(bool(rowwise)), columnwise=int(bool(columnwise)),
-                            delayed=delayed, amax_epsilon=float(amax_epsilon),
-                            power_2_scale=int(bool(power_2_scale)),
-                            e8m0_rounding={"up": _lib.E8M0_ROUND_UP, "floor": _lib.E8M0_ROUND_FLOOR}[e8m0_rounding])
+            q.scale[...] = scale if not _arrays.is_torch(q.scale) else q.scale.new_tensor(scale)
     return q, cfg
 
 
@@ -396,7 +409,7 @@ def _splits(m_splits, n, like, rows):
             return s.data_ptr(), 1, s
         s = s.numpy()
     else:
-        s = np.ascontiguousarray(np.asarray(m_splits, dtype=np.int64))
+        s = _lib.int64_array("m_splits", m_splits)
     if s.shape != (n,):
         raise ValueError("m_splits: expected %d splits (one per member), got shape %s" % (n, s.shape))
     return s.ctypes.data, 0, s

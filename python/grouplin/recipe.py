@@ -2,6 +2,7 @@
 for te.GroupedLinear carries over.  Each maps onto the library's gln_grouped_linear_config_t
 (`_layer_fields()`); fields the library has no counterpart for are refused when set to a value
 other than TE's default, instead of being silently ignored."""
+import ctypes as C
 import enum
 from dataclasses import dataclass, field
 
@@ -21,6 +22,10 @@ def _fmt(name, value):
     if value not in _FMT:
         raise ValueError("%s.fp8_format: %r is not supported (Format.E4M3 or Format.HYBRID)" % (name, value))
     return _FMT[value]
+
+
+def _qparams_epsilon(name, q):
+    return _lib.real("%s.QParams.amax_epsilon" % name, q.amax_epsilon)
 
 
 @dataclass
@@ -46,10 +51,12 @@ class DelayedScaling:
                              "callables are not supported)" % (self.amax_compute_algo,))
         if self.scaling_factor_compute_algo is not None:
             raise ValueError("DelayedScaling.scaling_factor_compute_algo: only None is supported")
-        if self.amax_history_len < 1:
-            raise ValueError("DelayedScaling.amax_history_len: %d (expected >= 1)" % self.amax_history_len)
+        # the C fields are 32-bit: checked here, not truncated by ctypes (the library checks the
+        # recipe's ranges, margin 0..126, once the value has arrived intact)
+        margin = _lib.integer("DelayedScaling.margin", self.margin, ctype=C.c_int)
+        history = _lib.integer("DelayedScaling.amax_history_len", self.amax_history_len, lo=1, ctype=C.c_int)
         return dict(recipe=_lib.RECIPE_FP8_DELAYED, fp8_format=_fmt("DelayedScaling", self.fp8_format),
-                    margin=int(self.margin), amax_history_len=int(self.amax_history_len),
+                    margin=margin, amax_history_len=history,
                     amax_algo=_lib.AMAX_ALGO_MAX if self.amax_compute_algo == "max" else _lib.AMAX_ALGO_MOST_RECENT)
 
 
@@ -68,7 +75,8 @@ class Float8CurrentScaling:
                              "must be equal (the library has one power_2_scales / amax_epsilon per layer)")
         q = roles[0]
         return dict(recipe=_lib.RECIPE_FP8_CURRENT, fp8_format=_fmt("Float8CurrentScaling", self.fp8_format),
-                    power_2_scales=int(bool(q.power_2_scale)), amax_epsilon=float(q.amax_epsilon))
+                    power_2_scales=int(bool(q.power_2_scale)),
+                    amax_epsilon=_qparams_epsilon("Float8CurrentScaling", q))
 
 
 @dataclass
@@ -102,7 +110,8 @@ class Float8BlockScaling:
             raise ValueError("Float8BlockScaling: the three QParams must be equal (one setting per layer)")
         q = roles[0]
         return dict(recipe=_lib.RECIPE_FP8_BLOCK, fp8_format=_fmt("Float8BlockScaling", self.fp8_format),
-                    block_fp32_scales=int(not q.power_2_scale), amax_epsilon=float(q.amax_epsilon))
+                    block_fp32_scales=int(not q.power_2_scale),
+                    amax_epsilon=_qparams_epsilon("Float8BlockScaling", q))
 
 
 def layer_fields(recipe):

@@ -8,44 +8,45 @@
 #include "quant/quant_check.h"
 #include "tensor/tensor.h"
 
-/* Copy a versioned config and check each field.  Known versions: the first (up to
- * e8m0_rounding) and the current one (amax_nan_propagate added); only the bytes of the caller's
- * version are read, later fields keep their defaults. */
-static gln_status_t gln_quant_config_read(const char *fn, const gln_quant_config_t *cfg,
-                                          gln_quant_config_t *c) {
+/* The one check of a quantization config (quant_check.h). */
+gln_status_t gln_quant_config_read(const char *fn, const char *prefix, const gln_quant_config_t *cfg,
+                                   gln_quant_config_t *c) {
     GLN_REQUIRE_NOT_NULL(fn, cfg);
     gln_quant_config_t def = GLN_QUANT_CONFIG_INIT;
     const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
     GLN_REQUIRE_ARG(cfg->size == v1 || cfg->size == sizeof def,
-                    "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
+                    "%s: %ssize %zu is not a known version (%zu or %zu; start from "
                     "GLN_QUANT_CONFIG_INIT)",
-                    fn, cfg->size, v1, sizeof def);
+                    fn, prefix, cfg->size, v1, sizeof def);
     memcpy(&def, cfg, cfg->size);
     def.size = sizeof def;
     *c = def;
     GLN_REQUIRE_ARG(c->mode >= GLN_SCALING_TENSOR && c->mode <= GLN_SCALING_BLOCK_2D,
-                    "%s: cfg->mode %d must be TENSOR (1), MXFP8_1D (2), BLOCK_1D (3) or BLOCK_2D (4)", fn,
-                    (int)c->mode);
+                    "%s: %smode %d must be TENSOR (1), MXFP8_1D (2), BLOCK_1D (3) or BLOCK_2D (4)", fn,
+                    prefix, (int)c->mode);
     GLN_REQUIRE_ARG(gln_dtype_is_fp8(c->fp8_dtype),
-                    "%s: cfg->fp8_dtype %d must be FP8_E4M3 (3) or FP8_E5M2 (4)", fn, (int)c->fp8_dtype);
-    GLN_REQUIRE_ARG(c->rowwise == 0 || c->rowwise == 1, "%s: cfg->rowwise %d must be 0 or 1", fn, c->rowwise);
-    GLN_REQUIRE_ARG(c->columnwise == 0 || c->columnwise == 1, "%s: cfg->columnwise %d must be 0 or 1", fn,
-                    c->columnwise);
+                    "%s: %sfp8_dtype %d must be FP8_E4M3 (3) or FP8_E5M2 (4)", fn, prefix,
+                    (int)c->fp8_dtype);
+    GLN_REQUIRE_ARG(c->rowwise == 0 || c->rowwise == 1, "%s: %srowwise %d must be 0 or 1", fn, prefix,
+                    c->rowwise);
+    GLN_REQUIRE_ARG(c->columnwise == 0 || c->columnwise == 1, "%s: %scolumnwise %d must be 0 or 1", fn,
+                    prefix, c->columnwise);
     GLN_REQUIRE_ARG(c->rowwise || c->columnwise,
-                    "%s: cfg->rowwise and cfg->columnwise are both 0 (need >= 1)", fn);
-    GLN_REQUIRE_ARG(c->delayed == 0 || c->delayed == 1, "%s: cfg->delayed %d must be 0 or 1", fn, c->delayed);
+                    "%s: %srowwise and %scolumnwise are both 0 (need >= 1)", fn, prefix, prefix);
+    GLN_REQUIRE_ARG(c->delayed == 0 || c->delayed == 1, "%s: %sdelayed %d must be 0 or 1", fn, prefix,
+                    c->delayed);
     GLN_REQUIRE_ARG(!c->delayed || c->mode == GLN_SCALING_TENSOR,
-                    "%s: cfg->delayed 1 needs cfg->mode TENSOR (1), got %d", fn, (int)c->mode);
+                    "%s: %sdelayed 1 needs %smode TENSOR (1), got %d", fn, prefix, prefix, (int)c->mode);
     GLN_REQUIRE_ARG(gln_f32_isfinite(c->amax_epsilon) && c->amax_epsilon >= 0.0f,
-                    "%s: cfg->amax_epsilon %g must be finite and >= 0", fn, (double)c->amax_epsilon);
+                    "%s: %samax_epsilon %g must be finite and >= 0", fn, prefix, (double)c->amax_epsilon);
     GLN_REQUIRE_ARG(c->power_2_scale == 0 || c->power_2_scale == 1,
-                    "%s: cfg->power_2_scale %d must be 0 or 1", fn, c->power_2_scale);
+                    "%s: %spower_2_scale %d must be 0 or 1", fn, prefix, c->power_2_scale);
     GLN_REQUIRE_ARG(c->e8m0_rounding == GLN_E8M0_ROUND_UP || c->e8m0_rounding == GLN_E8M0_ROUND_FLOOR,
-                    "%s: cfg->e8m0_rounding %d must be ROUND_UP (0) or ROUND_FLOOR (1)", fn,
+                    "%s: %se8m0_rounding %d must be ROUND_UP (0) or ROUND_FLOOR (1)", fn, prefix,
                     (int)c->e8m0_rounding);
     GLN_REQUIRE_ARG(c->amax_nan_propagate == 0 || c->amax_nan_propagate == 1,
-                    "%s: cfg->amax_nan_propagate %d must be 0 (ignore NaN, TE's rule) or 1 (propagate)",
-                    fn, c->amax_nan_propagate);
+                    "%s: %samax_nan_propagate %d must be 0 (ignore NaN, TE's rule) or 1 (propagate)",
+                    fn, prefix, c->amax_nan_propagate);
     return GLN_STATUS_SUCCESS;
 }
 
@@ -93,7 +94,7 @@ gln_status_t gln_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, con
     static const char *fn = "gln_quantize";
     gln_quant_config_t c;
     GLN_REQUIRE_NOT_NULL(fn, ctx);
-    GLN_TRY(gln_quant_config_read(fn, cfg, &c));
+    GLN_TRY(gln_quant_config_read(fn, "cfg->", cfg, &c));
     GLN_TRY(gln_check_high_precision(fn, "in", in));
     GLN_TRY(gln_check_quant_out(fn, "out", &c, out, in->rows * in->cols > 0));
     GLN_REQUIRE_ARG(out->rows == in->rows && out->cols == in->cols,
@@ -125,7 +126,7 @@ gln_status_t gln_dequantize(gln_context_t *ctx, const gln_tensor_t *in, int colu
 
 gln_status_t gln_grouped_quantize_check(const char *fn, const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
                                         const gln_grouped_tensor_t *out, gln_quant_config_t *c) {
-    GLN_TRY(gln_quant_config_read(fn, cfg, c));
+    GLN_TRY(gln_quant_config_read(fn, "cfg->", cfg, c));
     GLN_TRY(gln_grouped_validate(fn, "in", in));
     GLN_TRY(gln_grouped_validate(fn, "out", out));
     GLN_TRY(gln_check_high_precision(fn, "in->packed", &in->packed));

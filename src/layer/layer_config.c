@@ -135,12 +135,15 @@ static gln_status_t check_dist(const gln_grouped_linear_config_t *c) {
                             q->amax_nan_propagate == w->amax_nan_propagate &&
                             (q->mode != GLN_SCALING_MXFP8_1D || q->e8m0_rounding == w->e8m0_rounding),
                         "%s: cfg->params.distributed gathers FP8 weights (fp8_gather, mode %d, %s, "
-                        "power_2_scale %d, amax_epsilon %g) that recipe %s does not make (its weights: "
-                        "mode %d, %s, power_2_scale %d, amax_epsilon %g); create the group with the "
-                        "recipe's weight quantization", FN, (int)q->mode, gln_dtype_name(q->fp8_dtype),
-                        q->power_2_scale, (double)q->amax_epsilon, gln_recipe_name(c->recipe),
-                        (int)w->mode, gln_dtype_name(w->fp8_dtype), w->power_2_scale,
-                        (double)w->amax_epsilon);
+                        "delayed %d, power_2_scale %d, amax_epsilon %g, amax_nan_propagate %d, "
+                        "e8m0_rounding %d) that recipe %s does not make (its weights: mode %d, %s, "
+                        "delayed %d, power_2_scale %d, amax_epsilon %g, amax_nan_propagate %d, "
+                        "e8m0_rounding %d); create the group with the recipe's weight quantization",
+                        FN, (int)q->mode, gln_dtype_name(q->fp8_dtype), q->delayed, q->power_2_scale,
+                        (double)q->amax_epsilon, q->amax_nan_propagate, (int)q->e8m0_rounding,
+                        gln_recipe_name(c->recipe), (int)w->mode, gln_dtype_name(w->fp8_dtype),
+                        w->delayed, w->power_2_scale, (double)w->amax_epsilon, w->amax_nan_propagate,
+                        (int)w->e8m0_rounding);
     }
     return GLN_STATUS_SUCCESS;
 }

@@ -66,6 +66,12 @@ gln_status_t gln_validate_forward(const gln_grouped_linear_t *L,
     if (a->x_quantized) { /* args->x is ignored */
         GLN_TRY(gln_validate_x_quantized(L, a, need_wgrad));
         rows = a->x_quantized->packed.rows;
+        /* an x given beside it is not read, but its rows are the call's rows (the splits count
+         * them): one that disagrees is a caller's mix-up, not something to ignore */
+        GLN_REQUIRE_ARG(!a->x || a->x->rows == rows,
+                        "%s: args->x->rows %lld must equal args->x_quantized->packed.rows %lld (the "
+                        "call's rows, that m_splits count), or pass x = NULL", FWD,
+                        (long long)a->x->rows, (long long)rows);
     } else {
         GLN_REQUIRE_NOT_NULL(FWD, a->x);
         GLN_TRY(check_act(FWD, "args->x", a->x, act, -1, L->kin, 0));

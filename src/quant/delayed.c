@@ -17,6 +17,12 @@ static gln_status_t gln_delayed_check(int32_t num_slots, int32_t history_len, co
     static const char *fn = "gln_delayed_scaling_update";
     GLN_REQUIRE_ARG(num_slots >= 1, "%s: num_slots %d must be >= 1", fn, (int)num_slots);
     GLN_REQUIRE_ARG(history_len >= 1, "%s: history_len %d must be >= 1", fn, (int)history_len);
+    /* the history is one buffer: held to the element limit of every buffer (no int32 product
+     * wraps, and no state larger than memory is walked) */
+    GLN_REQUIRE_ARG((int64_t)num_slots * history_len <= GLN_MAX_ELEMS,
+                    "%s: the amax history [history_len %d][num_slots %d] holds %lld elements, more "
+                    "than GLN_MAX_ELEMS = 2^56", fn, (int)history_len, (int)num_slots,
+                    (long long)((int64_t)num_slots * history_len));
     GLN_REQUIRE_NOT_NULL(fn, amax_history);
     GLN_REQUIRE_NOT_NULL(fn, scale);
     GLN_REQUIRE_NOT_NULL(fn, fp8_max);
@@ -42,6 +48,12 @@ gln_status_t gln_delayed_scaling_update_ex(int32_t num_slots, int32_t history_le
                         "(expected %zu; start from GLN_DELAYED_UPDATE_OPTIONS_INIT)",
                         opts->size, sizeof o);
         memcpy(&o, opts, sizeof o);
+        GLN_REQUIRE_ARG(o.always_roll == 0 || o.always_roll == 1,
+                        "gln_delayed_scaling_update_ex: opts->always_roll %d must be 0 or 1",
+                        o.always_roll);
+        GLN_REQUIRE_ARG(o.amax_nan_propagate == 0 || o.amax_nan_propagate == 1,
+                        "gln_delayed_scaling_update_ex: opts->amax_nan_propagate %d must be 0 or 1",
+                        o.amax_nan_propagate);
     }
     const float pow2_neg_margin = gln_delayed_pow2_neg_margin(margin);
     for (int32_t k = 0; k < num_slots; k++)

@@ -6,6 +6,16 @@
 
 #include "grouplin.h"
 
+/* Copy a versioned quantization config into *c (known versions: the first, up to
+ * e8m0_rounding, and the current one; later fields keep their defaults) and check every field:
+ * mode TENSOR..BLOCK_2D, an FP8 dtype, rowwise / columnwise / delayed / power_2_scale /
+ * amax_nan_propagate 0 or 1 (at least one copy; delayed only with TENSOR), amax_epsilon finite
+ * and >= 0, e8m0_rounding UP or FLOOR.  The one definition of a valid config: the quantization
+ * calls and the sharded group's fp8_quant use it.  `prefix` spells the argument in messages
+ * ("cfg->", "cfg->fp8_quant."). */
+gln_status_t gln_quant_config_read(const char *fn, const char *prefix, const gln_quant_config_t *cfg,
+                                   gln_quant_config_t *c);
+
 /* Every check of gln_grouped_quantize: cfg (a known version, each field in range; *c receives
  * the current-version copy the backends take), both grouped headers, in high precision, out
  * quantized with the buffers cfg writes, and in / out agreeing on num, cols and splits (host

@@ -13,15 +13,23 @@
 #include "backend/context.h"
 #include "comm/comm.h"
 #include "common/error.h"
+#include "quant/quant_check.h"
 #include "weights/sharded.h"
 
 #define FN "gln_sharded_weights_create"
 
-enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_FP8, FP_FP8_MODE,
-       FP_FP8_DTYPE, FP_COUNT };
+/* Everything that can differ between ranks and changes what the group computes: the sizes,
+ * the dtypes, the flags, the context's backend and every field of fp8_quant (amax_epsilon by its
+ * bits; all 0 without fp8_gather, which ignores fp8_quant). */
+enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_BACKEND, FP_FP8, FP_FP8_MODE,
+       FP_FP8_DTYPE, FP_FP8_ROWWISE, FP_FP8_COLUMNWISE, FP_FP8_DELAYED, FP_FP8_EPSILON,
+       FP_FP8_POW2, FP_FP8_E8M0, FP_FP8_NAN, FP_COUNT };
 static const char *const fingerprint_names[FP_COUNT] = {
     "success", "num_experts", "out_features", "in_features", "working_dtype", "async_finalize",
-    "requires_grad", "fp8_gather", "fp8_quant.mode", "fp8_quant.fp8_dtype"};
+    "requires_grad", "the context's backend", "fp8_gather", "fp8_quant.mode",
+    "fp8_quant.fp8_dtype", "fp8_quant.rowwise", "fp8_quant.columnwise", "fp8_quant.delayed",
+    "fp8_quant.amax_epsilon (its FP32 bits)", "fp8_quant.power_2_scale",
+    "fp8_quant.e8m0_rounding", "fp8_quant.amax_nan_propagate"};
 
 size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw) {
     return (size_t)sw->ranks * (size_t)sw->shard_len * gln_dtype_size(sw->cfg.working_dtype);
@@ -75,27 +83,25 @@ static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
     return GLN_STATUS_SUCCESS;
 }
 
-/* The FP8 all-gather quantizes shards with a global per-expert scale: per-tensor current
- * scaling.  Block modes need shard boundaries on block boundaries (not implemented yet). */
-static gln_status_t validate_fp8(const gln_sharded_weights_config_t *c) {
+/* fp8_quant is checked by the validator of every quantization call (one definition of a valid
+ * config; the copy replaces the caller's, normalized to the current version), then limited to
+ * what the FP8 all-gather implements: per-tensor current scaling, MXFP8 and 128x128 blocks. */
+static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
     if (!c->fp8_gather) return GLN_STATUS_SUCCESS;
-    const gln_quant_config_t *q = &c->fp8_quant;
-    GLN_REQUIRE_ARG(q->size == sizeof *q,
-                    "%s: cfg->fp8_quant.size %zu must be sizeof(gln_quant_config_t) = %zu (start "
-                    "from GLN_QUANT_CONFIG_INIT)", FN, q->size, sizeof *q);
-    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D ||
-                    q->mode == GLN_SCALING_BLOCK_2D,
+    GLN_REQUIRE_ARG(c->fp8_gather == 1, "%s: cfg->fp8_gather %d must be 0 or 1", FN, c->fp8_gather);
+    gln_quant_config_t q;
+    GLN_TRY(gln_quant_config_read(FN, "cfg->fp8_quant.", &c->fp8_quant, &q));
+    c->fp8_quant = q;
+    GLN_REQUIRE((q.mode == GLN_SCALING_TENSOR && !q.delayed) || q.mode == GLN_SCALING_MXFP8_1D ||
+                    q.mode == GLN_SCALING_BLOCK_2D,
                 GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
                 "delayed 0), MXFP8 and 128x128 blocks; mode %d delayed %d is not supported", FN,
-                (int)q->mode, q->delayed);
+                (int)q.mode, q.delayed);
     /* MXFP8: whole 1x32 blocks per shard and a scale grid without column padding */
-    GLN_REQUIRE(q->mode != GLN_SCALING_MXFP8_1D || c->in_features % 128 == 0, GLN_STATUS_NOT_SUPPORTED,
+    GLN_REQUIRE(q.mode != GLN_SCALING_MXFP8_1D || c->in_features % 128 == 0, GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather with MXFP8 needs in_features %% 128 == 0 (in_features %lld)", FN,
                 (long long)c->in_features);
-    GLN_REQUIRE_ARG(q->fp8_dtype == GLN_DTYPE_FP8_E4M3 || q->fp8_dtype == GLN_DTYPE_FP8_E5M2,
-                    "%s: cfg->fp8_quant.fp8_dtype %s must be fp8_e4m3 or fp8_e5m2", FN,
-                    gln_dtype_name(q->fp8_dtype));
     return GLN_STATUS_SUCCESS;
 }
 
@@ -112,28 +118,63 @@ static gln_status_t validate_comm(gln_context_t *ctx, const gln_comm_t *comm) {
     return GLN_STATUS_SUCCESS;
 }
 
-static gln_status_t validate(gln_context_t *ctx, const gln_comm_t *comm,
-                             const gln_sharded_weights_config_t *c, int ranks) {
+/* Element limit of every buffer of the group: GLN_MAX_ELEMS, or less where the address space
+ * cannot hold that many FP32 elements. */
+static int64_t elems_limit(void) {
+    const size_t addressable = SIZE_MAX / sizeof(float);
+    return addressable < (size_t)GLN_MAX_ELEMS ? (int64_t)addressable : GLN_MAX_ELEMS;
+}
+
+static gln_status_t validate(gln_context_t *ctx, const gln_comm_t *comm, gln_sharded_weights_config_t *c) {
     GLN_REQUIRE_NOT_NULL(FN, ctx);
     GLN_TRY(validate_comm(ctx, comm));
-    GLN_TRY(validate_fp8(c));
     GLN_REQUIRE_ARG(c->num_experts >= 1, "%s: cfg->num_experts %d must be >= 1", FN,
                     (int)c->num_experts);
-    GLN_REQUIRE_ARG(c->out_features >= 1, "%s: cfg->out_features %lld must be >= 1", FN,
+    GLN_REQUIRE_ARG(c->out_features >= 1 && c->out_features <= GLN_MAX_DIM,
+                    "%s: cfg->out_features %lld must be in [1, GLN_MAX_DIM = 2^56]", FN,
                     (long long)c->out_features);
-    GLN_REQUIRE_ARG(c->in_features >= 1, "%s: cfg->in_features %lld must be >= 1", FN,
+    GLN_REQUIRE_ARG(c->in_features >= 1 && c->in_features <= GLN_MAX_DIM,
+                    "%s: cfg->in_features %lld must be in [1, GLN_MAX_DIM = 2^56]", FN,
                     (long long)c->in_features);
     GLN_REQUIRE_ARG(c->working_dtype == GLN_DTYPE_BF16 || c->working_dtype == GLN_DTYPE_FP32,
                     "%s: cfg->working_dtype %s must be bf16 or fp32", FN,
                     gln_dtype_name(c->working_dtype));
-    /* The padded full buffer, < total + ranks FP32 elements, must fit in the address space. */
-    const size_t addressable = SIZE_MAX / sizeof(float);
-    const int64_t limit =
-        (addressable < (size_t)(INT64_MAX / 2) ? (int64_t)addressable : INT64_MAX / 2) - ranks;
-    GLN_REQUIRE_ARG(c->out_features <= limit / c->in_features &&
-                        c->num_experts <= limit / (c->out_features * c->in_features),
-                    "%s: %d experts x [%lld, %lld] is too large for this address space", FN,
-                    (int)c->num_experts, (long long)c->out_features, (long long)c->in_features);
+    GLN_REQUIRE_ARG(c->requires_grad == 0 || c->requires_grad == 1,
+                    "%s: cfg->requires_grad %d must be 0 or 1", FN, c->requires_grad);
+    GLN_REQUIRE_ARG(c->async_finalize == 0 || c->async_finalize == 1,
+                    "%s: cfg->async_finalize %d must be 0 or 1", FN, c->async_finalize);
+    return validate_fp8(c);
+}
+
+/* The flat layout (expert stride, total, shard length), every size held to elems_limit() —
+ * the full buffer of all ranks' padded shards included — with no product formed before it is
+ * known to fit. */
+static gln_status_t plan_layout(gln_sharded_weights_t *sw, int ranks) {
+    const gln_sharded_weights_config_t *c = &sw->cfg;
+    const int64_t limit = elems_limit();
+    const int two_d = gln_sharded_fp8_2d(sw);
+    /* 128x128 all-gather: each expert padded to whole 128-row tiles */
+    const int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : c->out_features;
+    GLN_REQUIRE_ARG(rows <= limit / c->in_features,
+                    "%s: one expert of [%lld, %lld]%s is too large: more than GLN_MAX_ELEMS = 2^56 "
+                    "elements (the limit of one buffer)", FN, (long long)c->out_features,
+                    (long long)c->in_features, two_d ? " (rows padded to 128)" : "");
+    sw->expert_elems = c->out_features * c->in_features;
+    sw->expert_stride = rows * c->in_features;
+    GLN_REQUIRE_ARG(c->num_experts <= limit / sw->expert_stride,
+                    "%s: %d experts of [%lld, %lld] are too large: more than GLN_MAX_ELEMS = 2^56 "
+                    "elements (the limit of one buffer)", FN, (int)c->num_experts,
+                    (long long)c->out_features, (long long)c->in_features);
+    sw->total = c->num_experts * sw->expert_stride;
+    sw->ranks = ranks;
+    /* shards of whole units: 128-row tiles (128x128 gather: every tile in one shard), 128
+     * elements (MXFP8: every 1x32 block in one shard), else single elements.  unit <= total. */
+    const int64_t unit = two_d ? 128 * c->in_features : gln_sharded_fp8_mx(sw) ? 128 : 1;
+    const int64_t units = (sw->total + unit - 1) / unit;
+    sw->shard_len = (units + ranks - 1) / ranks * unit;
+    GLN_REQUIRE_ARG(sw->shard_len <= limit / ranks,
+                    "%s: the %d ranks' padded shards of %lld elements are too large: more than "
+                    "GLN_MAX_ELEMS = 2^56 elements (the gathered buffer)", FN, ranks, (long long)sw->shard_len);
     return GLN_STATUS_SUCCESS;
 }
 
@@ -177,23 +218,26 @@ static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
                                  const gln_sharded_weights_config_t *cfg,
                                  gln_sharded_weights_t *sw) {
     GLN_TRY(read_config(cfg, &sw->cfg));
-    GLN_TRY(validate(ctx, comm, &sw->cfg, comm->size));
+    GLN_TRY(validate(ctx, comm, &sw->cfg));
     sw->ctx = ctx;
-    sw->ranks = comm->size;
-    sw->expert_elems = sw->cfg.out_features * sw->cfg.in_features;
-    const int64_t padded_rows = (sw->cfg.out_features + 127) / 128 * 128;
-    sw->expert_stride = gln_sharded_fp8_2d(sw) ? padded_rows * sw->cfg.in_features : sw->expert_elems;
-    sw->total = sw->cfg.num_experts * sw->expert_stride;
-    sw->shard_len = (sw->total + sw->ranks - 1) / sw->ranks;
-    /* 128x128 all-gather: shards of whole 128-row tiles, so every tile lies in one shard */
-    if (gln_sharded_fp8_2d(sw)) {
-        const int64_t unit = 128 * sw->cfg.in_features;
-        sw->shard_len = (sw->shard_len + unit - 1) / unit * unit;
-    }
-    /* MXFP8 all-gather: shards of whole [., 128] rows, so every 1x32 block lies in one shard */
-    if (gln_sharded_fp8_mx(sw)) sw->shard_len = (sw->shard_len + 127) / 128 * 128;
+    GLN_TRY(plan_layout(sw, comm->size));
     sw->shard_offset = (int64_t)comm->rank * sw->shard_len;
     return allocate_shards(sw);
+}
+
+/* fp8_quant's fields (validated: small non-negative values; amax_epsilon finite, >= 0). */
+static void fingerprint_fp8(const gln_quant_config_t *q, int64_t *v) {
+    v[FP_FP8_MODE] = q->mode;
+    v[FP_FP8_DTYPE] = q->fp8_dtype;
+    v[FP_FP8_ROWWISE] = q->rowwise;
+    v[FP_FP8_COLUMNWISE] = q->columnwise;
+    v[FP_FP8_DELAYED] = q->delayed;
+    uint32_t bits = 0;
+    if (q->amax_epsilon != 0.0f) memcpy(&bits, &q->amax_epsilon, sizeof bits); /* -0 is 0 */
+    v[FP_FP8_EPSILON] = bits;
+    v[FP_FP8_POW2] = q->power_2_scale;
+    v[FP_FP8_E8M0] = q->e8m0_rounding;
+    v[FP_FP8_NAN] = q->amax_nan_propagate;
 }
 
 /* All ranks learn whether every rank succeeded and whether their configurations agree. */
@@ -208,9 +252,9 @@ static gln_status_t check_agreement(gln_comm_t *comm, const gln_sharded_weights_
         v[FP_DTYPE] = c->working_dtype;
         v[FP_ASYNC] = c->async_finalize != 0;
         v[FP_GRAD] = c->requires_grad != 0;
-        v[FP_FP8] = c->fp8_gather != 0;
-        v[FP_FP8_MODE] = c->fp8_gather ? c->fp8_quant.mode : 0;
-        v[FP_FP8_DTYPE] = c->fp8_gather ? c->fp8_quant.fp8_dtype : 0;
+        v[FP_BACKEND] = sw->ctx->kind;
+        v[FP_FP8] = c->fp8_gather;
+        if (c->fp8_gather) fingerprint_fp8(&c->fp8_quant, v);
     }
     for (int i = 0; i < FP_COUNT; i++) v[FP_COUNT + i] = -v[i];
     /* host memory on every transport (NCCL keeps a host path for this handshake) */
@@ -240,16 +284,19 @@ static void free_buffers(gln_sharded_weights_t *sw) {
     gln_ctx_free(sw->ctx, sw->fp8_sscale);
 }
 
+/* Every refusal on one rank joins the agreement (a missing out-pointer included), so the other
+ * ranks fail with it instead of waiting in a collective it never enters.  Only a rank without
+ * a communicator cannot take part: the header makes that the caller's duty. */
 gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
                                         gln_sharded_weights_t **sw) {
-    GLN_REQUIRE_NOT_NULL(FN, sw);
-    *sw = NULL;
+    if (sw) *sw = NULL;
     GLN_REQUIRE_NOT_NULL(FN, comm);
 
     gln_sharded_weights_t *s = calloc(1, sizeof *s);
-    gln_status_t local = s ? create_local(ctx, comm, cfg, s)
-                           : gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
+    gln_status_t local = !sw  ? gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: sw must not be NULL", FN)
+                         : !s ? gln_fail(GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN)
+                              : create_local(ctx, comm, cfg, s);
     char local_msg[512] = "";
     if (local != GLN_STATUS_SUCCESS) snprintf(local_msg, sizeof local_msg, "%s", gln_last_error());
 

@@ -329,6 +329,93 @@ static void test_create_fp8_gather_mismatch(void) {
     gln_context_destroy(ctx);
 }
 
+/* Create with `sc` on every rank (`out_null`: this rank passes no out-pointer); every rank
+ * returns (no hang), with `want` on this rank and a failed create everywhere. */
+static void create_expect(const char *what, gln_sharded_weights_config_t sc, int out_null,
+                          gln_status_t want, const char *needle) {
+    gln_context_t *ctx = NULL;
+    CHECK_OK(gln_context_create(NULL, &ctx));
+    gln_comm_t *comm = world_comm();
+    gln_sharded_weights_t *sw = (gln_sharded_weights_t *)&sw; /* poisoned */
+    gln_status_t st = gln_sharded_weights_create(ctx, comm, &sc, out_null ? NULL : &sw);
+    expect_together(what, st, want, -1, needle);
+    CHECK(out_null || sw == NULL);
+    expect_in_step(comm);
+    gln_comm_destroy(comm);
+    gln_context_destroy(ctx);
+}
+
+static gln_sharded_weights_config_t fp8_config(gln_scaling_mode_t mode) {
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = NE;
+    sc.out_features = KO;
+    sc.in_features = mode == GLN_SCALING_MXFP8_1D ? 128 : KI;
+    sc.fp8_gather = 1;
+    sc.fp8_quant.mode = mode;
+    return sc;
+}
+
+/* One rank passes sw = NULL: it fails with INVALID_ARGUMENT, the others with COMM_ERROR,
+ * instead of waiting for it in the creation handshake. */
+static void test_create_null_out_on_one_rank(void) {
+    int bad = last_rank(), me = gln_mpi_rank();
+    create_expect("create with sw = NULL on one rank", fp8_config(GLN_SCALING_TENSOR), me == bad,
+                  me == bad ? GLN_STATUS_INVALID_ARGUMENT : GLN_STATUS_COMM_ERROR,
+                  me == bad ? "sw must not be NULL" : "another rank");
+}
+
+/* Every field of fp8_quant changes the gathered weights: a difference on one rank fails create
+ * on every rank, naming the field. */
+static void test_create_fp8_quant_mismatch(void) {
+    int odd = gln_mpi_rank() == last_rank();
+    gln_sharded_weights_config_t sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.power_2_scale = 1;
+    create_expect("power_2_scale on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.power_2_scale");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.amax_epsilon = 1e-3f;
+    create_expect("amax_epsilon on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.amax_epsilon");
+    sc = fp8_config(GLN_SCALING_BLOCK_2D);
+    if (gln_mpi_rank() == 0) sc.fp8_quant.amax_epsilon = 0.5f;
+    create_expect("128x128 amax_epsilon on rank 0", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.amax_epsilon");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.amax_nan_propagate = 1;
+    create_expect("amax_nan_propagate on one rank", sc, 0, GLN_STATUS_COMM_ERROR,
+                  "fp8_quant.amax_nan_propagate");
+    sc = fp8_config(GLN_SCALING_MXFP8_1D);
+    if (odd) sc.fp8_quant.e8m0_rounding = GLN_E8M0_ROUND_FLOOR;
+    create_expect("e8m0_rounding on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.e8m0_rounding");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.fp8_dtype = GLN_DTYPE_FP8_E5M2;
+    create_expect("fp8_dtype on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.fp8_dtype");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.columnwise = 1;
+    create_expect("columnwise on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.columnwise");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (odd) sc.fp8_quant.mode = GLN_SCALING_BLOCK_2D;
+    create_expect("mode on one rank", sc, 0, GLN_STATUS_COMM_ERROR, "fp8_quant.mode");
+}
+
+/* A rank-local refusal (an invalid fp8_quant, sizes past the limits) is agreed: that rank
+ * reports its own error, the others fail with it. */
+static void test_create_refused_on_one_rank(void) {
+    int bad = last_rank(), me = gln_mpi_rank();
+    gln_sharded_weights_config_t sc = fp8_config(GLN_SCALING_TENSOR);
+    if (me == bad) sc.fp8_quant.amax_epsilon = -1.0f;
+    create_expect("amax_epsilon -1 on one rank", sc, 0,
+                  me == bad ? GLN_STATUS_INVALID_ARGUMENT : GLN_STATUS_COMM_ERROR,
+                  me == bad ? "cfg->fp8_quant.amax_epsilon" : "another rank");
+    sc = fp8_config(GLN_SCALING_TENSOR);
+    if (me == bad) sc.fp8_quant.mode = GLN_SCALING_NONE;
+    create_expect("mode NONE on one rank", sc, 0,
+                  me == bad ? GLN_STATUS_INVALID_ARGUMENT : GLN_STATUS_COMM_ERROR,
+                  me == bad ? "cfg->fp8_quant.mode" : "another rank");
+    sc = fp8_config(GLN_SCALING_BLOCK_2D);
+    if (me == 0) sc.in_features = (int64_t)1 << 57;
+    create_expect("in_features 2^57 on rank 0", sc, 0,
+                  me == 0 ? GLN_STATUS_INVALID_ARGUMENT : GLN_STATUS_COMM_ERROR,
+                  me == 0 ? "in_features" : "another rank");
+}
+
 /* One rank prefetches while the others materialize: the calls differ, every rank fails with
  * COMM_ERROR (no rank is left inside an all-gather), and the group stays usable. */
 static void test_prefetch_on_one_rank(void) {
@@ -362,7 +449,8 @@ static void test_prefetch_bad_direction(void) {
     world_destroy(&w); /* nothing was started, nothing pending */
 }
 
-GLN_MPI_TEST_MAIN(GLN_CASE(test_create_fp8_gather_mismatch), GLN_CASE(test_prefetch_on_one_rank),
+GLN_MPI_TEST_MAIN(GLN_CASE(test_create_fp8_gather_mismatch), GLN_CASE(test_create_null_out_on_one_rank),
+                  GLN_CASE(test_create_fp8_quant_mismatch), GLN_CASE(test_create_refused_on_one_rank), GLN_CASE(test_prefetch_on_one_rank),
                   GLN_CASE(test_prefetch_bad_direction), GLN_CASE(test_allgather_null_send), GLN_CASE(test_allgather_bad_dtype),
                   GLN_CASE(test_allgather_count_mismatch), GLN_CASE(test_allreduce_op_mismatch),
                   GLN_CASE(test_allreduce_unsupported_dtype), GLN_CASE(test_allreduce_bad_op),

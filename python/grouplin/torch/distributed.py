@@ -170,6 +170,7 @@ class ShardedExperts(torch.nn.Module, DistributedWeight):
     def __init__(self, num_experts, out_features, in_features, group=None, dtype=torch.float32, device=None,
                  init_method=None, seed=1234):
         torch.nn.Module.__init__(self)
+        _lib.check_layer_sizes("ShardedExperts", num_experts, out_features, in_features)
         self.num_experts, self.out_features, self.in_features = num_experts, out_features, in_features
         self.group = group
         self.world = dist.get_world_size(group)

@@ -39,6 +39,9 @@ from .. import _lib, recipe as _recipe
 from . import _layer, _ops  # noqa: F401  (_ops registers torch.ops.grouplin.*)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 class GroupedLinear(torch.nn.Module):
     """N linear maps applied to consecutive row blocks of one input: y_i = x_i W_iᵀ + b_i.
 
@@ -97,9 +100,7 @@ class GroupedLinear(torch.nn.Module):
         if use_grouped_tensor is not None and not isinstance(use_grouped_tensor, bool):
             raise TypeError("use_grouped_tensor: expected None or a bool, got %r" % (use_grouped_tensor,))
         self.name, self.sequence_parallel = name, bool(sequence_parallel)
-        for name, v in (("num_gemms", num_gemms), ("in_features", in_features), ("out_features", out_features)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError("GroupedLinear: %s must be a positive int, got %r" % (name, v))
+        _lib.check_layer_sizes("GroupedLinear", num_gemms, out_features, in_features, n_name="num_gemms")
         params_dtype = params_dtype or torch.get_default_dtype()
         _layer.gln_dtype(params_dtype, "params_dtype")
         device = torch.device(device) if device is not None else torch.empty(0).device
@@ -121,7 +122,7 @@ class GroupedLinear(torch.nn.Module):
         fields["param_dtype"] = _layer.gln_dtype(params_dtype, "params_dtype")  # the biases' dtype with a
         fields.update(_recipe.layer_fields(recipe))                               # distributed_weight
         if amax_epsilon is not None:
-            fields["amax_epsilon"] = float(amax_epsilon)
+            fields["amax_epsilon"] = _lib.real("amax_epsilon", amax_epsilon)
         if distributed_weight is not None:
             if (distributed_weight.num_experts, distributed_weight.out_features,
                     distributed_weight.in_features) != (num_gemms, out_features, in_features):
@@ -252,12 +253,17 @@ class GroupedLinear(torch.nn.Module):
             raise ValueError("m_splits: expected %d splits (num_gemms), got %d" % (n, len(m_splits)))
         out = []
         for i, s in enumerate(m_splits):
+            # plain int tests only: this runs inside torch.compile'd code without a graph break
             if isinstance(s, torch.Tensor):
+                if s.is_floating_point() or s.is_complex() or s.dtype == torch.bool:
+                    raise TypeError("m_splits[%d]: expected an int, got a %s tensor" % (i, s.dtype))
                 s = int(s)
             if not isinstance(s, int) or isinstance(s, bool):
                 raise TypeError("m_splits[%d]: expected an int, got %s" % (i, type(s).__name__))
             if s < 0:
                 raise ValueError("m_splits[%d]: %d is negative" % (i, s))
+            if s > _INT64_MAX:
+                raise ValueError("m_splits[%d]: %d does not fit int64 (the library's split type)" % (i, s))
             out.append(s)
         return out, None
 
