@@ -75,32 +75,62 @@ static inline void *device_random_fast(gln_context_t *ctx, gln_dtype_t dt, size_
     return dev;
 }
 
-/* Split sets of the benchmarks (rows per expert; every count a multiple of 16, so the FP8
- * transposed copies keep 16-byte strides and the FP8 wgrad stays on the tensor cores):
- *   uniform  `tokens` each;
- *   zipf     expert i gets a share ∝ 1/(i+1), the last quarter of the experts nothing;
- *   empty    every fourth expert (3, 7, ...) nothing, the others an equal share (the remainder
- *            spread 16 rows at a time).
- * What is left goes to expert 0, so the total is always experts · tokens. */
-typedef enum bench_splits { SPLITS_UNIFORM, SPLITS_ZIPF, SPLITS_EMPTY, SPLITS_COUNT_ } bench_splits_t;
-static const char *const bench_splits_names[] = {"uniform", "zipf", "empty"};
+/* Split sets of the benchmarks (rows per expert; the total is always experts · tokens):
+ *   uniform  `tokens` each (a multiple of 16 in every shape: the aligned reference of a cell);
+ *   zipf     expert i gets a share ∝ 1/(i+1), the last quarter of the experts nothing, each count
+ *            rounded down to a multiple of 16 (a caller padding its routing to 16);
+ *   empty    every fourth expert (3, 7, ...) nothing, the others an equal share in multiples of 16
+ *            (the remainder spread 16 rows at a time);
+ *   router   the zipf shares as a router gives them: no rounding, so almost no count is a multiple
+ *            of 16, the last quarter empty (the remainder spread one row at a time);
+ *   random   every expert a random share (weights uniform in [0.25, 1.75), fixed seed), no
+ *            alignment at all, no empty expert.
+ * What is left after the rule goes to expert 0. */
+typedef enum bench_splits {
+    SPLITS_UNIFORM,
+    SPLITS_ZIPF,
+    SPLITS_EMPTY,
+    SPLITS_ROUTER,
+    SPLITS_RANDOM,
+    SPLITS_COUNT_
+} bench_splits_t;
+static const char *const bench_splits_names[] = {"uniform", "zipf", "empty", "router", "random"};
+
+/* Zipf shares of `rows` over the first `live` of E experts, each floored to a multiple of `q`. */
+static inline void bench_zipf(int64_t *splits, int32_t E, int32_t live, int64_t rows, int64_t q) {
+    double h = 0;
+    for (int32_t i = 0; i < live; i++) h += 1.0 / (i + 1);
+    for (int32_t i = 0; i < E; i++) splits[i] = i < live ? (int64_t)((double)rows / h / (i + 1)) / q * q : 0;
+}
 
 static inline void bench_make_splits(bench_splits_t kind, int64_t *splits, int32_t E, int64_t tokens) {
     const int64_t rows = (int64_t)E * tokens;
+    const int32_t live = E > 4 ? E - E / 4 : E;
     int64_t used = 0;
-    if (kind == SPLITS_ZIPF) {
-        const int32_t live = E > 4 ? E - E / 4 : E;
-        double h = 0;
-        for (int32_t i = 0; i < live; i++) h += 1.0 / (i + 1);
-        for (int32_t i = 0; i < E; i++) splits[i] = i < live ? (int64_t)((double)rows / h / (i + 1)) / 16 * 16 : 0;
+    if (kind == SPLITS_ZIPF || kind == SPLITS_ROUTER) {
+        bench_zipf(splits, E, live, rows, kind == SPLITS_ZIPF ? 16 : 1);
+        if (kind == SPLITS_ROUTER) {
+            for (int32_t i = 0; i < E; i++) used += splits[i];
+            for (int32_t i = 1; used < rows; i = i % live + 1) splits[i % live]++, used++;
+        }
     } else if (kind == SPLITS_EMPTY) {
-        const int32_t live = E >= 4 ? E - E / 4 : E;
-        for (int32_t i = 0; i < E; i++) splits[i] = (E >= 4 && i % 4 == 3) ? 0 : rows / live / 16 * 16;
-        for (int64_t left = rows - live * (rows / live / 16 * 16), i = 0; left >= 16; i = (i + 1) % E)
+        const int32_t on = E >= 4 ? E - E / 4 : E;
+        for (int32_t i = 0; i < E; i++) splits[i] = (E >= 4 && i % 4 == 3) ? 0 : rows / on / 16 * 16;
+        for (int64_t left = rows - on * (rows / on / 16 * 16), i = 0; left >= 16; i = (i + 1) % E)
             if (splits[i]) splits[i] += 16, left -= 16; /* the remainder 16 rows at a time */
+    } else if (kind == SPLITS_RANDOM) {
+        uint64_t st = 0x9E3779B97F4A7C15ull;
+        double wsum = 0, w[4096];
+        for (int32_t i = 0; i < E && i < 4096; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            w[i] = 0.25 + 1.5 * (double)(st >> 11) / 9007199254740992.0;
+            wsum += w[i];
+        }
+        for (int32_t i = 0; i < E; i++) splits[i] = i < 4096 ? (int64_t)((double)rows * w[i] / wsum) : 0;
     } else {
         for (int32_t i = 0; i < E; i++) splits[i] = tokens;
     }
+    used = 0;
     for (int32_t i = 0; i < E; i++) used += splits[i];
     splits[0] += rows - used;
 }

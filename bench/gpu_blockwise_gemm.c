@@ -2,7 +2,7 @@
  * gradient scales, 128×128 weight scales, E4M3) on the CUDA backend, through the public API only:
  * fprop (TN, bf16 out), dgrad (NN through the weights' transposed copies, bf16 out) and wgrad
  * into FP32 main_grad (NT through the columnwise copies, accumulating), on the MoE shapes of
- * issue 16 with uniform splits in device memory (the layer's grouped path).
+ * docs/performance.md with uniform splits in device memory (the layer's grouped path).
  *
  * The operands are random finite E4M3 codes with random FP32 decode scales in [0.5, 2) (or powers
  * of two with --pow2, which also sets args.block_scales_pow2); no quantization is timed.  Per

@@ -1,7 +1,7 @@
 /* GPU grouped GEMM benchmark: the GEMMs of a grouped linear layer — fprop (TN), dgrad (NN),
  * wgrad into an FP32 main_grad (NT, bf16 operands; and, for the FP8 recipes, the FP8 wgrad from
  * the transposed copies) — on the CUDA backend, through the public API only, for the MoE shapes
- * of issue 16 (Mixtral FC1, DeepSeek-like, Qwen3-like, DeepGEMM's), each with uniform,
+ * of docs/performance.md (Mixtral FC1, DeepSeek-like, Qwen3-like, DeepGEMM's), each with uniform,
  * Zipf-skewed and partly empty splits (bench_util.h).
  *
  * Recipes: bf16 operands, and per-tensor FP8 (E4M3 activations and weights, E4M3 or — HYBRID —
@@ -14,7 +14,7 @@
  * share of the roofline reached (%roof: the larger of FLOPs at bf16 800 / FP8 1560 TFLOP/s and
  * the minimum bytes at 4.25 TB/s, over the time; the bytes count only the experts that have
  * rows, and main_grad read + written), and with --peer FILE the ratio to torch in the same
- * session (x torch: torch's time / ours; peer_torch.py --out FILE writes it: _grouped_mm for bf16,
+ * run (x torch: torch's time / ours; peer_torch.py --out FILE writes it: _grouped_mm for bf16,
  * _scaled_grouped_mm rowwise for FP8).
  *
  * Each sample runs a stage `inner` times back to back between two device synchronisations and

@@ -1,8 +1,9 @@
 /* GPU grouped linear layer benchmark: one training step of the layer — forward, then backward
  * with dgrad, wgrad fused into the FP32 main_grad and dbias — on the CUDA backend through the
- * public API, quantization included, for the MoE shapes of issue 16 (Mixtral FC1, DeepSeek-like,
- * Qwen3-like, DeepGEMM's), each with uniform, Zipf-skewed and partly empty splits (bench_util.h),
- * and every recipe.
+ * public API, quantization included, for four MoE shapes (Mixtral FC1, DeepSeek-like, Qwen3-like,
+ * DeepGEMM's), each with the split sets of bench_util.h — uniform; Zipf-skewed and partly empty
+ * in multiples of 16; Zipf as a router gives it (unrounded, empty experts); random unaligned
+ * counts — and every recipe.
  *
  * The weights are one packed bf16 buffer the benchmark owns (single_grouped_weight; random
  * values set up on the device, shared by the recipes of a shape), main_grad one packed FP32
@@ -17,15 +18,17 @@
  * bf16 layer's minimum bytes at 4.25 TB/s (x, W, y, dy, dx once per GEMM, main_grad read and
  * written; Qwen3-like: 0.63 ms) — and, with --peer FILE, x torch: the torch step's time over
  * ours (peer_torch.py --out FILE: autograd over _grouped_mm plus the main_grad add for bf16, the
- * rowwise _scaled_grouped_mm step for the FP8 recipes).
+ * rowwise _scaled_grouped_mm step for the FP8 recipes); xunif: the cell's time over the same
+ * shape, recipe and rows in uniform splits (the performance promise: any split a router gives
+ * within 1.15× of it; uniform is always timed).
  *
  * GLN_CUDA_GROUPED_LOOP=1 makes the grouped GEMMs per-expert cuBLASLt loops; GLN_CUTLASS_TILES
- * forces a tile regime.  The default table runs in about a minute on an H200; --quick: uniform
- * splits, 3 steps after 1.
+ * forces a tile regime.  The default table (five split sets) runs in about two minutes on an
+ * H200; --quick: uniform splits, 3 steps after 1.
  *
  * Clocks: the H200 holds 1980 MHz only for the first fraction of a second of load; sustained
  * steps of these shapes reach its 700 W power limit and run at ~1.3–1.6 GHz (nvidia-smi during
- * 60-step runs, bench/RESULTS.md 2026-12-04 tenth session).  A figure therefore depends on how
+ * 60-step runs, bench/RESULTS.md 2026-12-04, runs at ee03b23).  A figure therefore depends on how
  * long the device has been busy: --quick (4 steps) and the first recipes of a table read high,
  * later recipes of the full table lower.  For sustained throughput, give a long --warmup (e.g.
  * --warmup 40 --repeat 20); compare recipes at the same duty cycle.
@@ -39,7 +42,8 @@
  * weights, main_grad accumulated).  The step then carries no weight quantization: the figure is
  * what the FP8 GEMMs gain once the weight cast is amortized over the microbatches.
  *
- * usage: gpu_layer [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] [--splits uniform|zipf|empty|all]
+ * usage: gpu_layer [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME]
+ *                  [--splits uniform|zipf|empty|router|random|all]
  *                  [--bias] [--split-path] [--forward-only] [--cached-weights] [--peer FILE]
  *                  [--quick]   (exit 77 without a GPU) */
 #include "bench_util.h"
@@ -139,7 +143,7 @@ static void time_steps(gln_context_t *ctx, const shape_t *s, buffers_t *bf, gln_
 
 int main(int argc, char **argv) {
     opts_t o = {0, 0, 0, 0, 1, 5};
-    int quick = 0, on[SPLITS_COUNT_] = {1, 1, 1};
+    int quick = 0, on[SPLITS_COUNT_] = {1, 1, 1, 1, 1};
     const char *only_shape = NULL, *only_recipe = NULL, *peer = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) o.repeat = atoi(argv[++i]);
@@ -156,13 +160,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else {
             fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [--shape NAME] [--recipe NAME] "
-                            "[--splits uniform|zipf|empty|all] [--bias] [--split-path] [--forward-only] [--cached-weights] "
+                            "[--splits uniform|zipf|empty|router|random|all] [--bias] [--split-path] [--forward-only] [--cached-weights] "
                             "[--peer FILE] "
                             "[--quick]\n", argv[0]);
             return 2;
         }
     }
-    if (quick) o.repeat = 3, o.warmup = 1, on[1] = on[2] = 0;
+    if (quick) o.repeat = 3, o.warmup = 1, on[1] = on[2] = on[3] = on[4] = 0;
+    on[SPLITS_UNIFORM] = 1; /* every cell's reference: the same rows in uniform aligned splits */
     if (o.repeat < 1 || o.warmup < 0) return 2;
     if (o.cached_weights && o.warmup < 1) o.warmup = 1; /* the FIRST microbatch fills the cache */
     gln_context_t *ctx = bench_cuda_context();
@@ -171,7 +176,8 @@ int main(int argc, char **argv) {
            o.cached_weights ? "; weights cached: microbatch NEXT" : "",
            o.split_path ? "split" : "grouped (device splits)",
            bench_loop_forced() ? "GEMM loop forced" : "default GEMM dispatch", o.bias);
-    printf("%-11s %-7s %-12s | %9s %8s %5s %6s\n", "shape", "splits", "recipe", "ms", "TFLOP/s", "%roof", "xtorch");
+    printf("%-11s %-7s %-12s | %9s %8s %5s %6s %6s\n", "shape", "splits", "recipe", "ms", "TFLOP/s", "%roof", "xunif",
+           "xtorch");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape_t *s = &shapes[i];
         if (only_shape && strcmp(only_shape, s->name)) continue;
@@ -202,8 +208,10 @@ int main(int argc, char **argv) {
                                                      r == 0 ? "bf16" : "fp8", o.forward_only ? "forward" : "layer");
                 char xt[16] = "-";
                 if (tp > 0 && (r == 0 || r == 1)) snprintf(xt, sizeof xt, "%.2f", tp / t[sp]);
-                printf("%-11s %-7s %-12s | %9.3f %8.1f %5.0f %6s\n", s->name, bench_splits_names[sp], recipes[r].name,
-                       t[sp] * 1e3, flops / t[sp] * 1e-12, 100.0 * roof / t[sp], xt);
+                /* xunif: this cell's time over the same shape, recipe and rows in uniform splits */
+                printf("%-11s %-7s %-12s | %9.3f %8.1f %5.0f %6.2f %6s\n", s->name, bench_splits_names[sp],
+                       recipes[r].name, t[sp] * 1e3, flops / t[sp] * 1e-12, 100.0 * roof / t[sp],
+                       t[sp] / t[SPLITS_UNIFORM], xt);
                 fflush(stdout);
             }
         }

@@ -3,12 +3,12 @@
  * (1x128 and 128x128 blocks, power-of-two scales, rowwise + transposed) on the CUDA backend,
  * through the public API only (gln_quantize, gln_grouped_quantize).
  *
- * Sizes: one 16384 x 8192 tensor, and the x, dy and expert weights of the MoE shapes of
- * PERFORMANCE.md (Mixtral FC1 E8 T4096 K4096 N14336, DeepSeek-like E32 T512 K7168 N2048,
+ * Sizes: one 16384 x 8192 tensor, and the x, dy and expert weights of the MoE shapes
+ * (Mixtral FC1 E8 T4096 K4096 N14336, DeepSeek-like E32 T512 K7168 N2048,
  * Qwen3-like E128 T128 K2048 N768), x and dy as grouped tensors of E members with uniform device
- * splits, the weights as a grouped tensor of E members [N, K].  Then the grouped-launch check of
- * issue 9: the 128 Qwen3-like weights grouped (host and device splits) against the same bytes as
- * one tensor.
+ * splits, the weights as a grouped tensor of E members [N, K].  Then the grouped-launch check:
+ * the 128 Qwen3-like weights grouped (host and device splits) against the same bytes as one
+ * tensor (a grouped launch should cost about what one tensor of the same bytes does).
  *
  * Figures: useful GB/s = (input read once + every output byte written once, scales included) /
  * time, and that over the bandwidth of a device-to-device copy (bytes read + written) measured in
@@ -19,21 +19,11 @@
  * --torch "CMD": after our runs, run `CMD ROWS COLS ...` (bench/peer_torch_quant.py: torch eager
  * and torch.compile per-tensor current scaling, R and R+T, and a torch device copy) on the same
  * GPU for 16384 x 8192 and the packed x of each MoE shape, and print ours against it: our
- * tensor-current R / R+T GB/s over torch's (eager, torch.compile), the ratio the issue targets
+ * tensor-current R / R+T GB/s over torch's (eager, torch.compile), the ratio we aim at
  * (>= 2.5x torch.compile for R+T).  E.g. --torch "/work/main/.venv/bin/python bench/peer_torch_quant.py".
- * GLN_CUDA_QUANT_PIPE=0 / GLN_CUDA_QUANT_REVERSE=0 in the environment select the load-then-use
- * kernels / the forward-order cast pass, GLN_CUDA_QUANT_V2=0 the first per-tensor kernels (v1)
- * instead of the v2 ones, GLN_CUDA_QUANT_ORDER=strided|contiguous one tile order across blocks
- * for every kernel (default: strided for MXFP8 and delayed scaling), GLN_CUDA_QUANT_V3=0 the v2 per-tensor cast,
- * GLN_CUDA_QUANT_TMA=0 the register-pipeline per-tensor kernels (v3 cast / v2 amax) instead of the
- * bulk-copy (TMA) ones (v4, the default for bf16 / fp16 with cols % 8 == 0; GLN_CUDA_QUANT_TMA=2
- * requires v4, GLN_CUDA_QUANT_TC=64|128 its tile columns (default 128 where cols > 64),
- * GLN_CUDA_QUANT_TMA_BLOCKS=n caps its grid),
- * GLN_CUDA_QUANT_MX=1 the first MXFP8 kernel, GLN_CUDA_QUANT_MX=2 the second (v2, register loads)
- * instead of the default v3 (TMA load pipeline; GLN_CUDA_QUANT_MX_BLOCKS=n caps its grid),
- * GLN_CUDA_BLOCK_V1=1 the first block kernel, GLN_CUDA_BLOCK_TMA=0 the block kernel before the
- * TMA load pipeline (v2), GLN_CUDA_PDL=0 the TMA kernels and their setup / scale kernels without
- * programmatic dependent launch, to measure what each change gains; the variants are printed.
+ * The CUDA backend runs its TMA quantize kernels where they apply and its general ones elsewhere;
+ * in the environment, GLN_CUDA_QUANT_GRID=N caps every quantize grid at N blocks and GLN_CUDA_PDL=0
+ * launches without programmatic dependent launch (both printed), to measure what each gains.
  *
  * Each line gives the share of the 512 MB copy's bandwidth and of a copy of the problem's own bytes
  * (the small MoE tensors cannot reach the large copy's rate: neither can a copy of their size).
@@ -372,25 +362,10 @@ int main(int argc, char **argv) {
            g_gated     ? "gated: a sample is 10 calls released to the device together"
            : g_batch > 1 ? "back-to-back: a sample is 10 calls enqueued together"
                          : "a sample is one call on an idle device");
-    { /* the kernel variants the CUDA backend picks from the environment (A/B in one GPU session) */
-        const char *v2 = getenv("GLN_CUDA_QUANT_V2"), *pipe = getenv("GLN_CUDA_QUANT_PIPE");
-        const char *order = getenv("GLN_CUDA_QUANT_ORDER");
-        printf("quantize kernels: %s (GLN_CUDA_QUANT_V2=%s), pipeline %s (GLN_CUDA_QUANT_PIPE=%s), tile order %s\n",
-               v2 && v2[0] == '0' ? "v1" : "v2", v2 ? v2 : "unset", pipe && pipe[0] == '0' ? "off" : "on",
-               pipe ? pipe : "unset", order ? order : "default (MXFP8 and delayed strided)");
-        const char *v3 = getenv("GLN_CUDA_QUANT_V3"), *mx = getenv("GLN_CUDA_QUANT_MX");
-        const char *blk = getenv("GLN_CUDA_BLOCK_V1"), *tma = getenv("GLN_CUDA_QUANT_TMA");
-        const char *btma = getenv("GLN_CUDA_BLOCK_TMA"), *tc = getenv("GLN_CUDA_QUANT_TC");
-        const int v3_on = !(v3 && v3[0] == '0'), v2_on = !(v2 && v2[0] == '0'), tma_on = !(tma && tma[0] == '0');
-        printf("  per-tensor %s (GLN_CUDA_QUANT_TMA=%s, GLN_CUDA_QUANT_TC=%s, GLN_CUDA_QUANT_V3=%s), MXFP8 %s "
-               "(GLN_CUDA_QUANT_MX=%s), block %s (GLN_CUDA_BLOCK_V1=%s, GLN_CUDA_BLOCK_TMA=%s)\n",
-               v2_on && v3_on && tma_on ? "v4 TMA (amax + cast)" : v3_on ? "v3 cast" : "v2 cast",
-               tma ? tma : "unset", tc ? tc : "unset (128 where cols > 64)", v3 ? v3 : "unset",
-               mx && mx[0] == '1' ? "v1" : mx && mx[0] == '2' ? "v2" : "v3 (TMA)", mx ? mx : "unset",
-               blk && blk[0] == '1' ? "v1" : btma && btma[0] == '0' ? "v2" : "v3 (TMA; v2 where it does not apply)",
-               blk ? blk : "unset", btma ? btma : "unset");
-        const char *pdl = getenv("GLN_CUDA_PDL");
-        printf("  programmatic dependent launch %s (GLN_CUDA_PDL=%s)\n", pdl && pdl[0] == '0' ? "off" : "on",
+    { /* what the environment changes in the CUDA backend's quantize launches */
+        const char *grid = getenv("GLN_CUDA_QUANT_GRID"), *pdl = getenv("GLN_CUDA_PDL");
+        printf("quantize grids %s (GLN_CUDA_QUANT_GRID=%s), programmatic dependent launch %s (GLN_CUDA_PDL=%s)\n",
+               grid ? "capped" : "as resident", grid ? grid : "unset", pdl && pdl[0] == '0' ? "off" : "on",
                pdl ? pdl : "unset");
     }
     for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
@@ -412,7 +387,7 @@ int main(int argc, char **argv) {
             run(ctx, label, (kind_t)k, dt, s->experts, s->experts * s->n, s->k, 1, copy);
         }
     }
-    /* issue 9: 128 expert weights in one grouped launch vs the same bytes as one tensor */
+    /* 128 expert weights in one grouped launch vs the same bytes as one tensor */
     printf("grouped launch vs one tensor (qwen3 weights, 128 x [768, 2048]):\n");
     for (int k = 0; k < K_COUNT; k++) {
         const double one = run(ctx, "qwen3-w one tensor", (kind_t)k, dt, 0, 128 * 768, 2048, 0, copy);

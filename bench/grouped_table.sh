@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 16's benchmark table in one go on the GPU machine: the torch peers (peer_torch.py, which
+# The grouped-GEMM benchmark table (docs/performance.md) in one go on the GPU machine: the torch peers (peer_torch.py, which
 # writes their timings to a file), then the grouped GEMM stages (gpu_grouped_gemm) and the layer
 # step per recipe (gpu_layer), both with the ratio to torch read from that file.  The full table
 # (4 shapes × uniform / zipf / empty splits) takes under 4 minutes on an H200; --quick (uniform

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lower bounds on one grouped-linear layer step (forward + backward) on a GPU, by recipe.
 
-Issue 16's layer targets compare recipes on the same shape; this script says what each recipe
+The layer targets (docs/performance.md) compare recipes on the same shape; this script says what each recipe
 could reach at best, from arithmetic alone, so that a measured time can be read against it.  No
 GPU is needed.  Each stage of the step is a separate kernel (the quantizers do not overlap the
 GEMMs), so the step's floor is the sum of its stages' floors, and a stage's floor is the larger

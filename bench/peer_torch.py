@@ -1,4 +1,4 @@
-"""Torch peers of bench/gpu_grouped_gemm.c and bench/gpu_layer.c, same machine, same session.
+"""Torch peers of bench/gpu_grouped_gemm.c and bench/gpu_layer.c, same machine, same run.
 
 Per shape (Mixtral FC1, DeepSeek-like, Qwen3-like, DeepGEMM's) and split set (uniform, zipf,
 empty: the same sets as bench_util.h, every split a multiple of 16), per recipe:

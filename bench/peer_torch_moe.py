@@ -14,12 +14,18 @@ Adam (0.9, 0.999, 1e-8, fused) on FP32 parameters, like grouplin's Adam on FP32 
 
 The data are random windows of the same text (default: every regular file under
 /usr/share/common-licenses, by name; first 90 % train), drawn on the GPU.  --warmup steps run
-first (not timed; with --compile they include compilation), then --steps steps are timed with
-CUDA events: tokens/s = tokens * steps / seconds.  It prints the matching grouplin command.
+first (not timed; with --compile they include compilation), then --steps optimizer steps are
+timed with CUDA events: tokens/s = tokens * microbatches * steps / seconds.  It prints the
+matching grouplin command.
 
-usage: python3 bench/peer_torch_moe.py [--experts 64] [--hidden 1024] [--ffn 1024] [--topk 2]
-           [--tokens 16384] [--context 8] [--activation swiglu|gelu] [--steps 50] [--warmup 10]
-           [--compile] [--data FILE] [--seed 1]"""
+--microbatches M: gradient accumulation as `grouplin train --microbatches M` runs it: M
+microbatches of --tokens each, every one's loss scaled by 1/M and backpropagated (the gradients
+add up), then one Adam step.  --preset mixtral|qwen3|deepseek: the expert dimensions of
+`grouplin train --preset` (one MoE layer; --tokens 16384); options given explicitly override it.
+
+usage: python3 bench/peer_torch_moe.py [--preset NAME] [--experts 64] [--hidden 1024] [--ffn 1024]
+           [--topk 2] [--tokens 16384] [--microbatches 1] [--context 8] [--activation swiglu|gelu]
+           [--steps 50] [--warmup 10] [--compile] [--data FILE] [--seed 1]"""
 import argparse
 import os
 import sys
@@ -27,6 +33,14 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+# tools/train_opts.c's presets: (hidden, ffn, experts, topk, tokens per microbatch)
+PRESETS = {
+    "mixtral": (4096, 14336, 8, 2, 16384),    # Mixtral-8x7B-like
+    "qwen3": (2048, 768, 128, 8, 16384),      # Qwen3-30B-A3B-like
+    "deepseek": (7168, 2048, 64, 8, 16384),   # DeepSeek-V3-like, 64 of its 256 experts
+}
+DEFAULTS = {"hidden": 1024, "ffn": 1024, "experts": 64, "topk": 2, "tokens": 16384}
 
 
 def load_text(path):
@@ -81,11 +95,13 @@ class MoeLm(torch.nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--experts", type=int, default=64)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--ffn", type=int, default=1024)
-    p.add_argument("--topk", type=int, default=2)
-    p.add_argument("--tokens", type=int, default=16384)
+    p.add_argument("--preset", choices=sorted(PRESETS))
+    p.add_argument("--experts", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--ffn", type=int)
+    p.add_argument("--topk", type=int)
+    p.add_argument("--tokens", type=int, help="tokens per microbatch")
+    p.add_argument("--microbatches", type=int, default=1, help="per optimizer step (gradient accumulation)")
     p.add_argument("--context", type=int, default=8)
     p.add_argument("--activation", choices=["swiglu", "gelu"], default="swiglu")
     p.add_argument("--steps", type=int, default=50)
@@ -95,6 +111,12 @@ def main():
     p.add_argument("--data", default=None)
     p.add_argument("--compile", action="store_true", help="torch.compile the model's forward")
     a = p.parse_args()
+    preset = dict(zip(("hidden", "ffn", "experts", "topk", "tokens"), PRESETS[a.preset])) if a.preset else DEFAULTS
+    for name, value in preset.items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
+    if a.microbatches < 1:
+        p.error("--microbatches must be >= 1")
     if not torch.cuda.is_available() or not hasattr(torch, "_grouped_mm"):
         print("peer_torch_moe: needs a CUDA GPU and a torch with torch._grouped_mm", file=sys.stderr)
         return 77
@@ -108,12 +130,15 @@ def main():
     window = torch.arange(-a.context, 0, device=dev).view(1, -1)
 
     def step():
-        i = torch.randint(a.context, train, (a.tokens,), device=dev)         # targets, like lm_data.c
-        loss = fwd(text[i.view(-1, 1) + window], text[i])
-        loss.backward()
+        total = 0.0
+        for _ in range(a.microbatches):                                      # gradients add up
+            i = torch.randint(a.context, train, (a.tokens,), device=dev)     # targets, like lm_data.c
+            loss = fwd(text[i.view(-1, 1) + window], text[i]) / a.microbatches
+            loss.backward()
+            total = total + loss.detach()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return loss
+        return total                                                         # the mean over the microbatches
 
     t0 = time.time()
     for _ in range(a.warmup):
@@ -128,15 +153,18 @@ def main():
     torch.cuda.synchronize()
     sec = start.elapsed_time(end) / 1e3
     f1 = 2 * a.ffn if a.activation == "swiglu" else a.ffn
-    flops = 6.0 * a.tokens * a.topk * a.hidden * (f1 + a.ffn)  # expert GEMMs, as grouplin train counts
+    tokens = a.tokens * a.microbatches                           # per optimizer step
+    flops = 6.0 * tokens * a.topk * a.hidden * (f1 + a.ffn)  # expert GEMMs, as grouplin train counts
     print(f"torch {torch.__version__} peer ({'compiled' if a.compile else 'eager'}, bf16 _grouped_mm): "
-          f"E={a.experts} H={a.hidden} F={a.ffn} k={a.topk} {a.activation}, {a.tokens} tokens/step, "
+          f"E={a.experts} H={a.hidden} F={a.ffn} k={a.topk} {a.activation}"
+          f"{f' (preset {a.preset})' if a.preset else ''}, {a.microbatches} x {a.tokens} = {tokens} tokens/step, "
           f"context {a.context}")
     print(f"  {a.steps} steps in {sec:.3f} s (after {a.warmup} warm-up steps, {warm:.1f} s): "
-          f"{a.steps / sec:.2f} steps/s, {a.tokens * a.steps / sec:.0f} tokens/s, "
+          f"{a.steps / sec:.2f} steps/s, {tokens * a.steps / sec:.0f} tokens/s, "
           f"{flops * a.steps / sec * 1e-9:.1f} expert GFLOP/s, last loss {loss.item():.4f} nats")
     print(f"  grouplin peer: grouplin train --backend cuda --recipes bf16 --experts {a.experts} "
-          f"--hidden {a.hidden} --ffn {a.ffn} --topk {a.topk} --tokens {a.tokens} --context {a.context} "
+          f"--hidden {a.hidden} --ffn {a.ffn} --topk {a.topk} --tokens {a.tokens} "
+          f"--microbatches {a.microbatches} --context {a.context} "
           f"--activation {a.activation} --steps {a.steps + 1} --no-plot")
     return 0
 

@@ -1,11 +1,11 @@
-"""Torch peers for bench/gpu_quantize.c, same machine and session: per-tensor FP8 current scaling
+"""Torch peers for bench/gpu_quantize.c, same machine and run: per-tensor FP8 current scaling
 of a bf16 tensor, rowwise (q) and rowwise + transposed (q, qt), written the way a PyTorch user
 would (amax, scale, cast, transpose), eager and under torch.compile, and a device copy of the
 same tensor (clone) as the bandwidth ceiling.  Useful GB/s counts what gpu_quantize counts: the
 input read once and every output written once (the scale_inv too).  Median of CUDA-event timings
 over rotating inputs (so a call never finds its input in L2).
 
-The first shape is compiled for its static shape (the issue's headline case); further shapes share
+The first shape is compiled for its static shape (the headline case); further shapes share
 one dynamic-shape compile per function, which keeps the run short.  Every result line is also
 printed in a form gpu_quantize --torch parses:
     peer <R|R+T|copy> <eager|compile|-> <rows> <cols> <us> <GB/s>

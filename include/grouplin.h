@@ -411,7 +411,7 @@ typedef struct gln_grouped_gemm_args {
     /* --- version 2 (the first version ends here: size = offsetof(.., block_scales_pow2)) */
     /* BLOCK_1D / BLOCK_2D operands: 1 = the caller knows every decode scale is a power of two
      * (quantized with power_2_scale, the layer's fp8-block default), so dequantizing first is
-     * exact (DESIGN.md §7): the CUDA backend then dequantizes to bf16 on the device and runs one
+     * exact: the CUDA backend then dequantizes to bf16 on the device and runs one
      * grouped bf16 GEMM, graph-capturable.  0 = unknown: the CUDA backend applies the scales per
      * 128-block of K in a per-expert loop (host splits).  The CPU backend reads the scales and
      * decides itself.  A scale that is not a power of two under 1 is rounded into bf16 with its
@@ -460,8 +460,17 @@ typedef enum gln_reduce_op { GLN_REDUCE_SUM = 0, GLN_REDUCE_MAX = 1 } gln_reduce
 /* One rank, no dependencies: every collective is a (stream-ordered) copy in ctx's memory. */
 GLN_API gln_status_t gln_comm_create_self(gln_context_t *ctx, gln_comm_t **comm);
 /* Over MPI (built with GLN_MPI): `mpi_comm` points to an MPI_Comm, or NULL for MPI_COMM_WORLD.
- * MPI must already be initialized by the caller.  Host memory only: ctx is NULL or a CPU context
- * (NOT_SUPPORTED otherwise).  GLN_STATUS_NOT_SUPPORTED without MPI. */
+ * MPI must already be initialized by the caller.  Collective over mpi_comm: a bad argument on one
+ * rank (comm NULL included) fails creation on every rank.  ctx NULL or a CPU context: host
+ * memory.  A CUDA context: device memory of that context, for several ranks sharing one GPU or
+ * when NCCL is not available; each collective then SYNCHRONIZES the context's stream (MPI is not
+ * stream-ordered): a CUDA-aware MPI (MPIX_Query_cuda_support) gets the device pointers after
+ * the stream is drained, any other MPI gets copies staged through page-locked host buffers (the
+ * stream is synchronized by the copy to the host; the buffer is grown to the largest message and
+ * freed by gln_comm_destroy).  Inside a CUDA graph capture of the stream every collective fails
+ * with NOT_SUPPORTED on every rank instead of breaking the capture (capture over NCCL).  The
+ * asynchronous forms the sharded group uses (prefetch, async finalize) complete before they
+ * return.  GLN_STATUS_NOT_SUPPORTED without MPI. */
 GLN_API gln_status_t gln_comm_create_mpi(gln_context_t *ctx, const void *mpi_comm, gln_comm_t **comm);
 GLN_API int gln_mpi_available(void);
 /* Over NCCL (built with GLN_NCCL): device memory of a CUDA context, collectives enqueued on its
@@ -778,8 +787,8 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * accumulate) or are accumulated into the layer's gradient buffers (gln_grouped_linear_grads;
  * FIRST included); bias gradients are accumulated into the layer's bias-gradient buffers on
  * every backward (FIRST included, also with delay_wgrad_compute: dbias is not delayed).  With
- * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw (docs/design.md
- * §4–5: what may be reused after the call, how gradients accumulate).  A second
+ * delay_wgrad_compute the wgrad is queued for gln_grouped_linear_backward_dw (docs/design.md,
+ * "Lifetimes" and "Gradients": what may be reused after the call, how gradients accumulate).  A second
  * backward on one context returns GLN_STATUS_INVALID_STATE.  Every check that can refuse the
  * call (including completing a distributed finalize still in flight and the group's
  * grad_buffer lookups) runs before anything is written: a refused call leaves dx, all

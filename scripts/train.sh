@@ -10,7 +10,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 "$root/scripts/deps.sh" --no-python
-cmake -S "$root" -B "$build" -DGLN_BUILD_TOOLS=ON >/dev/null
+# As scripts/test.sh: the CUDA backend only where a GPU is present (its CUTLASS kernels take most
+# of an hour to compile on 2 cores and cannot run without one).
+cuda=OFF
+nvidia-smi -L >/dev/null 2>&1 && cuda=AUTO
+cmake -S "$root" -B "$build" -DGLN_BUILD_TOOLS=ON -DGLN_CUDA=$cuda >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
 mkdir -p "$root/out"
 if [ "${RANKS:-1}" -gt 1 ]; then

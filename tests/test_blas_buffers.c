@@ -1,4 +1,4 @@
-/* CPU contexts reserve OpenBLAS's GEMM buffers when they are created (issue 15 item 6): under
+/* CPU contexts reserve OpenBLAS's GEMM buffers when they are created: under
  * an address-space limit with room for two buffers beyond what the process already maps,
  *   - two 1-thread contexts are created, a third fails with GLN_STATUS_OUT_OF_MEMORY and a
  *     message naming the call, the count and the limit (OpenBLAS would have hung in the

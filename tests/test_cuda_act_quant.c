@@ -16,16 +16,21 @@
  *     by a few ulp, which can move a bf16 activation by one ulp and so an FP8 code by one step
  *     (and a block's scale with its amax): within TOL_STEPS FP8 steps of the value, plus an
  *     absolute term for codes near zero.
- * The same under the quantizers' measurement variants (environment knobs), which load through
- * the same code.  Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) before every run.
+ *   - which kernel quantized (block modes, gln_cuda_block_quant_last_kernel): the fused
+ *     gln_block_quant_act_kernel exactly where the fused path applies, another block kernel (the
+ *     composition's quantize) for the fallbacks.
+ * Outputs are poisoned (0xA5 data, 0xFF scales: NaN floats) before every run.
  *
  * Skips (exit 77) without a CUDA device. */
-#define _DEFAULT_SOURCE /* setenv */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+
+#ifdef GLN_TEST_HAVE_CUDA
+#include "backend/cuda/cuda_block.h"
+#endif
 
 static gln_context_t *g_cu, *g_cpu;
 
@@ -257,7 +262,20 @@ static void run_case(const act_case_t *k, uint64_t seed) {
     qout_t fused, unfused;
     qout_make(g_cu, &c, h, splits, k->on_backend, &fused);
     gln_grouped_tensor_t gin = {NM, splits, k->on_backend, gln_tensor_make(k->idt, ROWS, w, din)};
+#ifdef GLN_TEST_HAVE_CUDA
+    (void)gln_cuda_block_quant_last_kernel();
+#endif
     CHECK_OK(gln_activation_forward_quantize(g_cu, k->act, k->hp, &c, &gin, &fused.g));
+#ifdef GLN_TEST_HAVE_CUDA
+    if (k->mode == GLN_SCALING_BLOCK_1D || k->mode == GLN_SCALING_BLOCK_2D) {
+        /* fused: bf16 input and hp_dtype, H % 8 == 0 (the device input is 256-byte aligned) */
+        const int fused_path = k->idt == GLN_DTYPE_BF16 && k->hp == GLN_DTYPE_BF16 && h % 8 == 0;
+        const char *got = gln_cuda_block_quant_last_kernel();
+        const int is_act = got && strcmp(got, "gln_block_quant_act_kernel") == 0;
+        CHECK_MSG(got && is_act == fused_path, "%s: ran %s, want %s", what, got ? got : "no block kernel",
+                  fused_path ? "gln_block_quant_act_kernel" : "the composition's block kernel");
+    }
+#endif
     /* the composition: the activation written in hp, then the grouped quantize */
     qout_make(g_cu, &c, h, splits, k->on_backend, &unfused);
     gln_tensor_t tin = gln_tensor_make(k->idt, ROWS, w, din), ta = gln_tensor_make(k->hp, ROWS, h, da);
@@ -335,31 +353,5 @@ static void test_specials_and_fallbacks(void) {
         }
 }
 
-/* The quantizers' measurement variants load through the same activation-on-load code: the
- * first per-tensor kernels (GLN_CUDA_QUANT_V2=0), the first MXFP8 kernel (GLN_CUDA_QUANT_MX=1;
- * by default 16-element bf16 rows take gq_mx2_kernel), the load-then-use loops
- * (GLN_CUDA_QUANT_PIPE=0), the block kernel without its persistent grid and L2 prefetch
- * (GLN_CUDA_QUANT_PREFETCH=0); GLN_CUDA_ACT_QUANT_FUSED=0 forces the composition.  Each must
- * give the composition's bytes again. */
-static void test_kernel_variants(void) {
-    static const char *vars[][2] = {{"GLN_CUDA_QUANT_V2", "0"},
-                                    {"GLN_CUDA_QUANT_MX", "1"},
-                                    {"GLN_CUDA_QUANT_PIPE", "0"},
-                                    {"GLN_CUDA_QUANT_PREFETCH", "0"},
-                                    {"GLN_CUDA_ACT_QUANT_FUSED", "0"}};
-    uint64_t seed = 1000;
-    for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
-        setenv(vars[v][0], vars[v][1], 1);
-        for (int act = 0; act < 2; act++)
-            for (size_t m = 0; m < sizeof MODES / sizeof MODES[0]; m++) {
-                const act_case_t k = {(gln_activation_t)act, act ? 72 : 1024, MODES[m].mode, MODES[m].delayed, 0,
-                                      GLN_DTYPE_FP8_E4M3, GLN_DTYPE_BF16, GLN_DTYPE_BF16, (int)(m & 1), 0};
-                run_case(&k, seed++);
-            }
-        unsetenv(vars[v][0]);
-    }
-}
-
 GLN_TEST_CUDA_MAIN(g_cpu, g_cu,
-    GLN_CASE(test_swiglu), GLN_CASE(test_gelu), GLN_CASE(test_specials_and_fallbacks),
-    GLN_CASE(test_kernel_variants))
+    GLN_CASE(test_swiglu), GLN_CASE(test_gelu), GLN_CASE(test_specials_and_fallbacks))

@@ -14,18 +14,21 @@
  *     trailing packed rows that must stay untouched; and once through gln_grouped_quantize;
  *   - a CUDA graph capturing the plan + the grouped quantize with device splits on a caller's
  *     stream, replayed with other splits;
- *   - bf16 sweeps for the TMA kernel (v3: bf16, 16-byte aligned, cols % 8 == 0): shapes 1x8,
+ *   - bf16 sweeps for the TMA kernel (bf16, 16-byte aligned, cols % 8 == 0): shapes 1x8,
  *     3x40, 129x24, 130x264, 128x128, 300x136, 257x1032, members of 0 / 1 / 127 / 128 / 129 /
  *     300 rows with 24 / 136 / 264 / 512 columns, every option, host and device splits, and the
- *     grid capped at 1-4 blocks (GLN_CUDA_BLOCK_GRID) so each block wraps its stage ring many
+ *     grid capped at 1-4 blocks (GLN_CUDA_QUANT_GRID) so each block wraps its stage ring many
  *     times, at every phase offset;
- *   - all of the above again with GLN_CUDA_BLOCK_TMA=0 (bf16 on the v2 kernel) and with
- *     GLN_CUDA_BLOCK_V1=1 (bf16 on the v1 kernel).
+ *   - the dispatch: every case checks which kernel ran (gln_cuda_block_quant_last_kernel) against
+ *     what its inputs call for — the TMA kernel for bf16 with a 16-byte aligned base and columns
+ *     a multiple of 8, the general kernel for fp32, fp16, columns not a multiple of 8 or a
+ *     misaligned bf16 base — and test_dispatch forces the general kernel through each of those
+ *     inputs on shapes the TMA kernel would take, the grid capped too.
  * Outputs are poisoned (0xA5 data, NaN scales) on both backends and followed by guard bytes on
  * the device; a mismatch names the buffer, member, row, column, got and want.
  *
  * Skips (exit 77) without a CUDA device. */
-#define _DEFAULT_SOURCE /* setenv */
+#define _DEFAULT_SOURCE /* setenv (GLN_CUDA_QUANT_GRID) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block.h"
 #include "tensor/scale_layout.h"
 #include "tensor/tensor.h"
 
@@ -217,6 +221,30 @@ static gln_quant_config_t make_cfg(gln_scaling_mode_t mode, int copies, int v) {
 
 static const gln_dtype_t k_hp[] = {GLN_DTYPE_FP32, GLN_DTYPE_BF16, GLN_DTYPE_FP16};
 
+/* ---- which kernel ------------------------------------------------------------------------------ */
+
+#define K_TMA "gln_block_quant_tma_kernel"
+#define K_GENERAL "gln_block_quant_kernel"
+
+/* The kernel the dispatch must pick for a packed input of dt [rows, cols] whose device base is
+ * `skew` bytes past an aligned allocation; NULL: none runs (an empty tensor). */
+static const char *want_kernel(gln_dtype_t dt, int64_t rows, int64_t cols, size_t skew) {
+    if (rows == 0 || cols == 0) return NULL;
+    return dt == GLN_DTYPE_BF16 && cols % 8 == 0 && skew % 16 == 0 ? K_TMA : K_GENERAL;
+}
+
+/* The kernel the last device quantize launched is `want` (the probe is cleared by reading it). */
+static void check_kernel(const char *want, const char *what) {
+    const char *got = gln_cuda_block_quant_last_kernel();
+    const int ok = want ? got && strcmp(got, want) == 0 : got == NULL;
+    CHECK_MSG(ok, "%s: ran %s, want %s", what, got ? got : "no kernel", want ? want : "no kernel");
+}
+
+static void set_grid_cap(const char *cap) {
+    if (cap) CHECK(setenv("GLN_CUDA_QUANT_GRID", cap, 1) == 0);
+    else CHECK(unsetenv("GLN_CUDA_QUANT_GRID") == 0);
+}
+
 /* ---- the fast conversions -------------------------------------------------------------------- */
 
 static void test_selfcheck(void) {
@@ -244,11 +272,13 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     gln_tensor_t hin = gln_tensor_make(dt, rows, cols, x.h), din = gln_tensor_make(dt, rows, cols, x.d);
     gln_tensor_t hq = qout_tensor(cfg, &o, rows, cols, 0), dq = qout_tensor(cfg, &o, rows, cols, 1);
     CHECK_OK(gln_quantize(g_cpu, cfg, &hin, &hq));
+    (void)gln_cuda_block_quant_last_kernel();
     CHECK_OK(gln_quantize(g_cu, cfg, &din, &dq));
     char what[240], c[120];
     cfg_name(cfg, dt, c, sizeof c);
     snprintf(what, sizeof what, "quantize %lldx%lld %s%s%s%s", (long long)rows, (long long)cols, c,
              specials ? " specials" : "", skew_in ? " misaligned-in" : "", skew_out ? " misaligned-out" : "");
+    check_kernel(want_kernel(dt, rows, cols, skew_in), what);
     layout_t L = {cfg->mode, 1, {rows}, cols};
     qout_check(&o, &L, what);
     qout_free(&o);
@@ -256,7 +286,7 @@ static void single_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t r
     free(h);
 }
 
-/* bf16 shapes that the TMA kernel (v3) takes, every mode / copy / option; then a tensor of 54
+/* bf16 shapes that the TMA kernel takes, every mode / copy / option; then a tensor of 54
  * tiles with the grid capped at 1-4 blocks (each block walks 14-54 tiles through its ring). */
 static void tma_single_sweep(gln_rng_t *rng) {
     static const int64_t shapes[][2] = {{1, 8},     {3, 40},    {129, 24}, {130, 264},
@@ -271,14 +301,14 @@ static void tma_single_sweep(gln_rng_t *rng) {
                 }
     static const char *caps[] = {"1", "2", "3", "4"};
     for (size_t c = 0; c < COUNT(caps); c++) {
-        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[c], 1) == 0);
+        set_grid_cap(caps[c]);
         for (int mode = 0; mode < 2; mode++)
             for (int copies = 1; copies <= 3; copies++) {
                 const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, copies,
                                                         (int)(c + (size_t)copies) % 8);
                 single_case(&cfg, GLN_DTYPE_BF16, 700, 1032, 1, 0, 0, rng);
             }
-        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+        set_grid_cap(NULL);
     }
 }
 
@@ -346,6 +376,7 @@ static void grouped_ref(const gcase_t *g, gln_twin_t *x, qout_t *o) {
 
 /* The CUDA grouped quantize: via = 0 the block entry point with a plan, 1 gln_grouped_quantize. */
 static void grouped_dev(const gcase_t *g, const int64_t *splits, int dev_splits, gln_twin_t *x, qout_t *o, int via) {
+    (void)gln_cuda_block_quant_last_kernel();
     gln_grouped_tensor_t din = {g->num, splits, dev_splits, gln_tensor_make(g->dt, g->rows, g->cols, x->d)};
     gln_grouped_tensor_t dout = {g->num, splits, dev_splits, qout_tensor(g->cfg, o, g->rows, g->cols, 1)};
     if (via) {
@@ -371,6 +402,7 @@ static void grouped_case(const gcase_t *g, int dev_splits, int via, int specials
     CHECK_OK(gln_context_async_error(g_cu));
     char what[400];
     gcase_name(g, via ? "gln_grouped_quantize" : dev_splits ? "(device splits)" : "(host splits)", what, sizeof what);
+    check_kernel(want_kernel(g->dt, g->rows, g->cols, 0), what);
     layout_t L = {g->cfg->mode, g->num, {0}, g->cols};
     memcpy(L.splits, g->splits, (size_t)g->num * sizeof(int64_t));
     qout_check(&o, &L, what);
@@ -392,7 +424,7 @@ typedef struct splits_set {
 } splits_set_t;
 static const splits_set_t k_sets[] = {{6, k_sp_awkward}, {3, k_sp_one}, {6, k_sp_16}, {5, k_sp_4}, {1, k_sp_single}};
 
-/* bf16 groups that the TMA kernel (v3) takes: members of 0 / 1 / 127 / 128 / 129 / 300 rows (tiles
+/* bf16 groups that the TMA kernel takes: members of 0 / 1 / 127 / 128 / 129 / 300 rows (tiles
  * that end inside a member, at its end, and boxes that reach into the next member's rows or past
  * the packed rows), every option, host and device splits; then with the grid capped. */
 static const int64_t k_sp_tma[] = {0, 1, 127, 128, 129, 300};
@@ -411,7 +443,7 @@ static void tma_grouped_sweep(gln_rng_t *rng) {
                 }
     static const char *caps[] = {"1", "3"};
     for (size_t k = 0; k < COUNT(caps); k++) {
-        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[k], 1) == 0);
+        set_grid_cap(caps[k]);
         for (int mode = 0; mode < 2; mode++)
             for (int dev = 0; dev < 2; dev++) {
                 const gln_quant_config_t cfg =
@@ -419,7 +451,7 @@ static void tma_grouped_sweep(gln_rng_t *rng) {
                 gcase_t g = {&cfg, GLN_DTYPE_BF16, 6, k_sp_tma, sum + 5, 264};
                 grouped_case(&g, dev, 0, 1, rng);
             }
-        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+        set_grid_cap(NULL);
     }
 }
 
@@ -476,6 +508,7 @@ static void graph_case(const gln_quant_config_t *cfg, gln_dtype_t dt, gln_rng_t 
     CHECK_OK(gln_context_set_stream(g_cu, stream));
     CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     grouped_dev(&g, (const int64_t *)sp.d, 1, &x, &o, 0);
+    check_kernel(want_kernel(dt, rows, cols, 0), "CUDA graph capture");
     CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
     CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
     for (size_t k = 0; k < COUNT(sets) && exec; k++) {
@@ -512,71 +545,17 @@ static void test_graph(void) {
     graph_case(&cfg, GLN_DTYPE_BF16, &rng);
 }
 
-/* GLN_CUDA_QUANT_PREFETCH=0 (one block per tile, no L2 prefetch; read at every call): the same
- * bytes as the default persistent grid. */
-static void test_prefetch_off(void) {
-    CHECK(setenv("GLN_CUDA_QUANT_PREFETCH", "0", 1) == 0);
-    test_grouped_dtypes();
-    CHECK(unsetenv("GLN_CUDA_QUANT_PREFETCH") == 0);
-}
-
-/* GLN_CUDA_BLOCK_TMA=0 (read at every call): bf16 input on gln_block_quant2_kernel (v2) where the
- * TMA kernel (v3) would run; then GLN_CUDA_BLOCK_V1=1: bf16 input on the v1 kernel
- * (gln_block_quant_kernel).  The existing checks again, against the same reference. */
-static void test_block_v1(void) {
-    CHECK(setenv("GLN_CUDA_BLOCK_TMA", "0", 1) == 0);
-    test_single();
-    test_grouped();
-    test_grouped_dtypes();
-    test_graph();
-    CHECK(unsetenv("GLN_CUDA_BLOCK_TMA") == 0);
-    CHECK(setenv("GLN_CUDA_BLOCK_V1", "1", 1) == 0);
-    test_single();
-    test_grouped();
-    test_grouped_dtypes();
-    test_graph();
-    CHECK(unsetenv("GLN_CUDA_BLOCK_V1") == 0);
-}
-
-/* A device gln_quantize that GLN_CUDA_BLOCK_TMA=2 must refuse: GLN_STATUS_NOT_SUPPORTED naming the
- * switch and the reason, and not one output byte written. */
-static void refused_case(const gln_quant_config_t *cfg, gln_dtype_t dt, int64_t rows, int64_t cols, size_t skew_in,
-                         const char *reason, gln_rng_t *rng) {
-    gln_quant_layout_t lay;
-    CHECK_OK(gln_quant_layout(cfg->mode, cfg->fp8_dtype, rows, cols, &lay));
-    void *h = make_input(rng, dt, rows, cols, 1);
-    gln_twin_t x = gln_twin_input(g_cu, h, (size_t)rows * (size_t)cols * gln_dtype_size(dt), skew_in);
-    qout_t o = qout_new(cfg, lay.data_bytes, lay.scale_bytes / 4, lay.col_scale_bytes / 4, 0);
-    gln_tensor_t din = gln_tensor_make(dt, rows, cols, x.d), dq = qout_tensor(cfg, &o, rows, cols, 1);
-    CHECK_STATUS(gln_quantize(g_cu, cfg, &din, &dq), GLN_STATUS_NOT_SUPPORTED, "GLN_CUDA_BLOCK_TMA=2");
-    CHECK_STATUS(gln_quantize(g_cu, cfg, &din, &dq), GLN_STATUS_NOT_SUPPORTED, reason);
-    CHECK_OK(gln_context_async_error(g_cu));
-    /* the host twins still hold the poison: the device copies must too */
-    char what[240], c[120];
-    cfg_name(cfg, dt, c, sizeof c);
-    snprintf(what, sizeof what, "refused quantize %lldx%lld %s (GLN_CUDA_BLOCK_TMA=2)", (long long)rows,
-             (long long)cols, c);
-    layout_t L = {cfg->mode, 1, {rows}, cols};
-    qout_check(&o, &L, what);
-    qout_free(&o);
-    gln_twin_free(g_cu, &x);
-    free(h);
-}
-
-/* GLN_CUDA_BLOCK_TMA=2 (v3 required, read at every call): a call v3 cannot take fails with
- * GLN_STATUS_NOT_SUPPORTED instead of falling back to v2, so every call below that succeeds ran
- * on v3.  The awkward shapes v3 accepts: columns 8 / 24 / 136 / 264 (a partial last column tile,
- * tiles narrower than one 16-byte chunk per thread), rows 1 / 3 / 129 / 130 (partial row tiles,
- * boxes past the tensor's end), members of 0 / 1 / 127 / 129 / 300 rows (boxes reaching into the
- * next member), NaN / Inf, E4M3 / E5M2, power-of-two and FP32 scales, both NaN rules, BLOCK_1D and
- * BLOCK_2D, all against the CPU reference; then with the grid capped at 1 and 3 blocks so each
- * block turns its stage ring many times.  Then the refusals: fp32 and fp16 input, columns not a
- * multiple of 8, a misaligned bf16 base, and GLN_CUDA_BLOCK_V1=1 - each names its reason. */
-static void test_block_tma_required(void) {
+/* The TMA kernel on the awkward shapes it takes (the dispatch check of every case proves it ran):
+ * columns 8 / 24 / 136 / 264 (a partial last column tile, tiles narrower than one 16-byte chunk
+ * per thread), rows 1 / 3 / 129 / 130 (partial row tiles, boxes past the tensor's end), members
+ * of 0 / 1 / 127 / 129 / 300 rows (boxes reaching into the next member), NaN / Inf, E4M3 / E5M2,
+ * power-of-two and FP32 scales, both NaN rules, BLOCK_1D and BLOCK_2D, all against the CPU
+ * reference; then with the grid capped at 1 and 3 blocks so each block turns its stage ring many
+ * times. */
+static void test_tma_shapes(void) {
     static const int64_t rows[] = {1, 3, 129, 130}, cols[] = {8, 24, 136, 264};
     static const int64_t sp[] = {0, 1, 127, 129, 300};
     gln_rng_t rng = gln_rng_seed(95);
-    CHECK(setenv("GLN_CUDA_BLOCK_TMA", "2", 1) == 0);
     for (size_t r = 0; r < COUNT(rows); r++)
         for (size_t c = 0; c < COUNT(cols); c++)
             for (int mode = 0; mode < 2; mode++)
@@ -596,7 +575,7 @@ static void test_block_tma_required(void) {
             }
     static const char *caps[] = {"1", "3"};
     for (size_t k = 0; k < COUNT(caps); k++) {
-        CHECK(setenv("GLN_CUDA_BLOCK_GRID", caps[k], 1) == 0);
+        set_grid_cap(caps[k]);
         for (int mode = 0; mode < 2; mode++)
             for (int v = 0; v < 8; v += 3) {
                 const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, v);
@@ -605,23 +584,47 @@ static void test_block_tma_required(void) {
                 gcase_t g = {&cfg, GLN_DTYPE_BF16, (int32_t)COUNT(sp), sp, sum + 5, 136};
                 grouped_case(&g, (v + (int)k) & 1, 0, 1, &rng);
             }
-        CHECK(unsetenv("GLN_CUDA_BLOCK_GRID") == 0);
+        set_grid_cap(NULL);
     }
-    for (int mode = 0; mode < 2; mode++) {
-        const gln_quant_config_t cfg = make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 3, 2);
-        refused_case(&cfg, GLN_DTYPE_FP32, 129, 136, 0, "not bf16", &rng);
-        refused_case(&cfg, GLN_DTYPE_FP16, 129, 136, 0, "not bf16", &rng);
-        refused_case(&cfg, GLN_DTYPE_BF16, 129, 33, 0, "multiple of 8", &rng);
-        refused_case(&cfg, GLN_DTYPE_BF16, 129, 136, 2, "16-byte aligned", &rng);
-        CHECK(setenv("GLN_CUDA_BLOCK_V1", "1", 1) == 0);
-        refused_case(&cfg, GLN_DTYPE_BF16, 129, 136, 0, "GLN_CUDA_BLOCK_V1=1", &rng);
-        CHECK(unsetenv("GLN_CUDA_BLOCK_V1") == 0);
+}
+
+/* The general kernel forced through the inputs the TMA kernel cannot take, on shapes it otherwise
+ * would (129 x 136, 700 x 264, the grouped members above): fp32 and fp16 input, bf16 with 33 / 132
+ * columns (not a multiple of 8; 132 is a multiple of 4, so 8-byte aligned rows still), bf16 whose
+ * base is 2 or 8 bytes past a 16-byte boundary; every option, both modes, against the CPU
+ * reference, and again with the grid capped at 1 and 3 blocks (each block walks many tiles). */
+static void test_dispatch(void) {
+    gln_rng_t rng = gln_rng_seed(96);
+    static const int64_t sp[] = {0, 1, 127, 129, 300};
+    const int64_t sum = splits_sum((int32_t)COUNT(sp), sp);
+    static const char *caps[] = {NULL, "1", "3"};
+    for (size_t k = 0; k < COUNT(caps); k++) {
+        set_grid_cap(caps[k]);
+        for (int mode = 0; mode < 2; mode++)
+            for (int v = 0; v < 8; v += 1 + (int)k) {
+                const gln_quant_config_t cfg =
+                    make_cfg(mode ? GLN_SCALING_BLOCK_2D : GLN_SCALING_BLOCK_1D, 1 + v % 3, v);
+                const int64_t rows = k ? 700 : 129, cols = k ? 264 : 136;
+                single_case(&cfg, GLN_DTYPE_BF16, rows, cols, 1, 0, 0, &rng); /* the TMA kernel */
+                single_case(&cfg, GLN_DTYPE_FP32, rows, cols, 1, 0, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_FP16, rows, cols, 1, 0, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_BF16, rows, 33, 1, 0, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_BF16, rows, 132, 1, 0, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_BF16, rows, cols, 1, 2, 0, &rng);
+                single_case(&cfg, GLN_DTYPE_BF16, rows, cols, 1, 8, 1, &rng);
+                const gln_dtype_t dts[] = {GLN_DTYPE_FP32, GLN_DTYPE_FP16, GLN_DTYPE_BF16};
+                for (size_t d = 0; d < COUNT(dts); d++) {
+                    gcase_t g = {&cfg, dts[d], (int32_t)COUNT(sp), sp, sum + (v & 1) * 3,
+                                 dts[d] == GLN_DTYPE_BF16 ? 33 : 136};
+                    grouped_case(&g, (v + (int)d) & 1, 0, 1, &rng);
+                }
+            }
+        set_grid_cap(NULL);
     }
-    CHECK(unsetenv("GLN_CUDA_BLOCK_TMA") == 0);
 }
 
 #endif
 
 GLN_TEST_CUDA_ONLY_MAIN(g_cpu, g_cu,
     GLN_CASE(test_selfcheck), GLN_CASE(test_single), GLN_CASE(test_grouped), GLN_CASE(test_grouped_dtypes),
-    GLN_CASE(test_graph), GLN_CASE(test_prefetch_off), GLN_CASE(test_block_v1), GLN_CASE(test_block_tma_required))
+    GLN_CASE(test_graph), GLN_CASE(test_tma_shapes), GLN_CASE(test_dispatch))

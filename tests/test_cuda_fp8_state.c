@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
+#include "device_twin.h"
 #include "harness.h"
 
 #if defined(GLN_TEST_HAVE_CUDA)
@@ -26,45 +27,13 @@
 
 static gln_context_t *g_cpu, *g_cu;
 
-/* ---- device buffers with guards ---------------------------------------------------------------- */
+/* ---- device buffers (guarded twins, device_twin.h) ---------------------------------------- */
 
-#define GUARD_BYTES 64
-#define GUARD_BYTE 0x5Au
-
-typedef struct dbuf {
-    void *d;
-    size_t bytes;
-} dbuf_t;
-
-/* Device copy of host `init` (or 0xFF poison when NULL), followed by guard bytes. */
-static dbuf_t dbuf_new(const void *init, size_t bytes) {
-    dbuf_t b = {NULL, bytes};
-    unsigned char *h = malloc(bytes + GUARD_BYTES);
-    if (init) memcpy(h, init, bytes);
-    else memset(h, 0xFF, bytes);
-    memset(h + bytes, GUARD_BYTE, GUARD_BYTES);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD_BYTES, &b.d));
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, h, bytes + GUARD_BYTES, GLN_COPY_HOST_TO_BACKEND));
+/* The device bytes of a twin into host `dst`, checking its guard. */
+static void fetch_into(const gln_twin_t *b, void *dst, const char *what) {
+    void *h = gln_twin_fetch(g_cu, b, what);
+    memcpy(dst, h, b->bytes);
     free(h);
-    return b;
-}
-
-/* The payload into host `dst`, checking the guard. */
-static void dbuf_get(dbuf_t b, void *dst, const char *what) {
-    unsigned char *h = calloc(1, b.bytes + GUARD_BYTES);
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GUARD_BYTES, GLN_COPY_BACKEND_TO_HOST));
-    for (size_t i = 0; i < GUARD_BYTES; i++)
-        if (h[b.bytes + i] != GUARD_BYTE) {
-            CHECK_MSG(0, "%s: device guard byte %zu overwritten", what, i);
-            break;
-        }
-    memcpy(dst, h, b.bytes);
-    free(h);
-}
-
-static void dbuf_free(dbuf_t *b) {
-    if (b->d) CHECK_OK(gln_free(g_cu, b->d));
-    b->d = NULL;
 }
 
 /* ---- awkward values ---------------------------------------------------------------------------- */
@@ -113,19 +82,19 @@ static void update_case(const upd_case_t *c, gln_rng_t *r) {
         scale[k] = ldexpf((float)gln_rng_uniform(r, 1.0, 2.0), (int)gln_rng_int(r, -20, 20));
         fmax[k] = gln_rng_int(r, 0, 1) ? 448.0f : 57344.0f;
     }
-    dbuf_t dh = dbuf_new(hist, nh * 4), ds = dbuf_new(scale, n * 4), df = dbuf_new(fmax, n * 4);
+    gln_twin_t dh = gln_twin_upload(g_cu, hist, nh * 4), ds = gln_twin_upload(g_cu, scale, n * 4), df = gln_twin_upload(g_cu, fmax, n * 4);
     for (int step = 0; step < 3; step++) {
         CHECK_OK(g_cpu->ops->fp8_state_update(g_cpu, c->slots, c->len, hist, scale, fmax, c->margin, c->algo, &o));
         CHECK_OK(g_cu->ops->fp8_state_update(g_cu, c->slots, c->len, dh.d, ds.d, df.d, c->margin, c->algo, &o));
-        dbuf_get(dh, hist_cu, "history"), dbuf_get(ds, scale_cu, "scale");
+        fetch_into(&dh, hist_cu, "history"), fetch_into(&ds, scale_cu, "scale");
         compare_state(c, step, scale_cu, scale, hist_cu, hist);
         for (size_t k = 0; k < n; k++) hist[k] = awkward_amax(r); /* the next step's row 0 */
         CHECK_OK(gln_memcpy(g_cu, dh.d, hist, n * 4, GLN_COPY_HOST_TO_BACKEND));
     }
     float *fmax_cu = malloc(n * 4);
-    dbuf_get(df, fmax_cu, "fp8_max");
+    fetch_into(&df, fmax_cu, "fp8_max");
     gln_check_bitwise("fp8_max unchanged", fmax_cu, fmax, n * 4);
-    dbuf_free(&dh), dbuf_free(&ds), dbuf_free(&df);
+    gln_twin_free(g_cu, &dh), gln_twin_free(g_cu, &ds), gln_twin_free(g_cu, &df);
     free(hist), free(scale), free(fmax), free(hist_cu), free(scale_cu), free(fmax_cu);
 }
 
@@ -172,27 +141,27 @@ static void test_gather(void) {
     gln_rng_t r = gln_rng_seed(92);
     float state[STATE_SLOTS], scale[STATE_SLOTS], amax[STATE_SLOTS], scale_cu[STATE_SLOTS], amax_cu[STATE_SLOTS];
     for (int k = 0; k < STATE_SLOTS; k++) state[k] = awkward_amax(&r) + (float)k;
-    dbuf_t dstate = dbuf_new(state, sizeof state);
+    gln_twin_t dstate = gln_twin_upload(g_cu, state, sizeof state);
     for (size_t s = 0; s < NSEL; s++) {
         const sel_t *q = &SELECTIONS[s];
         const size_t bytes = (size_t)q->n * 4;
         for (int with_amax = 0; with_amax < 2; with_amax++) {
             memset(scale, 0xFF, sizeof scale), memset(amax, 0xFF, sizeof amax);
-            dbuf_t ds = dbuf_new(NULL, bytes), da = dbuf_new(NULL, bytes);
+            gln_twin_t ds = gln_twin_upload(g_cu, NULL, bytes), da = gln_twin_upload(g_cu, NULL, bytes);
             CHECK_OK(g_cpu->ops->fp8_state_gather(g_cpu, state, q->first, q->stride, q->n, scale,
                                                   with_amax ? amax : NULL));
             CHECK_OK(g_cu->ops->fp8_state_gather(g_cu, dstate.d, q->first, q->stride, q->n, ds.d,
                                                  with_amax ? da.d : NULL));
-            dbuf_get(ds, scale_cu, "gathered scale"), dbuf_get(da, amax_cu, "zeroed amax");
+            fetch_into(&ds, scale_cu, "gathered scale"), fetch_into(&da, amax_cu, "zeroed amax");
             char what[80];
             snprintf(what, sizeof what, "gather selection %zu (amax %d): scale", s, with_amax);
             gln_check_bitwise(what, scale_cu, scale, bytes);
             snprintf(what, sizeof what, "gather selection %zu (amax %d): amax", s, with_amax);
             gln_check_bitwise(what, amax_cu, amax, bytes); /* zeros, or both still poisoned */
-            dbuf_free(&ds), dbuf_free(&da);
+            gln_twin_free(g_cu, &ds), gln_twin_free(g_cu, &da);
         }
     }
-    dbuf_free(&dstate);
+    gln_twin_free(g_cu, &dstate);
 }
 
 static void test_record(void) {
@@ -203,14 +172,14 @@ static void test_record(void) {
             const sel_t *q = &SELECTIONS[s];
             for (int k = 0; k < STATE_SLOTS; k++) row0[k] = awkward_amax(&r);
             for (int32_t i = 0; i < q->n; i++) amax[i] = awkward_amax(&r);
-            dbuf_t dr = dbuf_new(row0, sizeof row0), da = dbuf_new(amax, (size_t)q->n * 4);
+            gln_twin_t dr = gln_twin_upload(g_cu, row0, sizeof row0), da = gln_twin_upload(g_cu, amax, (size_t)q->n * 4);
             CHECK_OK(g_cpu->ops->fp8_state_record(g_cpu, row0, q->first, q->stride, q->n, amax, nanp));
             CHECK_OK(g_cu->ops->fp8_state_record(g_cu, dr.d, q->first, q->stride, q->n, da.d, nanp));
-            dbuf_get(dr, row0_cu, "history row 0");
+            fetch_into(&dr, row0_cu, "history row 0");
             char what[80];
             snprintf(what, sizeof what, "record selection %zu, nan_propagate %d", s, nanp);
             gln_check_bitwise(what, row0_cu, row0, sizeof row0);
-            dbuf_free(&dr), dbuf_free(&da);
+            gln_twin_free(g_cu, &dr), gln_twin_free(g_cu, &da);
         }
 }
 

@@ -13,7 +13,7 @@
 #include "harness.h"
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 
 typedef struct shape {
     int32_t num;

@@ -8,7 +8,7 @@
  * dgrad).  Cases: fprop TN (with and without a bf16 bias per expert), dgrad NN, wgrad NT into fp32
  * main_grad; with and without accumulation; host and device splits; experts of 1, 5, 17, 129 rows,
  * empty experts, every expert empty, one expert holding every row, a mix of wgrad experts whose
- * row count is / is not a multiple of 16 (CUTLASS / the unaligned kernel), 70 experts (more than
+ * row count is / is not a multiple of 16 (read in place / from zero-padded copies), 70 experts (more than
  * one setup chunk), K and N multiples of 128 and not.  Outputs NaN-poisoned (old values when
  * accumulating or past the experts' rows), followed by guard bytes; an empty expert's wgrad must
  * be exactly 0 (or untouched when accumulating); the rows past the experts' keep their bytes.
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h"
 #include "harness.h"
 #include "tensor/tensor.h"
 
@@ -47,50 +48,36 @@ gln_status_t gln_cuda_grouped_gemm_blockwise(gln_context_t *ctx, const gln_group
 #define SUM_TERMS_EXTRA 2.0
 #define U32 (1.0 / 16777216.0)
 
-#define GUARD 64
-#define GUARD_BYTE 0x5Au
 #define MAXE 80
 
 static gln_context_t *g_cu, *g_cpu;
 
-/* ---- device buffers ------------------------------------------------------------------------ */
+/* ---- device buffers: device twins (tests/harness/device_twin.h), guard after the device copy ---- */
 
-typedef struct dbuf {
-    void *d;
-    size_t bytes;
-} dbuf_t;
+typedef gln_twin_t dbuf_t;
 
+/* `bytes` on the device holding init (zeros when NULL), the twin's guard after them. */
 static dbuf_t dev_new(const void *init, size_t bytes) {
-    dbuf_t b = {NULL, bytes};
-    unsigned char *h = calloc(1, bytes + GUARD);
-    if (init) memcpy(h, init, bytes);
-    memset(h + bytes, GUARD_BYTE, GUARD);
-    CHECK_OK(gln_malloc(g_cu, bytes + GUARD, &b.d));
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, b.d, h, bytes + GUARD, GLN_COPY_HOST_TO_BACKEND));
-    free(h);
-    return b;
+    return init ? gln_twin_input(g_cu, init, bytes, 0) : gln_twin_new(g_cu, bytes, 0, 0);
 }
 
 static void dev_put(dbuf_t b, const void *src) {
-    if (b.d && b.bytes) CHECK_OK(gln_memcpy(g_cu, b.d, src, b.bytes, GLN_COPY_HOST_TO_BACKEND));
+    if (b.d && b.bytes) gln_twin_set(g_cu, &b, src);
 }
 
 /* The device bytes (malloc'ed; free them); the guard after them must have survived. */
 static void *dev_get(dbuf_t b, const char *what) {
-    unsigned char *h = calloc(1, b.bytes + GUARD);
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GUARD, GLN_COPY_BACKEND_TO_HOST));
-    for (size_t i = 0; i < GUARD; i++)
-        if (h[b.bytes + i] != GUARD_BYTE) {
+    unsigned char *h = calloc(1, b.bytes + GLN_TWIN_GUARD);
+    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GLN_TWIN_GUARD, GLN_COPY_BACKEND_TO_HOST));
+    for (size_t i = 0; b.d && i < GLN_TWIN_GUARD; i++)
+        if (h[b.bytes + i] != GLN_TWIN_GUARD_BYTE) {
             CHECK_MSG(0, "%s: guard byte %zu after the output overwritten", what, i);
             break;
         }
     return h;
 }
 
-static void dev_free(dbuf_t *b) {
-    if (b->d) CHECK_OK(gln_free(g_cu, b->d));
-    b->d = NULL;
-}
+static void dev_free(dbuf_t *b) { gln_twin_free(g_cu, b); }
 
 /* ---- quantized operands, made by the CPU backend ------------------------------------------ */
 
@@ -412,7 +399,7 @@ static void run_case(gln_rng_t *rng, const bcase_t *c) {
 static const int64_t s_odd[] = {1, 5, 17, 129};
 static const int64_t s_one[] = {0, 0, 300, 0};
 static const int64_t s_none[] = {0, 0, 0, 0};
-static const int64_t s_wgrad[] = {16, 0, 48, 144, 5, 130}; /* CUTLASS and the unaligned kernel */
+static const int64_t s_wgrad[] = {16, 0, 48, 144, 5, 130}; /* in place and zero-padded */
 
 static void test_matrix(void) {
     gln_rng_t rng = gln_rng_seed(1651);

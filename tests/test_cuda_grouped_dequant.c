@@ -1,7 +1,9 @@
 /* The device dequantization to bf16 of the emulated MXFP8 / block-scaled grouped GEMMs
  * (cuda_grouped_dequant.cu: gln_cuda_grouped_dequantize_bf16 and gln_cuda_dequantize_list_bf16)
- * against the CPU backend's gln_dequantize of every member, every element bit for bit, for both
- * kernel versions (V2, the default, and V1 under GLN_CUDA_DEQUANT_V1=1).
+ * against the CPU backend's gln_dequantize of every member, every element bit for bit, and which
+ * kernel the dispatch picked (gln_cuda_dequant_last_kernel): units of 16 codes, of 8, one element
+ * at a time, or the transposed copies' kernel, each forced by the case's columns, alignment and
+ * copy.
  *
  * The data are random bytes (every FP8 code: zeros, subnormals, NaN, E5M2 Inf) and the scales
  * random too: E8M0 codes over the whole range with extra weight on the extremes (0 = 2^-127,
@@ -12,25 +14,27 @@
  * units) and neither (one element at a time); data and scale pointers off their alignment; host
  * and device splits; packed rows past the splits' sum, which must stay untouched; lists of 3 and
  * 70 tensors (two launches) including one large enough that each block loops over many items.
- * Outputs are NaN-poisoned before every call.
+ * Outputs are NaN-poisoned device twins (tests/harness/device_twin.h) followed by guard bytes
+ * that must survive.
  *
  * One rule is the backend's own, not the host compiler's: where both the FP8 code and its scale
  * are NaN, the scale's NaN (quieted) comes out (gln_dequant_kernel's operand order); the expected
  * value there is that, whatever NaN the CPU multiplication picked.
  *
  * Skips (exit 77) without a CUDA device. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_twin.h"
 #include "harness.h"
 
 #ifdef GLN_TEST_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block.h"
 #include "numerics/numerics.h"
 #include "tensor/scale_layout.h"
 
@@ -102,33 +106,41 @@ static void reference(gln_scaling_mode_t mode, gln_dtype_t dt, int columnwise, c
         }
 }
 
-/* Backend memory of `bytes`, holding a copy of h when h is not NULL. */
-static void *dev_upload(const void *h, size_t bytes) {
-    void *d = NULL;
-    CHECK_OK(gln_malloc(g_cu, bytes ? bytes : 1, &d));
-    if (d && h && bytes) CHECK_OK(gln_memcpy(g_cu, d, h, bytes, GLN_COPY_HOST_TO_BACKEND));
-    return d;
-}
-
 static uint16_t *poisoned(size_t n) {
     uint16_t *p = malloc((n ? n : 1) * sizeof *p);
     for (size_t i = 0; i < n; i++) p[i] = POISON;
     return p;
 }
 
-/* got == want over n bf16, the first difference reported with its row and column. */
-static void compare(const char *what, const uint16_t *got, const uint16_t *want, size_t n, int64_t cols) {
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i]) {
-            CHECK_MSG(0, "%s: element [%lld, %lld] = 0x%04x, want 0x%04x", what, (long long)(i / (size_t)cols),
-                      (long long)(i % (size_t)cols), got[i], want[i]);
-            return;
-        }
+/* An output twin of n bf16, both copies POISON, the guard after the device copy. */
+static gln_twin_t out_twin(size_t n) {
+    gln_twin_t o = gln_twin_new(g_cu, n * sizeof(uint16_t), 0, 0);
+    uint16_t *pois = poisoned(n);
+    gln_twin_set(g_cu, &o, pois);
+    free(pois);
+    return o;
 }
 
-static void set_v1(int on) {
-    if (on) setenv("GLN_CUDA_DEQUANT_V1", "1", 1);
-    else unsetenv("GLN_CUDA_DEQUANT_V1");
+static void describe_elem(const void *arg, size_t i, char *out, size_t n) {
+    const int64_t cols = *(const int64_t *)arg;
+    const size_t e = i / 2;
+    snprintf(out, n, "bf16 element [%lld, %lld] byte %zu", (long long)(e / (size_t)cols),
+             (long long)(e % (size_t)cols), i % 2);
+}
+
+/* The kernel the dispatch must pick: the transposed copies' one, else units of 16 / 8 codes when
+ * the columns and the data pointers (OR-ed) allow, else one element at a time (the output is
+ * 16-byte aligned in every case here). */
+static const char *want_kernel(gln_scaling_mode_t mode, int columnwise, int64_t cols, uintptr_t data_or) {
+    if (columnwise && mode != GLN_SCALING_MXFP8_1D) return "gln_dequant_transposed_kernel";
+    if (cols % 16 == 0 && (data_or & 15u) == 0) return "gln_dequant_rows_kernel<16>";
+    if (cols % 8 == 0 && (data_or & 7u) == 0) return "gln_dequant_rows_kernel<8>";
+    return "gln_dequant_rows_kernel<1>";
+}
+
+static void check_kernel(const char *want, const char *what) {
+    const char *got = gln_cuda_dequant_last_kernel();
+    CHECK_MSG(got && strcmp(got, want) == 0, "%s: ran %s, want %s", what, got ? got : "no kernel", want);
 }
 
 /* ---- grouped ------------------------------------------------------------------------------- */
@@ -147,50 +159,41 @@ static void grouped_case(gln_rng_t *rng, gln_scaling_mode_t mode, gln_dtype_t dt
     void *s = malloc(ns * es + 1);
     fill_codes(rng, q, n);
     fill_scales(rng, mode, s, ns);
-    /* the expected output: each member's CPU dequantization at its packed rows */
-    uint16_t *want = poisoned(n);
+    const size_t qoff = misalign ? 8 : 0, soff = misalign ? 4 : 0;
+    gln_twin_t qd = gln_twin_input(g_cu, q, n, qoff), sd = gln_twin_input(g_cu, s, ns * es, soff);
+    gln_twin_t spd = gln_twin_input(g_cu, splits, (size_t)num * sizeof *splits, 0);
+    gln_twin_t out = out_twin(n);
+    /* the expected output (out.h): each member's CPU dequantization at its packed rows */
     int64_t r0 = 0;
     for (int i = 0; i < num; i++) {
         const size_t at = (size_t)r0 * (size_t)cols;
         reference(mode, dt, columnwise, q + at, (const uint8_t *)s + (size_t)(columnwise ? co[i] : ro[i]) * es,
-                  splits[i], cols, want + at);
+                  splits[i], cols, (uint16_t *)out.h + at);
         r0 += splits[i];
     }
-    const size_t qoff = misalign ? 8 : 0, soff = misalign ? 4 : 0;
-    uint8_t *qd = dev_upload(NULL, n + qoff), *sd = dev_upload(NULL, ns * es + soff);
-    if (qd && n) CHECK_OK(gln_memcpy(g_cu, qd + qoff, q, n, GLN_COPY_HOST_TO_BACKEND));
-    if (sd && ns) CHECK_OK(gln_memcpy(g_cu, sd + soff, s, ns * es, GLN_COPY_HOST_TO_BACKEND));
-    int64_t *splits_d = device_splits ? dev_upload(splits, (size_t)num * sizeof *splits) : NULL;
-    gln_grouped_tensor_t g = {num, device_splits ? splits_d : splits, device_splits,
+    gln_grouped_tensor_t g = {num, device_splits ? (const int64_t *)spd.d : splits, device_splits,
                               gln_tensor_make(dt, rows, cols, NULL)};
     g.packed.scaling = mode;
-    if (columnwise) g.packed.col_data = qd + qoff, g.packed.col_scale_inv = sd + soff;
-    else g.packed.data = qd + qoff, g.packed.scale_inv = sd + soff;
-    uint16_t *got = malloc((n ? n : 1) * sizeof *got), *pois = poisoned(n);
-    void *out = dev_upload(pois, n * sizeof *got);
+    if (columnwise) g.packed.col_data = qd.d, g.packed.col_scale_inv = sd.d;
+    else g.packed.data = qd.d, g.packed.scale_inv = sd.d;
     gln_cuda_plan_t plan;
     CHECK_OK(gln_cuda_plan_make(g_cu, &g, mode, &plan, "test_cuda_grouped_dequant"));
-    for (int v1 = 0; v1 < 2; v1++) {
-        char what[200];
-        snprintf(what, sizeof what, "grouped %s %s %s v%d num %d cols %lld rows %lld%s%s", mode_name(mode),
-                 dt == GLN_DTYPE_FP8_E4M3 ? "e4m3" : "e5m2", columnwise ? "columnwise" : "rowwise", v1 ? 1 : 2, num,
-                 (long long)cols, (long long)rows, device_splits ? " device splits" : "",
-                 misalign ? " misaligned" : "");
-        if (n) CHECK_OK(gln_memcpy(g_cu, out, pois, n * sizeof *got, GLN_COPY_HOST_TO_BACKEND));
-        set_v1(v1);
-        CHECK_OK(gln_cuda_grouped_dequantize_bf16(g_cu, &g, columnwise, &plan, out, "test_cuda_grouped_dequant"));
-        set_v1(0);
-        CHECK_OK(gln_synchronize(g_cu));
-        if (n) CHECK_OK(gln_memcpy(g_cu, got, out, n * sizeof *got, GLN_COPY_BACKEND_TO_HOST));
-        compare(what, got, want, n, cols);
-    }
+    char what[200];
+    snprintf(what, sizeof what, "grouped %s %s %s num %d cols %lld rows %lld%s%s", mode_name(mode),
+             dt == GLN_DTYPE_FP8_E4M3 ? "e4m3" : "e5m2", columnwise ? "columnwise" : "rowwise", num, (long long)cols,
+             (long long)rows, device_splits ? " device splits" : "", misalign ? " misaligned" : "");
+    (void)gln_cuda_dequant_last_kernel();
+    CHECK_OK(gln_cuda_grouped_dequantize_bf16(g_cu, &g, columnwise, &plan, out.d, "test_cuda_grouped_dequant"));
+    if (n) check_kernel(want_kernel(mode, columnwise, cols, (uintptr_t)qd.d), what);
+    CHECK_OK(gln_synchronize(g_cu));
+    gln_twin_check(g_cu, &out, 1, what, "out", describe_elem, &cols);
     gln_cuda_plan_free(g_cu, &plan);
     CHECK_OK(gln_context_async_error(g_cu));
-    CHECK_OK(gln_free(g_cu, out));
-    CHECK_OK(gln_free(g_cu, qd));
-    CHECK_OK(gln_free(g_cu, sd));
-    if (splits_d) CHECK_OK(gln_free(g_cu, splits_d));
-    free(ro), free(co), free(q), free(s), free(want), free(got), free(pois);
+    gln_twin_free(g_cu, &out);
+    gln_twin_free(g_cu, &qd);
+    gln_twin_free(g_cu, &sd);
+    gln_twin_free(g_cu, &spd);
+    free(ro), free(co), free(q), free(s);
 }
 
 static const gln_scaling_mode_t k_modes[3] = {GLN_SCALING_MXFP8_1D, GLN_SCALING_BLOCK_1D, GLN_SCALING_BLOCK_2D};
@@ -235,40 +238,37 @@ static void list_case(gln_rng_t *rng, gln_scaling_mode_t mode, gln_dtype_t dt, i
     uint8_t *s = malloc(sb * (size_t)num);
     fill_codes(rng, q, n * (size_t)num);
     fill_scales(rng, mode, s, sb * (size_t)num / es);
-    uint16_t *want = poisoned(n * (size_t)num);
+    const size_t total = n * (size_t)num;
+    gln_twin_t out = out_twin(total);
     gln_tensor_t *list = calloc((size_t)num, sizeof *list);
-    void **qd = calloc((size_t)num, sizeof *qd), **sd = calloc((size_t)num, sizeof *sd);
+    gln_twin_t *qd = calloc((size_t)num, sizeof *qd), *sd = calloc((size_t)num, sizeof *sd);
+    uintptr_t data_or = 0;
     for (int i = 0; i < num; i++) {
-        reference(mode, dt, columnwise, q + (size_t)i * n, s + (size_t)i * sb, R, C, want + (size_t)i * n);
-        qd[i] = dev_upload(q + (size_t)i * n, n);
-        sd[i] = dev_upload(s + (size_t)i * sb, sb);
+        reference(mode, dt, columnwise, q + (size_t)i * n, s + (size_t)i * sb, R, C, (uint16_t *)out.h + (size_t)i * n);
+        qd[i] = gln_twin_input(g_cu, q + (size_t)i * n, n, 0);
+        sd[i] = gln_twin_input(g_cu, s + (size_t)i * sb, sb, 0);
+        data_or |= (uintptr_t)qd[i].d;
         list[i] = gln_tensor_make(dt, R, C, NULL);
         list[i].scaling = mode;
-        if (columnwise) list[i].col_data = qd[i], list[i].col_scale_inv = sd[i];
-        else list[i].data = qd[i], list[i].scale_inv = sd[i];
+        if (columnwise) list[i].col_data = qd[i].d, list[i].col_scale_inv = sd[i].d;
+        else list[i].data = qd[i].d, list[i].scale_inv = sd[i].d;
     }
-    const size_t total = n * (size_t)num;
-    uint16_t *got = malloc(total * sizeof *got), *pois = poisoned(total);
-    void *out = dev_upload(pois, total * sizeof *got);
-    for (int v1 = 0; v1 < 2; v1++) {
-        char what[160];
-        snprintf(what, sizeof what, "list %s %s %s v%d num %d [%lld, %lld]", mode_name(mode),
-                 dt == GLN_DTYPE_FP8_E4M3 ? "e4m3" : "e5m2", columnwise ? "columnwise" : "rowwise", v1 ? 1 : 2, num,
-                 (long long)R, (long long)C);
-        CHECK_OK(gln_memcpy(g_cu, out, pois, total * sizeof *got, GLN_COPY_HOST_TO_BACKEND));
-        set_v1(v1);
-        CHECK_OK(gln_cuda_dequantize_list_bf16(g_cu, list, num, columnwise, out, "test_cuda_grouped_dequant"));
-        set_v1(0);
-        CHECK_OK(gln_synchronize(g_cu));
-        CHECK_OK(gln_memcpy(g_cu, got, out, total * sizeof *got, GLN_COPY_BACKEND_TO_HOST));
-        compare(what, got, want, total, C);
-    }
+    char what[160];
+    snprintf(what, sizeof what, "list %s %s %s num %d [%lld, %lld]", mode_name(mode),
+             dt == GLN_DTYPE_FP8_E4M3 ? "e4m3" : "e5m2", columnwise ? "columnwise" : "rowwise", num, (long long)R,
+             (long long)C);
+    (void)gln_cuda_dequant_last_kernel();
+    CHECK_OK(gln_cuda_dequantize_list_bf16(g_cu, list, num, columnwise, out.d, "test_cuda_grouped_dequant"));
+    check_kernel(want_kernel(mode, columnwise, C, data_or), what);
+    CHECK_OK(gln_synchronize(g_cu));
+    int64_t cols = C;
+    gln_twin_check(g_cu, &out, 1, what, "out", describe_elem, &cols);
     for (int i = 0; i < num; i++) {
-        CHECK_OK(gln_free(g_cu, qd[i]));
-        CHECK_OK(gln_free(g_cu, sd[i]));
+        gln_twin_free(g_cu, &qd[i]);
+        gln_twin_free(g_cu, &sd[i]);
     }
-    CHECK_OK(gln_free(g_cu, out));
-    free(q), free(s), free(want), free(list), free(qd), free(sd), free(got), free(pois);
+    gln_twin_free(g_cu, &out);
+    free(q), free(s), free(list), free(qd), free(sd);
 }
 
 static void test_list(void) {

@@ -1,5 +1,5 @@
 /* The fused grouped quantize + dbias of the CUDA backend (gln_op_grouped_quantize_dbias:
- * cuda_grouped.c, cuda_quant_group.cu) against the CPU backend's (gln_grouped_quantize + the
+ * cuda_grouped.c, cuda_quant_members.cu) against the CPU backend's (gln_grouped_quantize + the
  * tiled reference of quant/dbias_tiled.h), bit for bit: every dbias element and every byte of the
  * quantized outputs (data, scales, amax / scale arrays), with poisoned outputs and guard bytes.
  *
@@ -8,7 +8,8 @@
  * (overwrite) and bf16 (accumulate); host and device splits; members of 0 / 1 / 3 / 64 / 65 / 127 /
  * 128 / 129 / 130 / 257 rows, one member of 1 row, empty members only, 16-row multiples; 1 / 31 /
  * 33 / 64 / 257 columns (64: the 16-byte vector path); inputs with NaN (payloads, both signs) and
- * Inf of both signs in one column (Inf - Inf), which take the kernel's exact-NaN path.
+ * Inf of both signs in one column (Inf - Inf), which take the kernel's exact-NaN path.  The
+ * TENSOR and MXFP8 sums must come from the general kernels (gln_cuda_quant_last_kernel).
  *
  * Skips (exit 77) without a CUDA device. */
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "harness.h"
 
 #ifdef GLN_TEST_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h" /* gln_cuda_quant_last_kernel */
 #include "backend/ops.h"
 #include "tensor/tensor.h"
 
@@ -121,6 +123,11 @@ static void run_case(const dcase_t *c, gln_rng_t *rng) {
     }
     CHECK_OK(gln_op_grouped_quantize_dbias(g_cpu, c->cfg, &in_h, c->cfg ? &out_h : NULL, dbh, c->accumulate));
     CHECK_OK(gln_op_grouped_quantize_dbias(g_cu, c->cfg, &in_d, c->cfg ? &out_d : NULL, dbd, c->accumulate));
+    if (c->cols > 0) { /* the sums come from the general kernels (the TMA kernels take no dbias) */
+        const char *want = c->cfg && c->cfg->mode == GLN_SCALING_MXFP8_1D ? "mxq_general_kernel" : "tq_general_kernel";
+        const char *ran = gln_cuda_quant_last_kernel();
+        CHECK_MSG(ran && strcmp(ran, want) == 0, "%s: ran on %s, want %s", what, ran ? ran : "(none)", want);
+    }
     CHECK_OK(gln_synchronize(g_cu));
     CHECK_OK(gln_context_async_error(g_cu));
     for (int32_t i = 0; i < c->num; i++) {

@@ -1,6 +1,6 @@
 /* Delayed scaling's grouped quantize with the amax history record (gln_op_grouped_quantize_record):
  * the CUDA backend fuses the record into the kernel that finishes the members' amaxes
- * (cuda_grouped.c, cuda_quant_group.cu); the CPU backend has no slot, so the op quantizes and then
+ * (cuda_grouped.c, cuda_quant_members.cu); the CPU backend has no slot, so the op quantizes and then
  * records (fp8_state_record).  Both must give the same bytes: history row 0 (every slot, the ones
  * between the strided selection untouched), amax, scale, both copies and their decode scales, and
  * the dbias when asked — with poisoned outputs.
@@ -8,8 +8,7 @@
  * Cases: TENSOR delayed rowwise + columnwise and rowwise only; fp32 / bf16 / fp16 input; members of
  * 0 / 1 / 3 / 64 / 65 / 127 / 128 / 129 / 130 / 257 rows, one member, empty members only; 1 / 33 /
  * 64 columns; stride 3 (first 0 and 1) and 2; history nan_propagate 0 / 1 with NaN inputs and a
- * NaN already in the history; with and without a fused dbias; host and device splits.  Run with
- * GLN_CUDA_QUANT_V2=0 too (the unfused CUDA flow).
+ * NaN already in the history; with and without a fused dbias; host and device splits.
  *
  * Skips (exit 77) without a CUDA device. */
 #include <stdlib.h>

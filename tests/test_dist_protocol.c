@@ -6,9 +6,12 @@
  * materialized sets are alive, and poisons (NaN) every copy handed back through release() while
  * keeping its memory until the end — a layer that reads a released copy gets NaN.
  *
- * Each test names the upstream bug it would catch (te-grouped-linear.md §9.3 / §9.4, the five
- * bugs fixed by PR #3517) and runs on both paths (DESIGN §5 invariant 6: the grouped path of the
- * snapshot had no distributed-weight logic at all, §9.4). */
+ * Each test names the TransformerEngine bug it would catch (the rules of docs/design.md §7, each
+ * one a bug TE's distributed-weight support shipped: a backward reading the gathered copy, a
+ * re-gathered weight used unquantized, requires-grad read from the copy, a copy cached across
+ * calls, delayed wgrad with a distributed weight) and runs on both paths (§7: every path goes
+ * through the one materialization stage; TE's grouped path once had no distributed-weight logic
+ * at all). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

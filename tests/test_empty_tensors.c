@@ -1,4 +1,4 @@
-/* Empty and degenerate tensors (issue 15 items 4 and 5).
+/* Empty and degenerate tensors.
  *
  * Every op on empty tensors: each public entry point — quantize / dequantize / grouped
  * quantize / swizzle, GEMMs and grouped GEMMs, dbias, amax, cast, the MoE ops and the layer's

@@ -1,6 +1,6 @@
 /* The delayed-scaling state slots of the backend table (fp8_state_gather / record / update,
  * src/backend/backend.h) on the CPU backend — the reference the CUDA kernels are compared to —
- * against plain-C references written here from the rule (TE's delayed scaling, DESIGN.md §6)
+ * against plain-C references written here from the rule (TE's delayed scaling)
  * and against the public gln_delayed_scaling_update_ex, bit for bit: random histories with 0,
  * NaN, Inf, subnormal and huge amaxes, both algorithms, margins 0..126, always_roll and
  * nan_propagate, slot counts 1..129, several steps in a row.  Outputs are poisoned and guarded.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "harness.h"
 
 /* ---- references ------------------------------------------------------------------------------ */

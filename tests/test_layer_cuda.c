@@ -7,7 +7,9 @@
  * on a CUDA context from the same caller-supplied parameters (copied into device memory with
  * gln_memcpy), and two training steps run on both: step 0 with microbatch FIRST (main_grad
  * overwritten), then weights_updated and step 1 with microbatch UNSET (weights re-quantized,
- * main_grad accumulated).  Splits {0, 5, 17, 129}: an empty expert and unaligned token counts.
+ * main_grad accumulated).  Three split sets (k_split_sets): {0, 5, 17, 129}, {1, 1000, 0, 3} and
+ * one expert with every row, {0, 0, 1155, 0} — empty experts and counts that are not multiples
+ * of 16, whose FP8 wgrads read zero-padded copies on the tensor cores.
  *
  * Checks per step:
  *   - quantization, bit for bit: the layer's quantized x, W and dy cannot be observed directly,
@@ -45,8 +47,13 @@
 #define KOUT 256
 #define STEPS 2
 #define HIST 4
-static const int64_t k_splits[NE] = {0, 5, 17, 129};
-#define ROWS 151 /* Σ splits */
+/* The split sets every recipe and path runs on: an empty expert and unaligned counts; 1 and 1000
+ * rows; one expert with every row (1155, not a multiple of 16).  The current one is k_splits. */
+static const int64_t k_split_sets[][NE] = {{0, 5, 17, 129}, {1, 1000, 0, 3}, {0, 0, 1155, 0}};
+#define NSETS (sizeof k_split_sets / sizeof k_split_sets[0])
+static const int64_t *k_splits = k_split_sets[0];
+static int64_t g_rows = 151; /* Σ k_splits */
+#define ROWS g_rows
 
 static gln_context_t *g_cpu, *g_cu;
 
@@ -98,7 +105,7 @@ static int64_t row_start(int32_t i) {
     return r;
 }
 
-/* ---- the recipe's quantizer configurations (te-grouped-linear.md §4, independent of src/layer) */
+/* ---- the recipe's quantizer configurations (TransformerEngine's recipes, docs/numerics.md; written here independently of src/layer) */
 
 typedef struct variant {
     const char *name;
@@ -386,7 +393,7 @@ static void side_create(side_t *s, gln_context_t *ctx, const variant_t *v, gln_p
         s->mg[i] = upload(ctx, mg0, (size_t)KOUT * KIN * 4);
     }
     free(mg0);
-    s->splits = upload(ctx, k_splits, sizeof k_splits);
+    s->splits = upload(ctx, k_splits, NE * sizeof *k_splits);
     gln_grouped_linear_config_t c = GLN_GROUPED_LINEAR_CONFIG_INIT;
     c.num_experts = NE;
     c.in_features = KIN;
@@ -622,8 +629,10 @@ static void run_case(const variant_t *v, gln_path_t path) {
     double **db_ref = dmat(KOUT), **db_abs = dmat(KOUT);
     const double acc_rel = acc_rel_of(v);
     for (int step = 0; step < STEPS && cu.L && cpu.L; step++) {
-        char label[120];
-        snprintf(label, sizeof label, "%s %s step %d", v->name, path == GLN_PATH_SPLIT ? "split" : "grouped", step);
+        char label[160];
+        snprintf(label, sizeof label, "%s %s splits {%lld, %lld, %lld, %lld} step %d", v->name,
+                 path == GLN_PATH_SPLIT ? "split" : "grouped", (long long)k_splits[0], (long long)k_splits[1],
+                 (long long)k_splits[2], (long long)k_splits[3], step);
         void *x = host_rand(&rng, GLN_DTYPE_BF16, (size_t)ROWS * KIN, 1.0);
         void *dy = host_rand(&rng, GLN_DTYPE_BF16, (size_t)ROWS * KOUT, 0.5);
         if (step == 1) {
@@ -659,8 +668,13 @@ static const variant_t k_variants[] = {
 };
 
 static void run_variant(int idx) {
-    run_case(&k_variants[idx], GLN_PATH_SPLIT);
-    run_case(&k_variants[idx], GLN_PATH_GROUPED);
+    for (size_t set = 0; set < NSETS; set++) {
+        k_splits = k_split_sets[set];
+        g_rows = 0;
+        for (int i = 0; i < NE; i++) g_rows += k_splits[i];
+        run_case(&k_variants[idx], GLN_PATH_SPLIT);
+        run_case(&k_variants[idx], GLN_PATH_GROUPED);
+    }
 }
 
 static void test_none(void) { run_variant(0); }

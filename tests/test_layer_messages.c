@@ -1,4 +1,4 @@
-/* Messages of the layer calls (issue 15 item 7): a failure inside gln_grouped_linear_forward /
+/* Messages of the layer calls: a failure inside gln_grouped_linear_forward /
  * backward / backward_dw is reported under the public call, the step it was in and the
  * argument, never only under an internal call ("gln_gemm: ...", "cpu gemm: ..."); a failing
  * caller-written gln_dist_weights_t hook leaves a message naming the hook (and the expert),

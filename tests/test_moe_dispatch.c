@@ -1,4 +1,4 @@
-/* The MoE ops behind the backend table (issue 8 item 6).
+/* The MoE ops behind the backend table.
  *
  *   - Every public MoE call dispatches through its slot: a table whose slots count their calls
  *     and forward to the CPU reference gives results bitwise equal to the plain CPU context,
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "harness.h"
 
 enum { T = 5, E = 4, K = 2, H = 6, P = T * K };

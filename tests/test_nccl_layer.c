@@ -5,8 +5,8 @@
  *   dist kernels   add_f32 and scales_from_amax on the device equal their CPU twins bit for bit
  *                  (NaN payloads, Inf, zero, epsilon, power-of-two scales).
  *   comm device    every collective and the asynchronous start / wait on device buffers give
- *                  the single rank's data back; MPI refuses a CUDA context; a host-memory
- *                  communicator cannot serve a group on a CUDA context.
+ *                  the single rank's data back; a host-memory communicator cannot serve a
+ *                  group on a CUDA context.
  *   layer          a sharded layer equals a plain layer holding the same weights on the same
  *                  GPU: y and dx bitwise, main_grad after an overwrite and an accumulating step
  *                  bitwise (exact data: small integers, power-of-two scales), for bf16, FP8
@@ -28,7 +28,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_dist.h"
 #include "comm/comm.h"
-#include "common/context.h"
+#include "backend/context.h"
 
 enum { NE = 4, KIN = 128, KOUT = 48, ROWS = 100 }; /* K_in % 128 == 0: the MXFP8 all-gather */
 #define TOTAL ((int64_t)NE * KIN * KOUT)
@@ -174,9 +174,12 @@ static void comm_device(comm_kind_t kind) {
         free(got);
     }
     CHECK_OK(gln_comm_barrier(c));
-    /* MPI moves host memory only; a host communicator cannot serve a CUDA group */
+    /* MPI takes a CUDA context (tests/mpi/cuda_sharded_layer.c runs it); this process never
+     * initialized MPI, so creation fails cleanly here.  A host communicator cannot serve a CUDA
+     * group. */
     gln_comm_t *m = NULL;
-    CHECK_STATUS(gln_comm_create_mpi(cu, NULL, &m), GLN_STATUS_NOT_SUPPORTED, NULL);
+    CHECK_STATUS(gln_comm_create_mpi(cu, NULL, &m),
+                 gln_mpi_available() ? GLN_STATUS_INVALID_STATE : GLN_STATUS_NOT_SUPPORTED, "MPI");
     CHECK(m == NULL);
     gln_comm_t *host = NULL;
     CHECK_OK(gln_comm_create_self(NULL, &host));

@@ -2,7 +2,7 @@
  * shapes, the delayed-scaling state machine, grouped == per-member quantization, dequantize
  * round trips, the MXFP8 swizzle formula, and one check per class of invalid input.
  *
- * Expected values are hand-derived from the reference rules (te-grouped-linear.md §4) or built
+ * Expected values are hand-derived from TransformerEngine's quantization rules (docs/numerics.md) or built
  * from the format definitions; the bit-exact sweep over all values lives in the numpy oracle
  * (tests/oracle/test_quant_oracle.py). */
 #include <float.h>
@@ -235,7 +235,8 @@ static void test_delayed_quantize(void) {
     gln_context_destroy(ctx);
 }
 
-/* The state machine of te-grouped-linear.md §4.2 traced by hand over five steps. */
+/* The delayed-scaling state machine (amax history roll, scale from the history's max) traced by
+ * hand over five steps. */
 static void test_delayed_update_max(void) {
     float h[3][2] = {{0}}, scale[2] = {1.0f, 1.0f};
     const float fmax[2] = {448.0f, 57344.0f};
@@ -271,7 +272,7 @@ static void test_delayed_update_max(void) {
     for (int i = 0; i < 3; i++) CHECK(h[i][0] == 0.0f && h[i][1] == 0.0f);
 }
 
-/* Issue 14 reproducer: newest amax 0 (no tokens) under "max" leaves history [0, 2] and scale 1
+/* Regression (TE parity): newest amax 0 (no tokens) under "max" leaves history [0, 2] and scale 1
  * alone; always_roll consumes the 2; amax_nan_propagate lets a NaN in the window keep the scale. */
 static void test_delayed_update_zero_newest(void) {
     const float fmax[1] = {448.0f};
@@ -302,7 +303,7 @@ static void test_delayed_update_zero_newest(void) {
                  GLN_STATUS_INVALID_ARGUMENT, "opts->size");
 }
 
-/* Issue 14 reproducers: NaN elements are ignored by every amax (TE's fmaxf) and still encode
+/* Regressions (TE parity): NaN elements are ignored by every amax (TE's fmaxf) and still encode
  * as FP8 NaN (0x7F). */
 static void test_nan_ignored_by_amax(void) {
     gln_context_t *ctx = ctx_cpu();

@@ -1,4 +1,4 @@
-/* The one scale-layout definition (src/tensor/scale_layout.h, issue 8 item 3), checked against
+/* The one scale-layout definition (src/tensor/scale_layout.h), checked against
  * the public description of the layouts rather than against itself:
  *
  *   - placement: for every element (r, c) of every copy, gln_scale_index lies inside the padded

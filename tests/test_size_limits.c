@@ -1,4 +1,4 @@
-/* Size limits (issue 15 item 1): every entry point bounds each dimension by GLN_MAX_DIM and each
+/* Size limits: every entry point bounds each dimension by GLN_MAX_DIM and each
  * element count by GLN_MAX_ELEMS, with checked arithmetic, so no size wraps before it is checked.
  * One case per reproducer of the audit: each of these used to allocate a wrapped (tiny or zero)
  * buffer and write past it, or to report a negative size as success.  Every rejected call must

@@ -1,4 +1,5 @@
-/* gln_backend_supports (issue 8 item 7, DESIGN.md §2): the answers match what the calls do.
+/* gln_backend_supports (docs/design.md, "The backend table"): the answers match what the calls
+ * do.
  *
  *   - CPU: every public call runs on tensors of every valid combination of its dtypes, scaling
  *     modes and layout, and of every value of each field in turn; the query must say

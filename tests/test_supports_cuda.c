@@ -1,4 +1,4 @@
-/* gln_backend_supports against the CUDA backend's calls (issue 8 item 7): every public call runs
+/* gln_backend_supports against the CUDA backend's calls: every public call runs
  * on a CUDA context with tensors in device memory for every valid combination of its dtypes,
  * scaling modes and layout and every value of each field in turn (tests/harness/op_probe.c);
  * the query must say INVALID_ARGUMENT, supported or unsupported exactly when the call returns

@@ -1,4 +1,4 @@
-/* What grouplin.h promises about threads (issue 15 item 8):
+/* What grouplin.h promises about threads:
  *   - gln_set_log_callback may be called at any time, also while other threads' calls fail:
  *     every message reaches a callback together with its own `user`, and once the setter
  *     returns the previous callback is running nowhere and is never called again;

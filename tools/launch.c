@@ -1,6 +1,7 @@
 /* Single-process or mpirun launch (see launch.h). */
 #include "launch.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -10,6 +11,18 @@
 #include <mpi.h>
 #endif
 
+void tool_error(const char *cmd, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char rank[32] = "";
+    if (tool_env_size() > 1) snprintf(rank, sizeof rank, " rank %d:", tool_env_rank());
+    /* one write per message, so that lines of ranks sharing a terminal do not interleave */
+    fprintf(stderr, "grouplin%s%s:%s %s\n", cmd ? " " : "", cmd ? cmd : "", rank, msg);
+}
+
 int tool_launch_init(int *argc, char ***argv, tool_launch_t *l) {
     l->mpi = 0;
     l->rank = 0;
@@ -18,13 +31,13 @@ int tool_launch_init(int *argc, char ***argv, tool_launch_t *l) {
     if (tool_env_size() > 1) {
 #ifdef GLN_HAVE_MPI
         if (MPI_Init(argc, argv) != MPI_SUCCESS) {
-            fprintf(stderr, "grouplin: MPI_Init failed\n");
+            tool_error(NULL, "MPI_Init failed");
             return CLI_FAIL;
         }
         l->mpi = 1;
         gln_status_t st = gln_comm_create_mpi(NULL, NULL, &l->comm);
         if (st != GLN_STATUS_SUCCESS) {
-            fprintf(stderr, "grouplin: %s\n", gln_last_error());
+            tool_error(NULL, "%s", gln_last_error());
             return CLI_FAIL;
         }
         l->rank = gln_comm_rank(l->comm);
@@ -37,7 +50,7 @@ int tool_launch_init(int *argc, char ***argv, tool_launch_t *l) {
 #endif
     }
     if (gln_comm_create_self(NULL, &l->comm) != GLN_STATUS_SUCCESS) {
-        fprintf(stderr, "grouplin: %s\n", gln_last_error());
+        tool_error(NULL, "%s", gln_last_error());
         return CLI_FAIL;
     }
     return CLI_OK;

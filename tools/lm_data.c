@@ -4,43 +4,82 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "launch.h"
 #include "task.h"
 
 /* The last LM_VAL_PERCENT of the bytes validate. */
 enum { LM_VAL_PERCENT = 10 };
 
-static int say(int rank0, const char *path, const char *why) {
-    if (rank0)
-        fprintf(stderr, "grouplin train: cannot read the text '%s': %s (pass a text file with --data FILE)\n",
-                path, why);
+static const char *const CMD = "train";
+
+static int say(const char *path, const char *why) {
+    tool_error(CMD, "cannot read the text '%s': %s (pass a text file with --data FILE)", path, why);
     return CLI_FAIL;
 }
 
-/* Append the regular file `path` to t->bytes. */
-static int append_file(const char *path, int rank0, lm_text_t *t) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return say(rank0, path, strerror(errno));
-    int rc = CLI_OK;
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        uint8_t *p = realloc(t->bytes, (size_t)t->size + n);
-        if (!p) {
-            rc = say(rank0, path, "out of memory");
-            break;
+/* bytes: the text's size, or -1 when it is only known to pass the limit (it grew while read). */
+static int too_big(const char *path, int64_t bytes) {
+    char size[64] = "";
+    if (bytes >= 0) snprintf(size, sizeof size, "%lld bytes, ", (long long)bytes);
+    tool_error(CMD, "cannot read the text '%s': %smore than --data's limit of %lld bytes (%s)", path, size,
+               (long long)LM_MAX_TEXT_BYTES, LM_MAX_TEXT_HUMAN);
+    return CLI_FAIL;
+}
+
+/* A FIFO would block the read until a writer came, a device such as /dev/zero would never end. */
+static int check_regular(const char *path, const struct stat *sb) {
+    if (S_ISREG(sb->st_mode)) return CLI_OK;
+    const char *kind = S_ISFIFO(sb->st_mode)  ? "a FIFO"
+                       : S_ISCHR(sb->st_mode) ? "a character device"
+                       : S_ISBLK(sb->st_mode) ? "a block device"
+                       : S_ISSOCK(sb->st_mode) ? "a socket"
+                                               : "not a regular file";
+    tool_error(CMD, "cannot read the text '%s': it is %s; --data takes a regular file (or a directory of them)",
+               path, kind);
+    return CLI_FAIL;
+}
+
+/* Read fd to its end onto t->bytes, holding the whole text to LM_MAX_TEXT_BYTES (a file that
+ * grows while it is read is cut off there and refused).  `expect`: its size when opened. */
+static int read_all(int fd, const char *path, int64_t expect, lm_text_t *t) {
+    int64_t cap = t->size + expect + 1; /* one spare byte: the read that sees the end */
+    uint8_t *p = realloc(t->bytes, (size_t)cap);
+    if (!p) return say(path, "out of memory");
+    t->bytes = p;
+    for (;;) {
+        if (t->size == cap) {
+            if (cap > LM_MAX_TEXT_BYTES) return too_big(path, -1);
+            cap = cap * 2 < LM_MAX_TEXT_BYTES + 1 ? cap * 2 : LM_MAX_TEXT_BYTES + 1;
+            if (!(p = realloc(t->bytes, (size_t)cap))) return say(path, "out of memory");
+            t->bytes = p;
         }
-        memcpy(p + t->size, buf, n);
-        t->bytes = p;
-        t->size += (int64_t)n;
+        const ssize_t n = read(fd, t->bytes + t->size, (size_t)(cap - t->size));
+        if (n == 0) return CLI_OK;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return say(path, strerror(errno));
+        t->size += n;
+        if (t->size > LM_MAX_TEXT_BYTES) return too_big(path, -1);
     }
-    if (rc == CLI_OK && ferror(f)) rc = say(rank0, path, strerror(errno));
-    fclose(f);
+}
+
+/* Append the regular file `path` to t->bytes.  O_NONBLOCK: a FIFO put in its place after the
+ * caller looked does not block the open (fstat then refuses it). */
+static int append_file(const char *path, lm_text_t *t) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return say(path, strerror(errno));
+    struct stat sb;
+    int rc = fstat(fd, &sb) == 0 ? check_regular(path, &sb) : say(path, strerror(errno));
+    if (rc == CLI_OK && sb.st_size > LM_MAX_TEXT_BYTES - t->size) rc = too_big(path, t->size + sb.st_size);
+    if (rc == CLI_OK) rc = read_all(fd, path, sb.st_size, t);
+    close(fd);
     t->files++;
     return rc;
 }
@@ -51,29 +90,29 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
 }
 
 /* Every regular file directly under `dir`, by name.  Symbolic links are skipped (GPL -> GPL-3
- * under the default corpus), so no text is read twice. */
-static int append_dir(const char *dir, int rank0, lm_text_t *t) {
+ * under the default corpus), so no text is read twice; so are FIFOs and devices. */
+static int append_dir(const char *dir, lm_text_t *t) {
     struct dirent **names = NULL;
     const int n = scandir(dir, &names, NULL, by_name);
-    if (n < 0) return say(rank0, dir, strerror(errno));
+    if (n < 0) return say(dir, strerror(errno));
     int rc = CLI_OK;
     for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        if (rc == CLI_OK && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) rc = append_file(path, rank0, t);
+        if (rc == CLI_OK && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) rc = append_file(path, t);
         free(names[i]);
     }
     free(names);
     return rc;
 }
 
-int lm_text_load(const char *path, int64_t context, int rank0, lm_text_t *t) {
+int lm_text_load(const char *path, int64_t context, lm_text_t *t) {
     memset(t, 0, sizeof *t);
     const char *src = path ? path : LM_DEFAULT_CORPUS;
     struct stat sb;
-    if (stat(src, &sb) != 0) return say(rank0, src, strerror(errno));
-    int rc = S_ISDIR(sb.st_mode) ? append_dir(src, rank0, t) : append_file(src, rank0, t);
+    if (stat(src, &sb) != 0) return say(src, strerror(errno));
+    int rc = S_ISDIR(sb.st_mode) ? append_dir(src, t) : append_file(src, t);
     if (rc != CLI_OK) {
         lm_text_free(t);
         return rc;
@@ -81,11 +120,9 @@ int lm_text_load(const char *path, int64_t context, int rank0, lm_text_t *t) {
     t->train = t->size - t->size * LM_VAL_PERCENT / 100;
     /* at least one window each side: context bytes plus a target */
     if (t->train <= context || t->size - t->train <= context) {
-        if (rank0)
-            fprintf(stderr, "grouplin train: the text '%s' has %lld bytes; --context %lld needs at least "
-                            "%lld (%d%% of them validate)\n",
-                    src, (long long)t->size, (long long)context,
-                    (long long)((context + 1) * 100 / LM_VAL_PERCENT + 1), LM_VAL_PERCENT);
+        tool_error(CMD, "the text '%s' has %lld bytes; --context %lld needs at least %lld (%d%% of them validate)",
+                   src, (long long)t->size, (long long)context,
+                   (long long)((context + 1) * 100 / LM_VAL_PERCENT + 1), LM_VAL_PERCENT);
         lm_text_free(t);
         return CLI_FAIL;
     }

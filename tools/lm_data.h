@@ -18,10 +18,17 @@ typedef struct lm_text {
     int files;           /* how many files were read */
 } lm_text_t;
 
-/* Read --data `path` (NULL: the default corpus).  Returns CLI_OK, or CLI_FAIL with a message
- * on stderr (when rank0 is set) naming the path and the --data option.  The text must hold at least
- * one training and one validation window for `context`. */
-int lm_text_load(const char *path, int64_t context, int rank0, lm_text_t *t);
+/* The most text --data may hold (a file, or a directory's files together): it is read whole into
+ * memory, so a device such as /dev/zero, or a file growing while it is read, stops here. */
+#define LM_MAX_TEXT_BYTES ((int64_t)1 << 30)
+#define LM_MAX_TEXT_HUMAN "1 GiB"
+
+/* Read --data `path` (NULL: the default corpus): a regular file, or every regular file directly
+ * under a directory, LM_MAX_TEXT_BYTES in all.  Anything else (a FIFO, a device, a socket) is
+ * refused before it is read.  Returns CLI_OK, or CLI_FAIL with a message on stderr (every rank
+ * that fails prints its own) naming the path and the --data option.  The text must hold at
+ * least one training and one validation window for `context`. */
+int lm_text_load(const char *path, int64_t context, lm_text_t *t);
 void lm_text_free(lm_text_t *t);
 
 /* Windows [first, first + count) of step `step`'s global batch: ctx [count, context] and

@@ -22,6 +22,7 @@ struct lm_model {
     int64_t T, H, C;
     float lr;
     int64_t step;
+    int first;                     /* the last forward ran microbatch 0 of an optimizer step */
     const top_clock_t *clock;
     /* parameters and gradients, one block each: [emb C·256·H | wout 256·H | bout 256] */
     float *param, *grad;
@@ -109,11 +110,13 @@ void lm_model_destroy(lm_model_t *m) {
     free(m);
 }
 
-gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss) {
+gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss,
+                              int64_t microbatch) {
     m->ctx_bytes = ctx;
     m->next = next;
+    m->first = microbatch == 0;
     TRY(top_embed(m->ctx, m->emb, ctx, m->T, m->C, m->H, m->x)); /* x[t] = Σ_c emb[c][ctx[t, c]] */
-    TRY(moe_model_forward(m->moe, m->x, m->y));
+    TRY(moe_model_forward(m->moe, m->x, m->y, microbatch));
     gln_tensor_t tw = gln_tensor_make(GLN_DTYPE_FP32, LM_VOCAB, m->H, m->wout);
     gln_tensor_t ty = gln_tensor_make(GLN_DTYPE_FP32, m->T, m->H, m->y);
     gln_tensor_t tl = gln_tensor_make(GLN_DTYPE_FP32, m->T, LM_VOCAB, m->probs);
@@ -122,25 +125,26 @@ gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *
 }
 
 gln_status_t lm_model_backward(lm_model_t *m, float scale) {
+    const int acc = !m->first; /* a later microbatch adds to the step's gradients */
     /* dlogits = scale · (probs − onehot(next)) in place; the bias gradient is its column sum */
-    TRY(top_dlogits(m->ctx, m->probs, m->next, m->T, scale, m->gbout));
+    TRY(top_dlogits(m->ctx, m->probs, m->next, m->T, scale, acc, m->gbout));
     gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, m->T, LM_VOCAB, m->probs);
     gln_tensor_t ty = gln_tensor_make(GLN_DTYPE_FP32, m->T, m->H, m->y);
     gln_tensor_t tw = gln_tensor_make(GLN_DTYPE_FP32, LM_VOCAB, m->H, m->wout);
     gln_tensor_t tgw = gln_tensor_make(GLN_DTYPE_FP32, LM_VOCAB, m->H, m->gwout);
     gln_tensor_t tdy = gln_tensor_make(GLN_DTYPE_FP32, m->T, m->H, m->dy);
-    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &ty, &tdl, &tgw, NULL, 0)); /* dWout = dlogitsᵀ · y */
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &ty, &tdl, &tgw, NULL, acc)); /* dWout = dlogitsᵀ · y */
     TRY(gln_gemm(m->ctx, GLN_LAYOUT_NN, &tw, &tdl, &tdy, NULL, 0)); /* dy = dlogits · Wout */
     TRY(moe_model_backward(m->moe, m->dy));
     /* dEmb[c][ctx[t, c]] += dx[t] */
-    TRY(top_embed_backward(m->ctx, moe_model_input_grad(m->moe), m->ctx_bytes, m->T, m->C, m->H, m->gemb));
-    if (gln_comm_size(m->comm) == 1) return GLN_STATUS_SUCCESS; /* nothing to sum */
-    return gln_comm_allreduce(m->comm, m->grad, m->grad, (size_t)m->nparam, GLN_DTYPE_FP32,
-                              GLN_REDUCE_SUM);
+    return top_embed_backward(m->ctx, moe_model_input_grad(m->moe), m->ctx_bytes, m->T, m->C, m->H, acc, m->gemb);
 }
 
 gln_status_t lm_model_step(lm_model_t *m) {
     TRY(moe_model_step(m->moe));
+    /* this rank's gradients, summed over the step's microbatches, over every rank: one all-reduce */
+    if (gln_comm_size(m->comm) > 1)
+        TRY(gln_comm_allreduce(m->comm, m->grad, m->grad, (size_t)m->nparam, GLN_DTYPE_FP32, GLN_REDUCE_SUM));
     float bc1, bc2;
     adam_bias_corrections(++m->step, &bc1, &bc2);
     return top_adam(m->ctx, m->param, m->grad, m->adam.m, m->adam.v, m->nparam, m->lr, bc1, bc2, m->clock, NULL,

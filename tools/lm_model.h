@@ -28,11 +28,14 @@ gln_status_t lm_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mod
                              int64_t context, lm_model_t **model);
 void lm_model_destroy(lm_model_t *m);
 /* ctx [tokens, context] bytes, next [tokens]: tok_loss[t] = cross-entropy of token t (nats,
- * double); all three in backend memory, kept by reference until backward. */
-gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss);
-/* Gradients of scale · Σ_t tok_loss[t] (over every rank's tokens) for the last forward. */
+ * double); all three in backend memory, kept by reference until backward.  microbatch: its index
+ * within the optimizer step (moe_model_forward): 0 overwrites the gradients, later ones add. */
+gln_status_t lm_model_forward(lm_model_t *m, const uint8_t *ctx, const uint8_t *next, double *tok_loss,
+                              int64_t microbatch);
+/* Gradients of scale · Σ_t tok_loss[t] for the last forward, into this rank's sums over the
+ * step's microbatches. */
 gln_status_t lm_model_backward(lm_model_t *m, float scale);
-/* One Adam step on every parameter. */
+/* One Adam step on every parameter, the gradients all-reduced over the ranks first. */
 gln_status_t lm_model_step(lm_model_t *m);
 
 #endif

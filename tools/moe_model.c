@@ -28,6 +28,7 @@ struct moe_model {
     int32_t E, k;
     gln_dtype_t adt;
     int64_t step;
+    int first;                      /* the last forward ran microbatch 0 of an optimizer step */
 
     float *wr, *wr_grad;            /* router [E, H] */
     adam_state_t wr_adam;
@@ -65,7 +66,7 @@ static gln_tensor_t act_tensor(const moe_model_t *m, int64_t rows, int64_t cols,
 /* FP32 staging → an operand in the activation dtype; under --exact-data rounded onto `frac`. */
 static gln_status_t to_operand(moe_model_t *m, float *src, int64_t rows, int64_t cols, int frac,
                                void *dst) {
-    if (m->cfg.exact) exact_round_array(src, (size_t)(rows * cols), frac);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, src, rows * cols, frac));
     gln_tensor_t in = gln_tensor_make(GLN_DTYPE_FP32, rows, cols, src);
     gln_tensor_t out = act_tensor(m, rows, cols, dst);
     return gln_cast(m->ctx, &in, &out);
@@ -261,12 +262,12 @@ static gln_status_t layer_forward(moe_model_t *m, int idx, void *in, const gln_g
     fa.m_splits = m->splits;
     fa.splits_on_backend = top_on_device(m->ctx); /* the device plan's splits, never read by the host */
     fa.y = &y;
-    fa.microbatch = GLN_MICROBATCH_FIRST;
+    fa.microbatch = m->first ? GLN_MICROBATCH_FIRST : GLN_MICROBATCH_NEXT;
     fa.input_requires_grad = input_grad;
     return gln_grouped_linear_forward(m->fc[idx], &fa, m->cfg.trainable ? &m->saved[idx] : NULL);
 }
 
-gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
+gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y, int64_t microbatch) {
     const int64_t T = m->T, P = m->R, H = m->H, F = m->F, F1 = m->F1; /* P: permuted rows */
     for (int i = 0; i < 2; i++)
         if (m->saved[i]) { /* a forward without backward: drop the stale context */
@@ -274,6 +275,7 @@ gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y) {
             m->saved[i] = NULL;
         }
     m->x = x;
+    m->first = microbatch == 0;
     gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)x);
     gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
     gln_tensor_t tlog = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->logits);
@@ -311,7 +313,9 @@ static gln_status_t layer_backward(moe_model_t *m, int idx, void *dy, int64_t dy
     float *master, *grad;
     int64_t len;
     TRY(layer_shard(m, idx, &master, &grad, &len));
-    TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad)); /* the step's gradient starts from zero */
+    /* the step's gradient starts from zero at its first microbatch (FIRST also overwrites it);
+     * the later ones add to it */
+    if (m->first) TRY(top_zero(m->ctx, grad, (size_t)len * sizeof *grad));
     gln_tensor_t tdy = act_tensor(m, m->R, dy_cols, dy), tdx = act_tensor(m, m->R, dx_cols, dx);
     gln_status_t st = gln_grouped_linear_backward(m->saved[idx], &tdy, &tdx);
     gln_status_t rel = gln_grouped_linear_saved_release(m->saved[idx]);
@@ -329,6 +333,9 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
     gln_tensor_t typ = act_tensor(m, P, H, m->yp), t32 = gln_tensor_make(GLN_DTYPE_FP32, P, H, m->tmp32);
     gln_tensor_t tdyp = act_tensor(m, P, H, m->dyp);
     if (m->align > 1) TRY(top_zero(m->ctx, m->dyp, (size_t)(P * H) * gln_dtype_size(m->adt)));
+    /* --exact-data stages through tmp32, whose padding rows in this [P, H] view still hold the
+     * forward's activation: zero them, or they would reach dyp's padding rows and the wgrads */
+    if (m->align > 1 && m->cfg.exact) TRY(top_zero(m->ctx, m->tmp32, (size_t)(P * H) * sizeof(float)));
     TRY(gln_moe_unpermute_backward(m->ctx, T, m->k, m->row_of, m->gates, &typ, &tdy, m->cfg.exact ? &t32 : &tdyp,
                                    m->dgates));
     if (m->cfg.exact) TRY(to_operand(m, m->tmp32, P, H, EXACT_GRAD_FRAC, m->dyp));
@@ -345,21 +352,23 @@ gln_status_t moe_model_backward(moe_model_t *m, const float *dy) {
 
     /* router: dlogits, then dWr = dlogitsᵀ · x summed over every rank's tokens */
     TRY(gln_moe_router_backward(m->ctx, T, m->E, m->k, m->logits, m->experts, m->dgates, m->dlogits));
-    if (m->cfg.exact) exact_round_array(m->dlogits, (size_t)(T * m->E), EXACT_GRAD_FRAC);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->dlogits, T * m->E, EXACT_GRAD_FRAC));
     gln_tensor_t tx = gln_tensor_make(GLN_DTYPE_FP32, T, H, (void *)m->x);
     gln_tensor_t tdl = gln_tensor_make(GLN_DTYPE_FP32, T, m->E, m->dlogits);
     gln_tensor_t tg = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr_grad);
-    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, 0));
+    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NT, &tx, &tdl, &tg, NULL, !m->first)); /* summed over microbatches */
     /* dx += dlogits · Wr: the router's share of dL/dx (the language model's embeddings use it) */
     gln_tensor_t twr = gln_tensor_make(GLN_DTYPE_FP32, m->E, H, m->wr);
     gln_tensor_t tdx2 = gln_tensor_make(GLN_DTYPE_FP32, T, H, m->dx);
-    TRY(gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1));
-    if (gln_comm_size(m->comm) == 1) return GLN_STATUS_SUCCESS; /* nothing to sum */
-    return gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * H), GLN_DTYPE_FP32,
-                              GLN_REDUCE_SUM);
+    return gln_gemm(m->ctx, GLN_LAYOUT_NN, &twr, &tdl, &tdx2, NULL, 1);
 }
 
 gln_status_t moe_model_step(moe_model_t *m) {
+    /* the router gradient, summed over this rank's microbatches, over every rank's tokens: one
+     * all-reduce per optimizer step */
+    if (gln_comm_size(m->comm) > 1)
+        TRY(gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * m->H), GLN_DTYPE_FP32,
+                               GLN_REDUCE_SUM));
     m->step++;
     float bc1, bc2;
     adam_bias_corrections(m->step, &bc1, &bc2);
@@ -367,7 +376,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
     const int64_t rn = (int64_t)m->E * m->H;
     TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock, NULL,
                  GLN_DTYPE_FP32));
-    if (m->cfg.exact) exact_round_array(m->wr, (size_t)rn, EXACT_WEIGHT_FRAC);
+    if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->wr, rn, EXACT_WEIGHT_FRAC));
     for (int i = 0; i < 2; i++) {
         float *master, *grad;
         int64_t len;
@@ -382,7 +391,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
         if (wdt == GLN_DTYPE_FP32) working = NULL;
         TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, working,
                      wdt));
-        if (m->cfg.exact) exact_round_array(master, (size_t)len, EXACT_WEIGHT_FRAC);
+        if (m->cfg.exact) TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
         if (!working) TRY(gln_sharded_weights_sync_working(m->sw[i]));
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }

@@ -53,14 +53,21 @@ gln_status_t moe_model_create(gln_context_t *ctx, gln_comm_t *comm, const moe_mo
                               moe_model_t **model);
 void moe_model_destroy(moe_model_t *m);
 /* y [tokens, H] (FP32) from x [tokens, H] (FP32; kept by reference until backward); both in
- * backend memory. */
-gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y);
-/* Gradients of the loss for dy [tokens, H]: expert grads into the shards' main_grad, router
- * grad all-reduced, and dL/dx (experts and router) for a preceding layer. */
+ * backend memory.  microbatch: its index within the optimizer step (gradient accumulation, as
+ * Megatron runs TE's is_first_microbatch): 0 runs the expert layers with GLN_MICROBATCH_FIRST and
+ * its backward overwrites the gradients, a later one runs them with GLN_MICROBATCH_NEXT and its
+ * backward adds to them.  The expert weights are a distributed group, whose gathered copies the
+ * layer never caches (docs/design.md, distributed weights): every microbatch gathers (and, under
+ * an FP8 recipe, quantizes) them again. */
+gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y, int64_t microbatch);
+/* Gradients of the loss for dy [tokens, H] of the last forward: expert grads into the shards'
+ * main_grad, the router grad into this rank's own sum (overwritten by microbatch 0, added to by
+ * the later ones), and dL/dx (experts and router) for a preceding layer. */
 gln_status_t moe_model_backward(moe_model_t *m, const float *dy);
 /* dL/dx [tokens, H] (FP32) of the last backward; owned by the model. */
 const float *moe_model_input_grad(const moe_model_t *m);
-/* One Adam step on every parameter. */
+/* One Adam step on every parameter, from the gradients summed over the step's microbatches (the
+ * router's all-reduced over the ranks first). */
 gln_status_t moe_model_step(moe_model_t *m);
 
 /* Adam's moments (backend memory; the update is top_adam, shared with lm_model.c).  bc1, bc2 are

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "exact.h"
 #include "task.h"
 
 #ifdef GLN_TOOL_CUDA
@@ -82,9 +83,9 @@ gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *byte
 }
 
 gln_status_t top_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
-                                 int64_t H, float *gemb) {
-    ON_DEVICE(ctx, topc_embed_backward(ctx, dx, bytes, T, C, H, gemb));
-    memset(gemb, 0, (size_t)(C * 256 * H) * sizeof *gemb);
+                                 int64_t H, int accumulate, float *gemb) {
+    ON_DEVICE(ctx, topc_embed_backward(ctx, dx, bytes, T, C, H, accumulate, gemb));
+    if (!accumulate) memset(gemb, 0, (size_t)(C * 256 * H) * sizeof *gemb);
     for (int64_t t = 0; t < T; t++)
         for (int64_t c = 0; c < C; c++) {
             float *g = gemb + (c * 256 + bytes[t * C + c]) * H;
@@ -120,9 +121,9 @@ gln_status_t top_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, 
 }
 
 gln_status_t top_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
-                         float *gbias) {
-    ON_DEVICE(ctx, topc_dlogits(ctx, rows, next, T, scale, gbias));
-    memset(gbias, 0, 256 * sizeof *gbias);
+                         int accumulate, float *gbias) {
+    ON_DEVICE(ctx, topc_dlogits(ctx, rows, next, T, scale, accumulate, gbias));
+    if (!accumulate) memset(gbias, 0, 256 * sizeof *gbias);
     for (int64_t t = 0; t < T; t++) {
         float *row = rows + t * 256;
         row[next[t]] -= 1.0f;
@@ -134,12 +135,19 @@ gln_status_t top_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, i
     return GLN_STATUS_SUCCESS;
 }
 
+gln_status_t top_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac) {
+    ON_DEVICE(ctx, topc_exact_round(ctx, v, n, frac));
+    exact_round_array(v, (size_t)n, frac);
+    return GLN_STATUS_SUCCESS;
+}
+
 gln_status_t top_loss_sum(gln_context_t *ctx, const double *loss, int64_t count, const top_clock_t *clock,
-                          double *out) {
-    ON_DEVICE(ctx, topc_loss_sum(ctx, loss, count, clock, out));
+                          int accumulate, double *out) {
+    ON_DEVICE(ctx, topc_loss_sum(ctx, loss, count, clock, accumulate, out));
     double s = 0;
     for (int64_t t = 0; t < count; t++) s += loss[t];
-    out[clock ? clock->step : 0] = s;
+    double *o = out + (clock ? clock->step : 0);
+    *o = accumulate ? *o + s : s;
     return GLN_STATUS_SUCCESS;
 }
 

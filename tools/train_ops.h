@@ -5,7 +5,7 @@
  *
  * Each CPU loop is the reference its kernel is tested against (tests/cli/train_ops_test.c):
  *   bitwise    zero fill, Adam and its working-dtype output (given the same bias corrections),
- *              embedding forward and
+ *              the --exact-data grid rounding, embedding forward and
  *              backward (FP32 sums in token order), dlogits and the bias gradient, the loss sum
  *              (double, token order), the training / validation windows;
  *   tolerance  softmax cross-entropy and the probabilities (device expf / log), the bias
@@ -15,6 +15,7 @@
 #ifndef GLN_TOOLS_TRAIN_OPS_H
 #define GLN_TOOLS_TRAIN_OPS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,21 +57,27 @@ gln_status_t top_adam(gln_context_t *ctx, float *w, const float *g, float *m, fl
 /* x[t] = Σ_c emb[c·256 + bytes[t·C + c]] (rows of H FP32), summed from 0 in c order. */
 gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,
                        int64_t H, float *x);
-/* gemb = 0, then gemb[c·256 + bytes[t·C + c]] += dx[t] for t in order (per row: a sum in token
- * order). */
+/* gemb = 0 (unless accumulate: gradient accumulation continues the sums already there), then
+ * gemb[c·256 + bytes[t·C + c]] += dx[t] for t in order (per row: a sum in token order).  On CUDA T·C is at most TOP_EMBED_BWD_MAX_PAIRS (the kernel's int32 token indices and
+ * list positions) and C at most 65535, else GLN_STATUS_NOT_SUPPORTED. */
+#define TOP_EMBED_BWD_MAX_PAIRS ((int64_t)INT32_MAX / 2)
 gln_status_t top_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
-                                 int64_t H, float *gemb);
+                                 int64_t H, int accumulate, float *gemb);
 /* rows [T, 256]: row += bias, row = softmax(row) in place, loss[t] = −log softmax[next[t]]
  * (nats, double). */
 gln_status_t top_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, const uint8_t *next, int64_t T,
                             double *loss);
-/* rows = scale·(probs − onehot(next)) in place; gbias[v] = Σ_t rows[t][v] (token order). */
+/* rows = scale·(probs − onehot(next)) in place; gbias[v] = Σ_t rows[t][v] (token order; with
+ * accumulate, added to gbias[v]: on the CPU the sum continues from it). */
 gln_status_t top_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
-                         float *gbias);
+                         int accumulate, float *gbias);
+/* --exact-data (exact.h): v[i] = exact_round(v[i], frac), bitwise the host function's result. */
+gln_status_t top_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac);
 /* *out = Σ_{t < count} loss[t] in token order (double); out in backend memory; with clock,
- * written to out[clock->step] instead. */
+ * written to out[clock->step] instead; with accumulate, the sum is added to what is there (the
+ * step's earlier microbatches). */
 gln_status_t top_loss_sum(gln_context_t *ctx, const double *loss, int64_t count, const top_clock_t *clock,
-                          double *out);
+                          int accumulate, double *out);
 
 /* The text's bytes [size] in backend memory, and the windows of lm_data.h read from them:
  * training windows of step clock->step (ctx [count, C], next [count]), or validation windows

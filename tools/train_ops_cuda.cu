@@ -146,50 +146,12 @@ extern "C" gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const u
     return check(cudaSuccess, "embed_kernel");
 }
 
-/* Block (row, chunk): embedding row (c, v) = blockIdx.x, columns chunk·THREADS + thread.  The
- * tokens whose byte at c is v are found THREADS at a time in token order (a ballot compaction
- * into shared memory) and their dx columns added in that order -- the CPU's sum order, so the
- * result is bitwise the CPU's.  Column chunks in blocks of their own spread a frequent byte's
- * long list over several SMs.  (A counting sort of the (position, byte) keys followed by a
- * segmented sum was tried on 2026-12-03: 1.7 ms per step on the H200 against this kernel's
- * 0.64 ms under ncu -- its sum stage serialized on one warp per block.)  Version 1: every block
- * scans all T bytes, which is its cost; version 2 below groups the pairs once per call.  Still
- * reachable with GLN_TRAIN_EMBED_BWD_V1=1, and taken past version 2's int32 limits. */
-__global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t T, int64_t C, int64_t H,
-                                 float *gemb) {
-    __shared__ int64_t list[THREADS];
-    __shared__ int warp_base[THREADS / 32 + 1];
-    const int64_t row = blockIdx.x, c = row / 256;
-    const int v = (int)(row % 256);
-    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
-    const int64_t h = (int64_t)blockIdx.y * THREADS + threadIdx.x;
-    float acc = 0.0f;
-    for (int64_t t0 = 0; t0 < T; t0 += THREADS) {
-        const int64_t t = t0 + threadIdx.x;
-        const int hit = t < T && bytes[t * C + c] == v;
-        const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-        if (lane == 0) warp_base[wid + 1] = __popc(ballot);
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            warp_base[0] = 0;
-            for (int w = 1; w <= THREADS / 32; w++) warp_base[w] += warp_base[w - 1];
-        }
-        __syncthreads();
-        if (hit) list[warp_base[wid] + __popc(ballot & ((1u << lane) - 1u))] = t;
-        __syncthreads();
-        const int count = warp_base[THREADS / 32];
-        if (h < H)
-            for (int i = 0; i < count; i++) acc = __fadd_rn(acc, dx[list[i] * H + h]);
-        __syncthreads();
-    }
-    if (h < H) gemb[row * H + h] = acc;
-}
-
-/* ---- embedding backward, v2: a stable grouping of the (token, position) pairs, then segmented sums
+/* ---- embedding backward: a stable grouping of the (token, position) pairs, then segmented sums
 
    gemb[k, :] for key k = c·256 + v is the sum, in increasing t, of dx[t, :] over the tokens t with
-   bytes[t·C + c] == v.  Version 2 groups the T·C pairs by key ONCE per call, keeping token order
-   inside each key, into list[] (the token indices, key after key), then sums each key's rows:
+   bytes[t·C + c] == v.  The T·C pairs are grouped by key ONCE per call, keeping token order
+   inside each key, into list[] (the token indices, key after key), then each key's rows summed
+   (the CPU loop's sum order, so the result is bitwise the CPU's):
 
      ebw_count    block (chunk, c): per-byte counts of the EBW_CHUNK tokens of chunk at position c
                   (shared-memory atomics: counts do not depend on the order), stored key-major:
@@ -208,8 +170,9 @@ __global__ void embed_bwd_kernel(const float *dx, const uint8_t *bytes, int64_t 
                   time; each thread fetches its column of the rows EBW_UNROLL at a time with
                   cp.async, two batches in flight, and adds them in token order -- so a long
                   list keeps many loads in flight instead of waiting on each -- with
-                  __fadd_rn from 0.0f: the CPU loop's operations in the CPU loop's order, bitwise.
-                  A key without tokens writes 0.
+                  __fadd_rn from 0.0f (from gemb's value when accumulating): the CPU loop's
+                  operations in the CPU loop's order, bitwise.  A key without tokens writes 0 (keeps
+                  its value when accumulating).
 
    Scratch (off[] and list[], 4·(N + T·C) bytes) is stream-ordered (cudaMallocAsync /
    cudaFreeAsync, like topc_dlogits' partial sums), so a captured step records it as graph memory
@@ -320,7 +283,7 @@ __device__ __forceinline__ void ebw_add(float4 &acc, float4 v) {
 template <typename T4>
 __global__ void __launch_bounds__(EBW_SUM_THREADS)
 ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, int64_t H, int64_t cols,
-               float *gemb) {
+               int accumulate, float *gemb) {
     __shared__ int tile[EBW_TILE];
     __shared__ T4 stage[2][EBW_UNROLL][EBW_SUM_THREADS];
     const int64_t key = blockIdx.x;
@@ -328,6 +291,7 @@ ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, in
     const int64_t col = (int64_t)blockIdx.y * EBW_SUM_THREADS + threadIdx.x;
     const int live = col < cols;
     T4 acc = T4(); /* value-initialized: +0.0f in every lane, the CPU loop's memset */
+    if (accumulate && live) acc = ((const T4 *)(gemb + key * H))[col]; /* the sums continue */
     for (int base = start; base < end; base += EBW_TILE) {
         const int n = end - base < EBW_TILE ? end - base : EBW_TILE;
         for (int i = threadIdx.x; i < n; i += EBW_SUM_THREADS) tile[i] = list[base + i];
@@ -355,29 +319,21 @@ ebw_sum_kernel(const float *dx, const int *off, const int *list, int nchunks, in
     if (live) ((T4 *)(gemb + key * H))[col] = acc;
 }
 
-static int embed_bwd_use_v1(void) {
-    const char *e = getenv("GLN_TRAIN_EMBED_BWD_V1");
-    return e && e[0] == '1' && e[1] == '\0';
-}
-
-static gln_status_t embed_backward_v1(cudaStream_t s, const float *dx, const uint8_t *bytes, int64_t T, int64_t C,
-                                      int64_t H, float *gemb) {
-    const dim3 grid((unsigned)(C * 256), (unsigned)((H + THREADS - 1) / THREADS));
-    embed_bwd_kernel<<<grid, THREADS, 0, s>>>(dx, bytes, T, C, H, gemb);
-    return check(cudaSuccess, "embed_bwd_kernel");
-}
-
 extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
-                                            int64_t C, int64_t H, float *gemb) {
+                                            int64_t C, int64_t H, int accumulate, float *gemb) {
     if (C * H <= 0) return GLN_STATUS_SUCCESS;
     cudaStream_t s = stream_of(ctx);
+    if (T <= 0 && accumulate) return GLN_STATUS_SUCCESS;
     if (T <= 0) return check(cudaMemsetAsync(gemb, 0, (size_t)(C * 256 * H) * sizeof(float), s), "cudaMemsetAsync");
     const int vec = (H & 3) == 0 && aligned16(dx) && aligned16(gemb);
     const int64_t cols = vec ? H / 4 : H;
     const int64_t col_blocks = (cols + EBW_SUM_THREADS - 1) / EBW_SUM_THREADS;
     /* int32 token indices and list positions; grid.y limits of the two grids */
-    if (embed_bwd_use_v1() || T * C > INT32_MAX / 2 || C > 65535 || col_blocks > 65535)
-        return embed_backward_v1(s, dx, bytes, T, C, H, gemb);
+    if (T * C > TOP_EMBED_BWD_MAX_PAIRS || C > 65535 || col_blocks > 65535)
+        return tool_fail(GLN_STATUS_NOT_SUPPORTED,
+                         "embedding backward on CUDA: T*C = %lld (at most %lld), C = %lld (at most 65535), "
+                         "%lld column blocks (at most 65535)",
+                         (long long)(T * C), (long long)TOP_EMBED_BWD_MAX_PAIRS, (long long)C, (long long)col_blocks);
     const int nchunks = (int)((T + EBW_CHUNK - 1) / EBW_CHUNK);
     const int64_t n = C * 256 * nchunks + 1;
     int *off = NULL;
@@ -398,8 +354,10 @@ extern "C" gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx,
     }
     if (st == GLN_STATUS_SUCCESS) {
         const dim3 sum_grid((unsigned)(C * 256), (unsigned)col_blocks);
-        if (vec) ebw_sum_kernel<float4><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
-        else ebw_sum_kernel<float><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, gemb);
+        if (vec)
+            ebw_sum_kernel<float4><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, accumulate, gemb);
+        else
+            ebw_sum_kernel<float><<<sum_grid, EBW_SUM_THREADS, 0, s>>>(dx, off, list, nchunks, H, cols, accumulate, gemb);
         st = check(cudaSuccess, "ebw_sum_kernel");
     }
     (void)cudaFreeAsync(off, s);
@@ -461,15 +419,15 @@ __global__ void dlogits_kernel(float *rows, const uint8_t *next, int64_t T, floa
     partial[blockIdx.x * 256 + v] = acc;
 }
 
-__global__ void colsum_kernel(const float *partial, int64_t chunks, float *gbias) {
+__global__ void colsum_kernel(const float *partial, int64_t chunks, int accumulate, float *gbias) {
     const int v = threadIdx.x;
-    float acc = 0.0f;
+    float acc = accumulate ? gbias[v] : 0.0f;
     for (int64_t i = 0; i < chunks; i++) acc = __fadd_rn(acc, partial[i * 256 + v]);
     gbias[v] = acc;
 }
 
 extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
-                                     float *gbias) {
+                                     int accumulate, float *gbias) {
     cudaStream_t s = stream_of(ctx);
     const int64_t chunks = T > 0 ? (T + DL_CHUNK - 1) / DL_CHUNK : 1;
     float *partial = NULL;
@@ -480,15 +438,36 @@ extern "C" gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint
     else (void)cudaMemsetAsync(partial, 0, 256 * sizeof(float), s);
     st = check(cudaSuccess, "dlogits_kernel");
     if (st == GLN_STATUS_SUCCESS) {
-        colsum_kernel<<<1, 256, 0, s>>>(partial, chunks, gbias);
+        colsum_kernel<<<1, 256, 0, s>>>(partial, chunks, accumulate, gbias);
         st = check(cudaSuccess, "colsum_kernel");
     }
     (void)cudaFreeAsync(partial, s);
     return st;
 }
 
+/* ---- --exact-data grids ------------------------------------------------------------------------ */
+
+/* exact.h's exact_round: scaling by a power of two is exact (ldexpf), rintf rounds half to even as
+ * the host's default mode does, and the clamp compares as the host does (a NaN passes through). */
+__global__ void exact_round_kernel(float *v, int64_t n, int frac) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float q = rintf(ldexpf(v[i], frac));
+        if (q > 255.0f) q = 255.0f;
+        if (q < -255.0f) q = -255.0f;
+        v[i] = ldexpf(q, -frac);
+    }
+}
+
+extern "C" gln_status_t topc_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac) {
+    if (n <= 0) return GLN_STATUS_SUCCESS;
+    exact_round_kernel<<<blocks_for(n, THREADS), THREADS, 0, stream_of(ctx)>>>(v, n, frac);
+    return check(cudaSuccess, "exact_round_kernel");
+}
+
 /* One block: each thread sums a contiguous slice in order, thread 0 the slices in order. */
-__global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, double *out) {
+__global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clock_t *clock, int accumulate,
+                                double *out) {
     __shared__ double part[THREADS];
     const int64_t per = (count + THREADS - 1) / THREADS;
     const int64_t a = (int64_t)threadIdx.x * per;
@@ -499,13 +478,14 @@ __global__ void loss_sum_kernel(const double *loss, int64_t count, const top_clo
     if (threadIdx.x == 0) {
         double total = 0;
         for (int i = 0; i < THREADS; i++) total += part[i];
-        out[clock ? clock->step : 0] = total;
+        double *o = out + (clock ? clock->step : 0);
+        *o = accumulate ? *o + total : total;
     }
 }
 
 extern "C" gln_status_t topc_loss_sum(gln_context_t *ctx, const double *loss, int64_t count,
-                                      const top_clock_t *clock, double *out) {
-    loss_sum_kernel<<<1, THREADS, 0, stream_of(ctx)>>>(loss, count, clock, out);
+                                      const top_clock_t *clock, int accumulate, double *out) {
+    loss_sum_kernel<<<1, THREADS, 0, stream_of(ctx)>>>(loss, count, clock, accumulate, out);
     return check(cudaSuccess, "loss_sum_kernel");
 }
 

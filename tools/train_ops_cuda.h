@@ -17,13 +17,14 @@ gln_status_t topc_adam(gln_context_t *ctx, float *w, const float *g, float *m, f
 gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,
                         int64_t H, float *x);
 gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,
-                                 int64_t C, int64_t H, float *gemb);
+                                 int64_t C, int64_t H, int accumulate, float *gemb);
 gln_status_t topc_softmax_ce(gln_context_t *ctx, float *rows, const float *bias, const uint8_t *next, int64_t T,
                              double *loss);
 gln_status_t topc_dlogits(gln_context_t *ctx, float *rows, const uint8_t *next, int64_t T, float scale,
-                          float *gbias);
+                          int accumulate, float *gbias);
+gln_status_t topc_exact_round(gln_context_t *ctx, float *v, int64_t n, int frac);
 gln_status_t topc_loss_sum(gln_context_t *ctx, const double *loss, int64_t count, const top_clock_t *clock,
-                           double *out);
+                           int accumulate, double *out);
 gln_status_t topc_train_windows(gln_context_t *ctx, const uint8_t *text, int64_t train, int64_t C,
                                 uint64_t seed, const top_clock_t *clock, int64_t first, int64_t count,
                                 uint8_t *bytes, uint8_t *next);

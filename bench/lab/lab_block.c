@@ -338,11 +338,11 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
     if (agree) memset(nan_bytes, 0xFF, t.out_bytes);
     int have_lib = 0;
     const double flops = 2.0 * (double)t.M * (double)s->k * (double)s->n;
-    const char *raster = getenv("GLN_CUTLASS_RASTER"), *swz = getenv("GLN_CUTLASS_SWIZZLE");
-    printf("# lab: %s %s block (E4M3 1x128 x %s, pow2 scales), %s splits, raster %s, swizzle %s; check on %s "
+    const char *raster = getenv("GLN_CUTLASS_RASTER");
+    printf("# lab: %s %s block (E4M3 1x128 x %s, pow2 scales), %s splits, raster %s; check on %s "
            "(E%d x %lld, K%lld N%lld), bitwise vs the CPU backend\n",
            s->name, stage_s, stage == WGRAD ? "1x128 along tokens -> fp32 main_grad" : "128x128 -> bf16",
-           bench_splits_names[sk], raster ? raster : "by shape", swz ? swz : "1", full ? "the shape" : "a reduced twin",
+           bench_splits_names[sk], raster ? raster : "by shape", full ? "the shape" : "a reduced twin",
            (int)c.E, (long long)ct, (long long)c.K, (long long)c.N);
     printf("%-28s | %-8s | %8s %8s%s\n", "variant", "check", "ms", "TFLOP/s",
            agree ? "  | elements differing from the library kernel's, max |rel diff|" : "");

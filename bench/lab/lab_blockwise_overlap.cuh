@@ -1,7 +1,7 @@
 /* Kernel lab: the block-scaled FP8 main loop with each 128-wide K block's scaled promotion
  * overlapped with the next block's MMAs (the idea of src/backend/cuda/cutlass/
  * grouped_fp8_overlap.cuh, here with the block scales).  Measured on the H200 (bench/RESULTS.md,
- * 2026-12-04 twelfth session): bitwise equal to CUTLASS's loop on the full shapes' random data,
+ * 2026-12-04, runs at 8d90690): bitwise equal to CUTLASS's loop on the full shapes' random data,
  * and 4–16 % slower than it on every shape and stage (DeepGEMM's fprop 917 / 941 TFLOP/s on 1×1 /
  * 2×1 clusters against 1000–1156; wgrad 715 against 752), so it stays here.
  *

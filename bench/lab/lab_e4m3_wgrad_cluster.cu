@@ -3,7 +3,7 @@
  * -DGLN_BUILD_LAB=ON (bench/lab/grouped_tiles.c, --recipe e4m3 --stage wgrad): the library's
  * cooperative 128×128 tile (grouped_e4m3_wgrad.cu, the "large regime" row) on 2×1 and 1×2
  * clusters, the two CTAs of a cluster sharing one operand tile through TMA multicast (half its
- * L2-to-SM traffic).  Measured (H200, 2026-12-04 tenth session, Mixtral-like, ms): 2×1 4.263,
+ * L2-to-SM traffic).  Measured (H200, 2026-12-04, runs at ee03b23, Mixtral-like, ms): 2×1 4.263,
  * 1×2 4.298 against 4.282 without a cluster — inside the noise, not promoted. */
 #include "lab_fp8.cuh"
 

@@ -1,11 +1,11 @@
 /* Kernel-lab candidate for the E4M3 wgrad into the FP32 main_grad of large experts
  * (bench/lab/lab_epi.cuh, GLN_CUTLASS_E4M3_WGRAD operands).  The library's kernel there is the
  * cooperative 128×128×128 one (grouped_e4m3_wgrad.cu): on Mixtral-like experts 4.23 ms against
- * 3.60 for cuBLASLt's per-expert loop (bench/RESULTS.md, 2026-12-04 ninth session), a tile being
+ * 3.60 for cuBLASLt's per-expert loop (bench/RESULTS.md, 2026-12-04, runs at 36adfdf), a tile being
  * a ~15 µs main loop followed by 128 KB of main_grad read and written.  This candidate: 128×64
  * epilogue subtiles (32 KB TMA boxes, half as many per tile) in 2 C stages, D in its C slot — the
- * same 66 KB of epilogue shared memory, mainloop 5 stages.  Measured (H200, 2026-12-04 tenth
- * session, ms): 4.398 against the control's 4.282 — not promoted. */
+ * same 66 KB of epilogue shared memory, mainloop 5 stages.  Measured (H200, 2026-12-04, runs
+ * at ee03b23, ms): 4.398 against the control's 4.282 — not promoted. */
 #include "lab_epi.cuh"
 
 using GlnLabTile_e4m3 = cute::Shape<cute::_128, cute::_128, cute::_128>;

@@ -3,7 +3,7 @@
  * ReuseSmemC): 4 C stages (the whole 64 KB FP32 C tile) released to the loader as soon as they
  * are read into registers, so the next tile's C loads start under this tile's stores and the
  * next main loop; 2 D stages.  Epilogue 98 KB of shared memory, mainloop 4 stages.  Measured
- * (H200, 2026-12-04 tenth session, ms): 4.661 against the control's 4.282 — not promoted. */
+ * (H200, 2026-12-04, runs at ee03b23, ms): 4.661 against the control's 4.282 — not promoted. */
 #include "lab_epi.cuh"
 
 using GlnLabTile_e4m3_sep = cute::Shape<cute::_128, cute::_128, cute::_128>;

@@ -5,7 +5,7 @@
  * The library runs cooperative 128×128 without a cluster below the large regime and 128×192
  * in it (grouped_e4m3_tn.cu, grouped_*_tn_large.cu: the "medium" and "large regime" rows are
  * the controls); two instantiations, E4M3 and the HYBRID recipe's E5M2 gradient.
- * Measured (H200, 2026-12-04 tenth session): Mixtral-like HYBRID 3.669 ms, DeepGEMM's E4M3 1.832,
+ * Measured (H200, 2026-12-04, runs at ee03b23): Mixtral-like HYBRID 3.669 ms, DeepGEMM's E4M3 1.832,
  * against 3.740 / 1.848 for 128×128 without a cluster: within noise, not promoted.
  */
 #include "lab_fp8.cuh"

@@ -3,7 +3,7 @@
  * library's FP8 wgrad of large experts uses), E4M3 and HYBRID's E5M2 gradient; their controls are
  * the "medium regime" rows (the same tile and numerics with CUTLASS's main loop) and, for large
  * experts, the 128×192 "large regime".
- * Result (eleventh session, H200): not promoted — DeepSeek-like 0.464–0.465 ms against 0.471–0.481
+ * Result (2026-12-04, runs at ea3cccb, H200): not promoted — DeepSeek-like 0.464–0.465 ms against 0.471–0.481
  * for the regimes, but Mixtral-like HYBRID 3.581 / 3.619 against 3.407 / 3.076 for 128×192 and
  * DeepGEMM's E4M3 2.026 against 1.676 for CUTLASS's main loop on the same tile. */
 #include "backend/cuda/cutlass/grouped_fp8_overlap.cuh"

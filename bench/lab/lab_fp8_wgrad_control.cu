@@ -2,7 +2,7 @@
  * tile with CUTLASS's own promoted main loop (the MMA pipe drained before each tile's promotion),
  * E4M3 and HYBRID's E5M2 gradient — what the library ran before the overlapped promotion
  * (grouped_fp8_overlap.cuh) replaced it; the "large regime" rows are the library's kernels.
- * Result (eleventh session, H200, Mixtral-like E4M3): the overlapped promotion 3.974 / 3.460 ms
+ * Result (2026-12-04, runs at ea3cccb, H200, Mixtral-like E4M3): the overlapped promotion 3.974 / 3.460 ms
  * against 4.228 / 3.663 for this main loop, bitwise the same output (bench/RESULTS.md). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 

@@ -1,5 +1,5 @@
-/* Kernel lab, issue 9: can a warp-specialized MXFP8 quantizer reach >= 80 % of a device copy on
- * an H200, where the library's gq_mx3_kernel stops at ~71 %?
+/* Kernel lab: can a warp-specialized MXFP8 quantizer reach >= 80 % of a device copy on
+ * an H200, where the library's mxq_tma_kernel stops at ~71 %?
  *
  * Standalone (it does not link the library; it includes numerics/numerics.h for the host
  * reference's scale rule and conversions, and backend/cuda/cuda_tma.cuh for the TMA primitives):
@@ -25,7 +25,7 @@
  *
  * Variants (all 128x128 bf16 tiles as two 128x64 boxes, 128-byte swizzle, into a ring of stages;
  * a persistent grid, block b taking tiles b, b + grid, ...; the thread <-> data mapping of
- * gq_mx3_kernel: thread t reads chunk k = t % 8 (16 columns) of rows rr + 32 h, h = 0..3, and
+ * mxq_tma_kernel: thread t reads chunk k = t % 8 (16 columns) of rows rr + 32 h, h = 0..3, and
  * reduces (32-row block t / 64, column pair t % 64) straight from the stage):
  *   ctrl   the library's structure, re-implemented compactly: 256 threads, thread 0 issues the loads
  *          (S - 1 tiles ahead), every thread rowwise + columnwise amax, the multipliers published
@@ -44,7 +44,7 @@
  * Predictions per SM (tiles of loads in flight while the converting threads work on one; a
  * tile is 32 KB; registers as ptxas gives them, CUDA 13, sm_90a, no spills):
  *   ctrl   S=3, 2 blocks: 2 x 2 tiles = 128 KB; 2 block-wide barriers a tile; 116 registers
- *          (the library's gq_mx3_kernel: 122).
+ *          (the library's mxq_tma_kernel: 122).
  *   ws     S=4, 1 block: 3 tiles = 96 KB, and the stage is refilled as soon as it is read (before
  *          the encodes and stores), so up to 4 (128 KB) during the stores; S=6, 1 block: 5-6 tiles
  *          = 160-192 KB; S=3, 2 blocks: 2 x (2-3) tiles = 128-192 KB.  Per tile: 1 named barrier,
@@ -52,7 +52,7 @@
  *          blocks (cap 112).
  *   ws+d   as ws, no barrier among the consumers; 128 registers at 1 block, 94 at 2 blocks.
  *   ctrl+d S=3, 2 blocks: 128 KB, 1 block-wide barrier a tile, 120 registers.
- * The control differs from gq_mx3_kernel where the lab does not need it: one tensor (no members,
+ * The control differs from mxq_tma_kernel where the lab does not need it: one tensor (no members,
  * no padding, compact grids only), a NaN handled per chunk / column pair (a rare branch that
  * recomputes the maximum without NaN and rewrites the NaN elements' codes) instead of the
  * library's warp and block votes between an unchecked and a checked encode.  All variants share
@@ -88,7 +88,7 @@
  * u of row r at unit u ^ (r % 8) (stages are 1024-byte aligned). */
 __device__ __forceinline__ int unit_off(int r, int u) { return r * (BOX_C * 2) + ((u ^ (r & 7)) << 4); }
 
-/* gq_mx3_row: lane l of warp wp takes chunk k = l % 8 of row 4 wp + q (k < 4) or 4 wp + (q ^ 1)
+/* mxq_tma_row: lane l of warp wp takes chunk k = l % 8 of row 4 wp + q (k < 4) or 4 wp + (q ^ 1)
  * (k >= 4), q = l / 8: lanes 2j, 2j + 1 share a row (one 32-column block), no bank conflict. */
 __device__ __forceinline__ int chunk_row(int t) {
     const int l = t % 32, q = l / 8;
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(CT + (WS ? 32 : 0), MINB) mx_kernel(const __gr
     const int bb = t / (TC / 2), cp = t % (TC / 2), u = (cp % 32) / 4;
     const int o_col = (cp / 32) * BOX_BYTES + bb * 32 * (BOX_C * 2) + (cp % 4) * 4;
     /* the pair's two multipliers in a buffer of floats: float4 [bb][8 v + kk] holds those of elements
-     * 4v .. 4v + 3 of column chunk kk (gq_mx3_kernel's colmult order, so that a quarter warp reads 8
+     * 4v .. 4v + 3 of column chunk kk (mxq_tma_kernel's colmult order, so that a quarter warp reads 8
      * consecutive float4); columns 2 cp, 2 cp + 1 are elements 2 (cp % 8), + 1 of chunk cp / 8 */
     const int cm_off = (bb * (TC / 4) + ((cp % 8) / 2) * 8 + cp / 8) * 4 + 2 * (cp % 2);
     for (int64_t it = 0;; it++) {

@@ -1,4 +1,4 @@
-/* Kernel lab, issue 9: what the H200 gives a quantizer's data movement, without its numerics.
+/* Kernel lab: what the H200 gives a quantizer's data movement, without its numerics.
  *
  * Standalone (it does not link the library): nvcc -O3 -std=c++17
  * -gencode=arch=compute_90a,code=sm_90a -Isrc bench/lab/lab_stream.cu -o lab_stream

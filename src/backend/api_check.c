@@ -5,8 +5,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/context.h"
 #include "common/checked.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
 

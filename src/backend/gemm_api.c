@@ -5,8 +5,8 @@
 
 #include "backend/api_check.h"
 #include "backend/backend.h"
+#include "backend/context.h"
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 
 /* Shape rules of a layout: which dim of A and of B is reduced, and where D's dims come from. */

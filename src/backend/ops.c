@@ -2,7 +2,7 @@
 #include "backend/ops.h"
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 gln_status_t gln_backend_missing(const gln_context_t *ctx, const char *call, const char *op) {
@@ -117,4 +117,127 @@ gln_status_t gln_op_activation_forward_quantize(gln_context_t *ctx, gln_activati
     if (ctx->ops->activation_forward_quantize && in->packed.rows * in->packed.cols > 0)
         return ctx->ops->activation_forward_quantize(ctx, act, hp_dtype, cfg, in, out);
     return gln_op_activation_forward_quantize_composed(ctx, act, hp_dtype, cfg, in, out);
+}
+
+gln_status_t gln_op_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes, gln_copy_kind_t kind) {
+    return ctx->ops->memcpy(ctx, dst, src, bytes, kind);
+}
+
+/* The slot's name (its field in gln_backend_ops_t) and whether ctx's table sets it. */
+static int slot_set(const gln_backend_ops_t *o, gln_op_slot_t slot, const char **name) {
+#define SLOT(e, f) \
+    case e: *name = #f; return o->f != NULL
+    switch (slot) {
+        SLOT(GLN_SLOT_GET_STREAM, get_stream);
+        SLOT(GLN_SLOT_CAST, cast);
+        SLOT(GLN_SLOT_GROUPED_AMAX, grouped_amax);
+        SLOT(GLN_SLOT_SCALES_FROM_AMAX, scales_from_amax);
+        SLOT(GLN_SLOT_MOE_ROUTER_FORWARD, moe_router_forward);
+        SLOT(GLN_SLOT_MOE_ROUTER_BACKWARD, moe_router_backward);
+        SLOT(GLN_SLOT_MOE_PERMUTE_PLAN, moe_permute_plan);
+        SLOT(GLN_SLOT_MOE_PERMUTE, moe_permute);
+        SLOT(GLN_SLOT_MOE_PERMUTE_BACKWARD, moe_permute_backward);
+        SLOT(GLN_SLOT_MOE_UNPERMUTE, moe_unpermute);
+        SLOT(GLN_SLOT_MOE_UNPERMUTE_BACKWARD, moe_unpermute_backward);
+        SLOT(GLN_SLOT_ACTIVATION_FORWARD, activation_forward);
+        SLOT(GLN_SLOT_ACTIVATION_BACKWARD, activation_backward);
+    }
+#undef SLOT
+    *name = "(unknown)";
+    return 0;
+}
+
+int gln_op_has(const gln_context_t *ctx, gln_op_slot_t slot) {
+    const char *name;
+    return slot_set(ctx->ops, slot, &name);
+}
+
+gln_status_t gln_op_require(const gln_context_t *ctx, const char *call, gln_op_slot_t slot) {
+    const char *name;
+    return slot_set(ctx->ops, slot, &name) ? GLN_STATUS_SUCCESS : gln_backend_missing(ctx, call, name);
+}
+
+/* The slot `f` called with ctx and the rest, or the missing-slot error under `call`. */
+#define DISPATCH(f, call, ...) \
+    (ctx->ops->f ? ctx->ops->f(ctx, __VA_ARGS__) : gln_backend_missing(ctx, call, #f))
+
+gln_status_t gln_op_fp8_state_gather(gln_context_t *ctx, const char *call, const float *state_scale, int32_t first,
+                                     int32_t stride, int32_t n, float *scale, float *amax) {
+    return DISPATCH(fp8_state_gather, call, state_scale, first, stride, n, scale, amax);
+}
+
+gln_status_t gln_op_fp8_state_record(gln_context_t *ctx, const char *call, float *history_row0, int32_t first,
+                                     int32_t stride, int32_t n, const float *amax, int nan_propagate) {
+    return DISPATCH(fp8_state_record, call, history_row0, first, stride, n, amax, nan_propagate);
+}
+
+gln_status_t gln_op_fp8_state_update(gln_context_t *ctx, const char *call, int32_t num_slots, int32_t history_len,
+                                     float *amax_history, float *scale, const float *fp8_max, int margin,
+                                     gln_amax_algo_t algo, const gln_delayed_update_options_t *opts) {
+    return DISPATCH(fp8_state_update, call, num_slots, history_len, amax_history, scale, fp8_max, margin, algo,
+                    opts);
+}
+
+gln_status_t gln_op_grouped_amax(gln_context_t *ctx, const char *call, const gln_grouped_tensor_t *x,
+                                 int nan_propagate, float *amax) {
+    return DISPATCH(grouped_amax, call, x, nan_propagate, amax);
+}
+
+gln_status_t gln_op_add_f32(gln_context_t *ctx, const char *call, float *y, const float *x, int64_t n) {
+    return DISPATCH(add_f32, call, y, x, n);
+}
+
+gln_status_t gln_op_scales_from_amax(gln_context_t *ctx, const char *call, const float *amax, int32_t n,
+                                     float fp8_max, int power_2_scale, float epsilon, float *scale,
+                                     float *scale_inv) {
+    return DISPATCH(scales_from_amax, call, amax, n, fp8_max, power_2_scale, epsilon, scale, scale_inv);
+}
+
+gln_status_t gln_op_moe_router_forward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,
+                                       int32_t k, const float *logits, int32_t *experts, float *gates) {
+    return DISPATCH(moe_router_forward, call, tokens, num_experts, k, logits, experts, gates);
+}
+
+gln_status_t gln_op_moe_router_backward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,
+                                        int32_t k, const float *logits, const int32_t *experts,
+                                        const float *dgates, float *dlogits) {
+    return DISPATCH(moe_router_backward, call, tokens, num_experts, k, logits, experts, dgates, dlogits);
+}
+
+gln_status_t gln_op_moe_permute_plan(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,
+                                     int32_t k, int64_t align, const int32_t *experts, int64_t *m_splits,
+                                     int64_t *row_of) {
+    return DISPATCH(moe_permute_plan, call, tokens, num_experts, k, align, experts, m_splits, row_of);
+}
+
+gln_status_t gln_op_moe_permute(gln_context_t *ctx, const char *call, int64_t tokens, int32_t k,
+                                const int64_t *row_of, const gln_tensor_t *x, gln_tensor_t *xp) {
+    return DISPATCH(moe_permute, call, tokens, k, row_of, x, xp);
+}
+
+gln_status_t gln_op_moe_permute_backward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t k,
+                                         const int64_t *row_of, const gln_tensor_t *dxp, gln_tensor_t *dx) {
+    return DISPATCH(moe_permute_backward, call, tokens, k, row_of, dxp, dx);
+}
+
+gln_status_t gln_op_moe_unpermute(gln_context_t *ctx, const char *call, int64_t tokens, int32_t k,
+                                  const int64_t *row_of, const float *gates, const gln_tensor_t *yp,
+                                  gln_tensor_t *y) {
+    return DISPATCH(moe_unpermute, call, tokens, k, row_of, gates, yp, y);
+}
+
+gln_status_t gln_op_moe_unpermute_backward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t k,
+                                           const int64_t *row_of, const float *gates, const gln_tensor_t *yp,
+                                           const gln_tensor_t *dy, gln_tensor_t *dyp, float *dgates) {
+    return DISPATCH(moe_unpermute_backward, call, tokens, k, row_of, gates, yp, dy, dyp, dgates);
+}
+
+gln_status_t gln_op_activation_forward(gln_context_t *ctx, const char *call, gln_activation_t act,
+                                       const gln_tensor_t *in, gln_tensor_t *out) {
+    return DISPATCH(activation_forward, call, act, in, out);
+}
+
+gln_status_t gln_op_activation_backward(gln_context_t *ctx, const char *call, gln_activation_t act,
+                                        const gln_tensor_t *in, const gln_tensor_t *dout, gln_tensor_t *din) {
+    return DISPATCH(activation_backward, call, act, in, dout, din);
 }

@@ -3,8 +3,8 @@
 
 #include "backend/api_check.h"
 #include "backend/backend.h"
+#include "backend/context.h"
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 
 gln_status_t gln_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_t *dy, gln_tensor_t *dbias,

@@ -1,5 +1,5 @@
-/* gln_backend_supports: the capability query of DESIGN.md §2.  The answer is derived from the
- * same things the dispatchers use, so it cannot drift from what a call does:
+/* gln_backend_supports: the capability query (docs/design.md, "The backend table").  The
+ * answer is derived from the same things the dispatchers use, so it cannot drift from what a call does:
  *   1. the query's fields are checked with the rules of the op's public call (a field of the
  *      wrong kind is INVALID_ARGUMENT there, and here);
  *   2. GEMM operand pairs that no backend multiplies (gln_arg_operand_pair) answer 0;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 gln_status_t gln_comm_new(const gln_comm_ops_t *ops, gln_context_t *ctx, int rank, int size,
@@ -334,6 +334,11 @@ gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, 
     GLN_TRY(gln_comm_agree(comm, fn, check_allreduce(fn, comm, send, recv, count, dtype, op),
                            &shape));
     if (count == 0) return GLN_STATUS_SUCCESS;
+    return comm->ops->allreduce(comm, send, recv, count, dtype, op);
+}
+
+gln_status_t gln_comm_allreduce_transport(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                          gln_dtype_t dtype, gln_reduce_op_t op) {
     return comm->ops->allreduce(comm, send, recv, count, dtype, op);
 }
 

@@ -9,8 +9,9 @@
  * A communicator is bound to a context (gln_comm_t.ctx; NULL = host memory, like a CPU
  * context): its buffers live in that context's memory and its collectives are stream-ordered on
  * the context's stream.  self moves memory of any context (a stream-ordered copy); MPI moves host
- * memory only (it is not CUDA-aware on the GPU machine); NCCL moves device memory of a CUDA
- * context and enqueues on its stream.
+ * memory, and device memory either by handing it to a CUDA-aware MPI after draining the stream
+ * or by staging it through host buffers (comm_mpi.c); NCCL moves device memory of a CUDA context
+ * and enqueues on its stream.
  *
  * Asynchronous start / wait (allgather_start, reduce_scatter_start, wait): start records the
  * work the operation depends on, lets the transport run it beside the caller's later work and
@@ -120,6 +121,11 @@ gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *
                                                   size_t count, gln_dtype_t dtype,
                                                   gln_reduce_op_t op, void **request);
 
+/* The transport's allreduce alone (no checks, no agreement), for a caller inside an agreed call
+ * that made the buffers itself (the sharded group's FP8 amaxes). */
+gln_status_t gln_comm_allreduce_transport(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                          gln_dtype_t dtype, gln_reduce_op_t op);
+
 /* Non-blocking all-gather after an agreement (same checks as gln_comm_allgather): *request
  * receives a handle for gln_comm_wait(), or NULL when the operation completed already. */
 gln_status_t gln_comm_allgather_start_agreed(gln_comm_t *comm, const void *send, void *recv,
@@ -132,5 +138,36 @@ gln_status_t gln_comm_reduce_scatter_start(gln_comm_t *comm, const void *send, v
                                            void **request);
 /* Complete a request from gln_comm_reduce_scatter_start (NULL: nothing to do). */
 gln_status_t gln_comm_wait(gln_comm_t *comm, void *request);
+
+/* ---- the MPI communicator's paths (comm_mpi.c) ------------------------------------------- */
+
+/* How an MPI communicator reaches its buffers: HOST (host memory: ctx NULL or a CPU context),
+ * DEVICE (a CUDA context and a CUDA-aware MPI: device pointers go to MPI after the context's
+ * stream is drained) or STAGED (any other context: copied through a host staging buffer). */
+typedef enum gln_mpi_path { GLN_MPI_PATH_HOST = 0, GLN_MPI_PATH_DEVICE = 1, GLN_MPI_PATH_STAGED = 2 } gln_mpi_path_t;
+gln_mpi_path_t gln_mpi_choose_path(int on_host, int cuda_context, int cuda_aware);
+/* 1 when the MPI library says it moves CUDA device memory (Open MPI's MPIX_Query_cuda_support;
+ * 0 where the build cannot ask). */
+int gln_mpi_cuda_aware(void);
+
+/* The device-memory paths' access to the context: the backend's staging functions
+ * (backend/stage.h) unless a test substitutes its own (a fake "device" on host memory). */
+typedef struct gln_mpi_mover {
+    gln_status_t (*host_alloc)(gln_context_t *ctx, size_t bytes, void **ptr);
+    void (*host_free)(gln_context_t *ctx, void *ptr);
+    gln_status_t (*to_host)(gln_context_t *ctx, void *dst, const void *src, size_t bytes);
+    gln_status_t (*to_backend)(gln_context_t *ctx, void *dst, const void *src, size_t bytes);
+    gln_status_t (*synchronize)(gln_context_t *ctx);
+    gln_status_t (*capturing)(gln_context_t *ctx, int *capturing);
+} gln_mpi_mover_t;
+
+/* gln_comm_create_mpi on a chosen path (DEVICE and STAGED need a context; HOST a host one) and
+ * mover (NULL: the backend's), so that the device paths run on a CPU context in the tests. */
+gln_status_t gln_comm_create_mpi_as(gln_context_t *ctx, const void *mpi_comm, gln_mpi_path_t path,
+                                    const gln_mpi_mover_t *mover, gln_comm_t **comm);
+/* The path of an MPI communicator, and the bytes its staging buffer holds now (0 before the
+ * first staged collective). */
+gln_mpi_path_t gln_comm_mpi_path(const gln_comm_t *comm);
+size_t gln_comm_mpi_stage_bytes(const gln_comm_t *comm);
 
 #endif

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/context.h"
+#include "backend/ops.h"
 #include "comm/comm.h"
-#include "common/context.h"
 #include "common/error.h"
 
 _Static_assert(sizeof(ncclUniqueId) == sizeof(((gln_nccl_id_t *)0)->bytes),
@@ -37,7 +37,7 @@ typedef struct nccl_state {
 
 static nccl_state_t *state_of(const gln_comm_t *comm) { return (nccl_state_t *)comm->impl; }
 static cudaStream_t stream_of(const gln_comm_t *comm) {
-    return (cudaStream_t)comm->ctx->ops->get_stream(comm->ctx);
+    return (cudaStream_t)gln_context_stream(comm->ctx);
 }
 
 static gln_status_t cuda_ok(cudaError_t e, const char *what) {
@@ -256,7 +256,7 @@ fail:
 
 static gln_status_t check_ctx(const char *fn, const gln_context_t *ctx) {
     GLN_REQUIRE_NOT_NULL(fn, ctx);
-    GLN_REQUIRE(ctx->kind == GLN_BACKEND_CUDA && ctx->ops->get_stream, GLN_STATUS_NOT_SUPPORTED,
+    GLN_REQUIRE(ctx->kind == GLN_BACKEND_CUDA && gln_op_has(ctx, GLN_SLOT_GET_STREAM), GLN_STATUS_NOT_SUPPORTED,
                 "%s: ctx uses the %s backend; NCCL moves device memory of a CUDA context (use "
                 "self or MPI on the CPU)", fn, gln_backend_name(ctx->kind));
     return GLN_STATUS_SUCCESS;

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/context.h"
+#include "backend/ops.h"
 #include "comm/comm.h"
-#include "common/context.h"
 #include "common/error.h"
 
 static gln_status_t self_copy(gln_comm_t *comm, void *dst, const void *src, size_t bytes) {
@@ -17,7 +17,7 @@ static gln_status_t self_copy(gln_comm_t *comm, void *dst, const void *src, size
         memcpy(dst, src, bytes);
         return GLN_STATUS_SUCCESS;
     }
-    return comm->ctx->ops->memcpy(comm->ctx, dst, src, bytes, GLN_COPY_BACKEND_TO_BACKEND);
+    return gln_op_memcpy(comm->ctx, dst, src, bytes, GLN_COPY_BACKEND_TO_BACKEND);
 }
 
 static gln_status_t self_allgather(gln_comm_t *comm, const void *send, void *recv, size_t bytes,

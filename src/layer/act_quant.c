@@ -1,17 +1,12 @@
-/* Quantization of grouped activations (x) and output gradients (dy) on either path.
- *
- * Split path: one gln_quantize per expert on member views; grouped path: one
- * gln_grouped_quantize.  Both produce the same bytes per member (per-member statistics), which
- * is what makes the two paths bitwise identical on the CPU.  Under delayed scaling the role's
+/* Quantization of grouped activations (x) and output gradients (dy): one grouped quantize on both
+ * paths (host splits on the split path, device splits on the grouped one), per-member statistics,
+ * so the two paths give the same bytes.  Under delayed scaling the role's
  * slots (input 3i of the forward state, grad_output 2i of the backward state) are staged into
- * the buffer's per-member scale array before and their amaxes recorded after (grouped path: by
- * the quantize itself, gln_op_grouped_quantize_record, which a backend may fuse into its amax
- * finalize launch).
+ * the buffer's per-member scale array before and their amaxes recorded by the quantize itself
+ * (gln_op_grouped_quantize_record, which a backend may fuse into its amax finalize launch).
  *
- * With dbias (dy of a layer with bias): the bias gradients come from the same read of dy on the
- * grouped path (gln_op_grouped_quantize_dbias); the split path quantizes per member and then sums
- * through the same op without a config, so both paths sum in the one tiled order
- * (quant/dbias_tiled.h) and give the same bytes. */
+ * With dbias (dy of a layer with bias): the bias gradients come from the same read of dy
+ * (gln_op_grouped_quantize_dbias), summed in the one tiled order of quant/dbias_tiled.h. */
 #include "layer/layer.h"
 
 static gln_status_t act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
@@ -28,23 +23,15 @@ static gln_status_t act_quantize(gln_grouped_linear_t *L, gln_role_t role, const
     GLN_TRY(gln_group_buffer_alloc_quantized(ctx, &cfg, g->packed.rows, g->packed.cols, n, g->splits,
                                              g->splits_on_backend, out));
     float *scale = out->g.packed.scale, *amax = out->g.packed.amax;
-    if (L->recipe.delayed) GLN_CHECK(st, fail, gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
-    if (L->cfg.path == GLN_PATH_SPLIT) {
-        for (int32_t i = 0; i < n; i++) {
-            gln_tensor_t in = gln_group_buffer_member(src, i), q = gln_group_buffer_member(out, i);
-            GLN_CHECK(st, fail, gln_op_quantize(ctx, &cfg, &in, &q));
-        }
-        if (dbias) GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, NULL, g, NULL, dbias, accumulate));
-    } else if (L->recipe.delayed) { /* the history record in the quantize's own amax finalize */
+    if (L->recipe.delayed) { /* the history record in the quantize's own amax finalize */
+        GLN_CHECK(st, fail, gln_fp8_state_stage(ctx, fs, 0, stride, n, scale, amax));
         GLN_CHECK(st, fail, gln_op_grouped_quantize_record(ctx, &cfg, g, &out->g, dbias, accumulate, fs->amax_history,
                                                            0, stride, fs->opts.amax_nan_propagate));
-        return GLN_STATUS_SUCCESS;
     } else if (dbias) {
         GLN_CHECK(st, fail, gln_op_grouped_quantize_dbias(ctx, &cfg, g, &out->g, dbias, accumulate));
     } else {
         GLN_CHECK(st, fail, gln_op_grouped_quantize(ctx, &cfg, g, &out->g));
     }
-    if (L->recipe.delayed) GLN_CHECK(st, fail, gln_fp8_state_record(ctx, fs, 0, stride, n, amax));
     return GLN_STATUS_SUCCESS;
 fail:
     gln_group_buffer_free(ctx, out);

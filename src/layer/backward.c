@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 #include "weights/sharded.h"
@@ -74,8 +73,8 @@ static gln_status_t splits_copy(gln_grouped_linear_t *L, const gln_grouped_linea
     size_t bytes = (size_t)L->n * sizeof(int64_t);
     if (s->splits_on_backend) {
         GLN_TRY(gln_ctx_alloc(L->ctx, bytes, (void **)&it->splits_dev));
-        return L->ctx->ops->memcpy(L->ctx, it->splits_dev, s->splits_dev, bytes,
-                                   GLN_COPY_BACKEND_TO_BACKEND);
+        return gln_op_memcpy(L->ctx, it->splits_dev, s->splits_dev, bytes,
+                             GLN_COPY_BACKEND_TO_BACKEND);
     }
     it->splits_host = malloc(bytes);
     GLN_REQUIRE(it->splits_host != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
@@ -110,8 +109,8 @@ static gln_status_t wgrad_enqueue(gln_grouped_linear_t *L, gln_grouped_linear_sa
         GLN_CHECK(st, fail,
                   gln_shape_bytes(FN, "the queued dy", t->rows, t->cols, gln_dtype_size(t->dtype), &bytes));
         if (bytes)
-            GLN_CHECK(st, fail, L->ctx->ops->memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
-                                                    GLN_COPY_BACKEND_TO_BACKEND));
+            GLN_CHECK(st, fail, gln_op_memcpy(L->ctx, it->dy.g.packed.data, t->data, bytes,
+                                              GLN_COPY_BACKEND_TO_BACKEND));
     }
     it->x = *x;
     memset(x, 0, sizeof *x);

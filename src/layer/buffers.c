@@ -1,6 +1,5 @@
 /* Storage the layer owns for one call or one saved context: grouped activation buffers (x, y,
- * dy, dx and their quantized copies) and weight sets (N [K_out, K_in] tensors), plus plain
- * per-member views of them for the split path.
+ * dy, dx and their quantized copies) and weight sets (N [K_out, K_in] tensors).
  *
  * Quantized grouped layout (the one gln_grouped_quantize documents): member i's data at element
  * offset row_start[i]·cols in data and col_data, its scales at gln_grouped_scale_offsets()[i];
@@ -134,25 +133,6 @@ void gln_group_buffer_drop_rowwise(gln_context_t *ctx, gln_group_buffer_t *b) {
     b->mem_row = NULL;
     b->g.packed.data = NULL;
     b->g.packed.scale_inv = NULL;
-}
-
-gln_tensor_t gln_group_buffer_member(const gln_group_buffer_t *b, int32_t i) {
-    const gln_tensor_t *p = &b->g.packed;
-    int32_t n = b->g.num;
-    const int64_t *rs = b->offs, *sr = rs + n + 1, *sc = sr + n + 1;
-    gln_tensor_t t = *p;
-    t.rows = b->g.splits[i];
-    size_t es = gln_dtype_size(p->dtype), cols = (size_t)p->cols;
-    if (p->data) t.data = (char *)p->data + (size_t)rs[i] * cols * es;
-    if (p->col_data) t.col_data = (char *)p->col_data + (size_t)rs[i] * cols * es;
-    if (p->scaling != GLN_SCALING_NONE) {
-        size_t ses = scale_elem_size(p->scaling);
-        if (p->scale_inv) t.scale_inv = (char *)p->scale_inv + (size_t)sr[i] * ses;
-        if (p->col_scale_inv) t.col_scale_inv = (char *)p->col_scale_inv + (size_t)sc[i] * ses;
-        if (p->scale) t.scale = p->scale + i;
-        if (p->amax) t.amax = p->amax + i;
-    }
-    return t;
 }
 
 gln_status_t gln_output_alloc(gln_context_t *ctx, const gln_tensor_t *t, void **buf) {

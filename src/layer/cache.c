@@ -1,5 +1,5 @@
-/* The quantized-weight cache for plain weights under an FP8 recipe (te-grouped-linear.md §8,
- * DESIGN.md §6).  One entry: the N quantized weights, the weight version they were made from and
+/* The quantized-weight cache for plain weights under an FP8 recipe (TE's is_first_microbatch
+ * caching).  One entry: the N quantized weights, the weight version they were made from and
  * the copies (rowwise / columnwise) they hold.
  *
  *   microbatch UNSET : never comes here — no caching, the weights are quantized on every call

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 #include "weights/sharded.h"
@@ -50,8 +49,8 @@ static gln_status_t saved_create(gln_grouped_linear_t *L, const gln_grouped_line
     size_t bytes = (size_t)L->n * sizeof(int64_t);
     if (a->splits_on_backend) {
         GLN_TRY(gln_ctx_alloc(L->ctx, bytes, (void **)&s->splits_dev));
-        return L->ctx->ops->memcpy(L->ctx, s->splits_dev, a->m_splits, bytes,
-                                   GLN_COPY_BACKEND_TO_BACKEND);
+        return gln_op_memcpy(L->ctx, s->splits_dev, a->m_splits, bytes,
+                             GLN_COPY_BACKEND_TO_BACKEND);
     }
     s->splits_host = malloc(bytes);
     GLN_REQUIRE(s->splits_host != NULL, GLN_STATUS_OUT_OF_MEMORY, "%s: out of host memory", FN);
@@ -83,8 +82,8 @@ static gln_status_t save_weight_scales(gln_grouped_linear_t *L, gln_grouped_line
 }
 
 /* Bias tensors [1, K_out] in the activation dtype (cast from the param dtype when needed).
- * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (te-grouped-linear.md §2.3
- * step 4: the FP8 GEMM takes a 16-bit bias): the bias is rounded to bf16 (RNE) and widened
+ * An FP8 recipe with FP32 activations adds a bf16 bias, as TE does (its FP8 GEMM takes a
+ * 16-bit bias): the bias is rounded to bf16 (RNE) and widened
  * back to FP32 exactly, so the FP32 add sees the bf16 value. */
 static gln_status_t bias_list(gln_grouped_linear_t *L, gln_weight_set_t *b) {
     void *const *src = L->biases;
@@ -130,8 +129,8 @@ static gln_status_t save_input(gln_grouped_linear_t *L, gln_grouped_linear_saved
         size_t bytes;
         GLN_TRY(gln_shape_bytes(FN, "the saved input", x->rows, x->cols, gln_dtype_size(x->dtype), &bytes));
         if (bytes)
-            GLN_TRY(L->ctx->ops->memcpy(L->ctx, s->x.g.packed.data, x->data, bytes,
-                                        GLN_COPY_BACKEND_TO_BACKEND));
+            GLN_TRY(gln_op_memcpy(L->ctx, s->x.g.packed.data, x->data, bytes,
+                                  GLN_COPY_BACKEND_TO_BACKEND));
         s->x_is_high_precision = 1;
     }
     s->x.g.splits = gln_saved_splits(s);

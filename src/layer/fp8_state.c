@@ -1,7 +1,7 @@
 /* Delayed-scaling state of the layer (FP8_DELAYED only), kept in BACKEND memory: on CUDA it
  * never leaves the device during a step — scales are gathered into a quantization's scale array,
  * its amaxes recorded into history row 0 and the update run by the backend's fp8_state_* slots,
- * all in stream order with no host wait (DESIGN.md §10), so a step can be captured in a graph.
+ * all in stream order with no host wait, so a step can be captured in a graph.
  * The host sees the state only through gln_grouped_linear_fp8_state (gln_fp8_state_host).
  *
  * Slots: forward 3N (input 3i, weight 3i+1, output 3i+2 unused), backward 2N (grad_output 2i,
@@ -14,7 +14,6 @@
  * the scales derived from the previous steps. */
 #include <stdlib.h>
 
-#include "backend/backend.h"
 #include "layer/layer.h"
 
 static const char *STATE_CALL = "delayed scaling";
@@ -25,7 +24,7 @@ static gln_status_t fill_backend(gln_context_t *ctx, float *dst, int32_t n, floa
     GLN_REQUIRE(tmp != NULL, GLN_STATUS_OUT_OF_MEMORY,
                 "gln_grouped_linear_create: out of host memory for the delayed-scaling state");
     for (int32_t i = 0; i < n; i++) tmp[i] = value;
-    gln_status_t st = ctx->ops->memcpy(ctx, dst, tmp, (size_t)n * sizeof(float), GLN_COPY_HOST_TO_BACKEND);
+    gln_status_t st = gln_op_memcpy(ctx, dst, tmp, (size_t)n * sizeof(float), GLN_COPY_HOST_TO_BACKEND);
     free(tmp);
     return st;
 }
@@ -65,30 +64,26 @@ void gln_fp8_state_free(gln_context_t *ctx, gln_fp8_state_t *st) {
 gln_status_t gln_fp8_state_stage(gln_context_t *ctx, const gln_fp8_state_t *st, int32_t first,
                                  int32_t stride, int32_t n, float *scale, float *amax) {
     if (n == 0) return GLN_STATUS_SUCCESS;
-    if (!ctx->ops->fp8_state_gather) return gln_backend_missing(ctx, STATE_CALL, "fp8_state_gather");
-    return ctx->ops->fp8_state_gather(ctx, st->scale, first, stride, n, scale, amax);
+    return gln_op_fp8_state_gather(ctx, STATE_CALL, st->scale, first, stride, n, scale, amax);
 }
 
 gln_status_t gln_fp8_state_record(gln_context_t *ctx, gln_fp8_state_t *st, int32_t first,
                                   int32_t stride, int32_t n, const float *amax) {
     if (n == 0) return GLN_STATUS_SUCCESS;
-    if (!ctx->ops->fp8_state_record) return gln_backend_missing(ctx, STATE_CALL, "fp8_state_record");
     /* NaN is ignored, as in every amax (TE's fmaxf rule), unless the layer propagates it. */
-    return ctx->ops->fp8_state_record(ctx, st->amax_history, first, stride, n, amax,
-                                      st->opts.amax_nan_propagate);
+    return gln_op_fp8_state_record(ctx, STATE_CALL, st->amax_history, first, stride, n, amax,
+                                   st->opts.amax_nan_propagate);
 }
 
 gln_status_t gln_fp8_state_update(gln_context_t *ctx, gln_fp8_state_t *st, int margin, gln_amax_algo_t algo) {
-    if (!ctx->ops->fp8_state_update) return gln_backend_missing(ctx, STATE_CALL, "fp8_state_update");
-    return ctx->ops->fp8_state_update(ctx, st->slots, st->history_len, st->amax_history, st->scale,
-                                      st->fp8_max, margin, algo, &st->opts);
+    return gln_op_fp8_state_update(ctx, STATE_CALL, st->slots, st->history_len, st->amax_history, st->scale,
+                                   st->fp8_max, margin, algo, &st->opts);
 }
 
 gln_status_t gln_fp8_stage_values(gln_context_t *ctx, const float *scales, int32_t n, float *scale,
                                   float *amax) {
     if (n == 0) return GLN_STATUS_SUCCESS;
-    if (!ctx->ops->fp8_state_gather) return gln_backend_missing(ctx, STATE_CALL, "fp8_state_gather");
-    return ctx->ops->fp8_state_gather(ctx, scales, 0, 1, n, scale, amax);
+    return gln_op_fp8_state_gather(ctx, STATE_CALL, scales, 0, 1, n, scale, amax);
 }
 
 /* Host copies into the mirrors, allocated on first use (then reused until the layer dies). */
@@ -98,9 +93,8 @@ static gln_status_t copy_to_mirrors(const char *fn, gln_context_t *ctx, gln_fp8_
     if (!st->host_history) st->host_history = malloc(hist * sizeof(float));
     GLN_REQUIRE(st->host_scale && st->host_history, GLN_STATUS_OUT_OF_MEMORY,
                 "%s: out of host memory for the copy of the delayed-scaling state", fn);
-    GLN_TRY(ctx->ops->memcpy(ctx, st->host_scale, st->scale, n * sizeof(float), GLN_COPY_BACKEND_TO_HOST));
-    return ctx->ops->memcpy(ctx, st->host_history, st->amax_history, hist * sizeof(float),
-                            GLN_COPY_BACKEND_TO_HOST);
+    GLN_TRY(gln_op_memcpy(ctx, st->host_scale, st->scale, n * sizeof(float), GLN_COPY_BACKEND_TO_HOST));
+    return gln_op_memcpy(ctx, st->host_history, st->amax_history, hist * sizeof(float), GLN_COPY_BACKEND_TO_HOST);
 }
 
 gln_status_t gln_fp8_state_host(const char *fn, gln_context_t *ctx, gln_fp8_state_t *st, float **scale,

@@ -2,7 +2,7 @@
  *
  * File map (one concept per file):
  *   layer.c         create / destroy / weights_updated / fp8_state (public lifecycle calls)
- *   layer_config.c  validation of gln_grouped_linear_config_t at create (every §11 condition)
+ *   layer_config.c  validation of gln_grouped_linear_config_t at create (every invalid value or combination)
  *   layer_params.c  owned vs caller parameters, gradient buffers, weight/grads/zero_grad
  *   recipe.c        quantizer configuration per role (input, weight, grad_output)
  *   fp8_state.c     delayed-scaling state (scale, amax history) in backend memory
@@ -20,8 +20,8 @@
 #ifndef GLN_LAYER_LAYER_H
 #define GLN_LAYER_LAYER_H
 
+#include "backend/context.h"
 #include "backend/ops.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "grouplin.h"
 
@@ -99,8 +99,6 @@ gln_status_t gln_group_buffer_alloc_quantized(gln_context_t *ctx, const gln_quan
 void gln_group_buffer_free(gln_context_t *ctx, gln_group_buffer_t *b);
 /* Free the rowwise half of a quantized buffer (keeps the columnwise copy). */
 void gln_group_buffer_drop_rowwise(gln_context_t *ctx, gln_group_buffer_t *b);
-/* Member i as a plain tensor view (needs host splits). */
-gln_tensor_t gln_group_buffer_member(const gln_group_buffer_t *b, int32_t i);
 /* Describe caller memory (x, y, dy, dx) as an unowned grouped buffer (no storage freed). */
 gln_status_t gln_group_buffer_wrap(const gln_tensor_t *t, int32_t num, const int64_t *splits,
                                    int splits_on_backend, gln_group_buffer_t *b);
@@ -227,7 +225,7 @@ gln_status_t gln_dist_agree_call(gln_grouped_linear_t *L, const char *fn, int ca
 /* ---------------------------------------------------------------- act_quant.c */
 
 typedef enum gln_role { GLN_ROLE_INPUT = 0, GLN_ROLE_GRAD = 1 } gln_role_t;
-/* Quantize the grouped activation `src` (host splits in src->offs on the split path) into a
+/* Quantize the grouped activation `src` (host or device splits) into a
  * new buffer with the requested copies; delayed scaling stages / records the role's slots. */
 gln_status_t gln_act_quantize(gln_grouped_linear_t *L, gln_role_t role, const gln_group_buffer_t *src,
                               int rowwise, int columnwise, gln_group_buffer_t *out);

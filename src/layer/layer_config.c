@@ -1,4 +1,4 @@
-/* Validation of gln_grouped_linear_config_t at create (te-grouped-linear.md §11 and §13.4): one
+/* Validation of gln_grouped_linear_config_t at create (TE's constraints and ours): one
  * routine rejects every invalid value and every unsupported combination, naming the reason, so
  * nothing fails later deep inside a forward or backward. */
 #include <math.h>

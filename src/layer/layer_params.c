@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "common/checked.h"
 #include "layer/layer.h"
 
@@ -51,8 +50,8 @@ static gln_status_t init_weights(gln_grouped_linear_t *L, char *packed, size_t w
             store_hp(host, L->cfg.param_dtype, k, (float)(L->cfg.init_std * r * cos(t)));
             if (k + 1 < count) store_hp(host, L->cfg.param_dtype, k + 1, (float)(L->cfg.init_std * r * sin(t)));
         }
-        st = L->ctx->ops->memcpy(L->ctx, packed + wbytes * (size_t)e, host, wbytes,
-                                 GLN_COPY_HOST_TO_BACKEND);
+        st = gln_op_memcpy(L->ctx, packed + wbytes * (size_t)e, host, wbytes,
+                           GLN_COPY_HOST_TO_BACKEND);
     }
     free(host);
     return st;

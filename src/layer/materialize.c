@@ -1,5 +1,6 @@
 /* THE weight materialization stage: every GEMM stage of every path gets its weights here and
- * hands them back through gln_materialize_release right after its GEMM (DESIGN.md §5.6).
+ * hands them back through gln_materialize_release right after its GEMM (docs/design.md,
+ * "Lifetimes").
  *
  *   plain weights, FP8 recipe : microbatch FIRST / NEXT: the quantized-weight cache (cache.c);
  *                               UNSET: quantized into a temporary on every call (no caching)

@@ -1,4 +1,4 @@
-/* Quantizer configuration per tensor role for each recipe (te-grouped-linear.md §4.2–4.5, §4.7):
+/* Quantizer configuration per tensor role for each recipe, as TransformerEngine's recipes set it:
  *   x, W : E4M3 ("forward" tensors);  dy : E5M2 under HYBRID, E4M3 under E4M3
  *   fp8_format RECIPE_DEFAULT is TE's default: HYBRID for delayed / current scaling (the
  *   DelayedScaling / Float8CurrentScaling recipes default to Format.HYBRID), E4M3 for MXFP8 and
@@ -62,9 +62,9 @@ const char *gln_recipe_name(gln_recipe_t recipe) {
     return "invalid";
 }
 
-/* TE's padding helper values (§4.9): 32 for MXFP8 (column blocks of 32 rows), 16 for the
- * per-tensor and block recipes (FP8 leading dimensions), 1 without quantization.  0 for an
- * invalid recipe. */
+/* TE's padding helper values (the alignment its m_splits padding uses): 32 for MXFP8 (column
+ * blocks of 32 rows), 16 for the per-tensor and block recipes (FP8 leading dimensions), 1
+ * without quantization.  0 for an invalid recipe. */
 int64_t gln_recipe_alignment(gln_recipe_t recipe) {
     switch (recipe) {
     case GLN_RECIPE_NONE: return 1;

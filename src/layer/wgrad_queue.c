@@ -1,4 +1,4 @@
-/* The delayed-wgrad FIFO (te-grouped-linear.md §7).  With delay_wgrad_compute, each backward
+/* The delayed-wgrad FIFO (TE's delay_wgrad_compute).  With delay_wgrad_compute, each backward
  * computes dgrad and dbias and queues one item holding the wgrad operands (owned by the item,
  * so the saved context may be released first), the output views and the accumulate flag.
  * gln_grouped_linear_backward_dw runs the oldest item; destroy frees items never run. */

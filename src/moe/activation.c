@@ -3,10 +3,10 @@
  * FC2: gln_activation_forward_quantize, the backend's slot or the composition, backend/ops.h).  Validate, then dispatch to the backend's slot (the CPU reference is
  * src/backend/cpu/cpu_moe.c; a backend without the slot reports GLN_STATUS_NOT_SUPPORTED,
  * for empty calls too). */
-#include "backend/backend.h"
-#include "common/context.h"
-#include "common/error.h"
+#include "backend/context.h"
 #include "backend/ops.h"
+#include "backend/ops.h"
+#include "common/error.h"
 #include "moe/moe_check.h"
 #include "quant/quant_check.h"
 #include "tensor/tensor.h"
@@ -32,9 +32,9 @@ gln_status_t gln_activation_forward(gln_context_t *ctx, gln_activation_t act, co
     int64_t h = 0;
     GLN_TRY(act_check(fn, ctx, act, in, &h));
     GLN_TRY(gln_moe_check_tensor(fn, "out", out, in->rows, h));
-    if (!ctx->ops->activation_forward) return gln_backend_missing(ctx, fn, "activation_forward");
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_ACTIVATION_FORWARD));
     if (in->rows == 0 || h == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->activation_forward(ctx, act, in, out);
+    return gln_op_activation_forward(ctx, fn, act, in, out);
 }
 
 gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, const gln_tensor_t *in,
@@ -44,9 +44,9 @@ gln_status_t gln_activation_backward(gln_context_t *ctx, gln_activation_t act, c
     GLN_TRY(act_check(fn, ctx, act, in, &h));
     GLN_TRY(gln_moe_check_tensor(fn, "dout", dout, in->rows, h));
     GLN_TRY(gln_moe_check_tensor(fn, "din", din, in->rows, in->cols));
-    if (!ctx->ops->activation_backward) return gln_backend_missing(ctx, fn, "activation_backward");
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_ACTIVATION_BACKWARD));
     if (in->rows == 0 || in->cols == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->activation_backward(ctx, act, in, dout, din);
+    return gln_op_activation_backward(ctx, fn, act, in, dout, din);
 }
 
 /* The grouped input [rows, 2H] / [rows, H] and hp_dtype; *h = H. */
@@ -90,9 +90,6 @@ gln_status_t gln_activation_forward_quantize(gln_context_t *ctx, gln_activation_
                             "%s: out->splits[%d] %lld must equal in->splits[%d] %lld", fn, (int)i,
                             (long long)out->splits[i], (int)i, (long long)in->splits[i]);
     }
-    if (!ctx->ops->activation_forward_quantize) {
-        if (!ctx->ops->activation_forward) return gln_backend_missing(ctx, fn, "activation_forward");
-        if (!ctx->ops->grouped_quantize) return gln_backend_missing(ctx, fn, "grouped_quantize");
-    }
+    /* the funnel reports a missing activation_forward or grouped_quantize slot under fn */
     return gln_op_activation_forward_quantize(ctx, act, hp_dtype, &c, in, out);
 }

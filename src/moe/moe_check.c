@@ -1,8 +1,8 @@
 /* Argument checks shared by the MoE ops (router, permutation, activations). */
 #include "moe/moe_check.h"
 
+#include "backend/context.h"
 #include "common/checked.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
 

@@ -4,8 +4,8 @@
  * GLN_STATUS_NOT_SUPPORTED, for empty calls too).  The contents of `experts` and `row_of` are
  * checked after the slot on the host when the host reads the backend's memory (the CPU), else by
  * the device kernels (moe_check.h). */
-#include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
+#include "backend/ops.h"
 #include "common/error.h"
 #include "moe/moe_check.h"
 
@@ -22,12 +22,12 @@ static gln_status_t permute_plan(const char *fn, gln_context_t *ctx, int64_t tok
         GLN_REQUIRE_NOT_NULL(fn, experts);
         GLN_REQUIRE_NOT_NULL(fn, row_of);
     }
-    if (!ctx->ops->moe_permute_plan) return gln_backend_missing(ctx, fn, "moe_permute_plan");
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_MOE_PERMUTE_PLAN));
     for (int64_t i = 0; gln_moe_host_indices(ctx) && i < pairs; i++)
         GLN_REQUIRE_ARG(experts[i] >= 0 && experts[i] < num_experts,
                         "%s: experts[%lld] = %d must be in [0, %d)", fn, (long long)i,
                         (int)experts[i], (int)num_experts);
-    return ctx->ops->moe_permute_plan(ctx, tokens, num_experts, k, align, experts, m_splits, row_of);
+    return gln_op_moe_permute_plan(ctx, fn, tokens, num_experts, k, align, experts, m_splits, row_of);
 }
 
 gln_status_t gln_moe_permute_plan(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
@@ -63,9 +63,9 @@ static gln_status_t permuted_check(const char *fn, const char *name, const gln_t
 
 /* The backend has the op (else NOT_SUPPORTED naming the call and the backend), and every
  * row_of entry is a row of the permuted tensor (prows rows). */
-static gln_status_t rows_check(const char *fn, gln_context_t *ctx, int has_slot, const char *op,
-                               int64_t tokens, int32_t k, const int64_t *row_of, int64_t prows) {
-    if (!has_slot) return gln_backend_missing(ctx, fn, op);
+static gln_status_t rows_check(const char *fn, gln_context_t *ctx, gln_op_slot_t slot, int64_t tokens,
+                               int32_t k, const int64_t *row_of, int64_t prows) {
+    GLN_TRY(gln_op_require(ctx, fn, slot));
     if (!gln_moe_host_indices(ctx)) return GLN_STATUS_SUCCESS; /* checked by the kernels */
     return gln_moe_check_rows(fn, row_of, tokens * k, prows);
 }
@@ -77,9 +77,9 @@ gln_status_t gln_moe_permute(gln_context_t *ctx, int64_t tokens, int32_t k, cons
     GLN_REQUIRE_NOT_NULL(fn, x);
     GLN_TRY(gln_moe_check_tensor(fn, "x", x, tokens, x->cols));
     GLN_TRY(permuted_check(fn, "xp", xp, tokens, k, x->cols));
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_permute != NULL, "moe_permute", tokens, k, row_of, xp->rows));
+    GLN_TRY(rows_check(fn, ctx, GLN_SLOT_MOE_PERMUTE, tokens, k, row_of, xp->rows));
     if (tokens == 0 || x->cols == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->moe_permute(ctx, tokens, k, row_of, x, xp);
+    return gln_op_moe_permute(ctx, fn, tokens, k, row_of, x, xp);
 }
 
 gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
@@ -89,10 +89,9 @@ gln_status_t gln_moe_permute_backward(gln_context_t *ctx, int64_t tokens, int32_
     GLN_REQUIRE_NOT_NULL(fn, dxp);
     GLN_TRY(permuted_check(fn, "dxp", dxp, tokens, k, dxp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "dx", dx, tokens, dxp->cols));
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_permute_backward != NULL, "moe_permute_backward", tokens, k,
-                       row_of, dxp->rows));
+    GLN_TRY(rows_check(fn, ctx, GLN_SLOT_MOE_PERMUTE_BACKWARD, tokens, k, row_of, dxp->rows));
     if (tokens == 0 || dxp->cols == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->moe_permute_backward(ctx, tokens, k, row_of, dxp, dx);
+    return gln_op_moe_permute_backward(ctx, fn, tokens, k, row_of, dxp, dx);
 }
 
 gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, const int64_t *row_of,
@@ -103,9 +102,9 @@ gln_status_t gln_moe_unpermute(gln_context_t *ctx, int64_t tokens, int32_t k, co
     GLN_REQUIRE_NOT_NULL(fn, yp);
     GLN_TRY(permuted_check(fn, "yp", yp, tokens, k, yp->cols));
     GLN_TRY(gln_moe_check_tensor(fn, "y", y, tokens, yp->cols));
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_unpermute != NULL, "moe_unpermute", tokens, k, row_of, yp->rows));
+    GLN_TRY(rows_check(fn, ctx, GLN_SLOT_MOE_UNPERMUTE, tokens, k, row_of, yp->rows));
     if (tokens == 0 || yp->cols == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->moe_unpermute(ctx, tokens, k, row_of, gates, yp, y);
+    return gln_op_moe_unpermute(ctx, fn, tokens, k, row_of, gates, yp, y);
 }
 
 gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int32_t k,
@@ -123,8 +122,7 @@ gln_status_t gln_moe_unpermute_backward(gln_context_t *ctx, int64_t tokens, int3
         GLN_REQUIRE_NOT_NULL(fn, gates);
         GLN_REQUIRE_NOT_NULL(fn, dgates);
     }
-    GLN_TRY(rows_check(fn, ctx, ctx->ops->moe_unpermute_backward != NULL, "moe_unpermute_backward", tokens,
-                       k, row_of, yp->rows));
+    GLN_TRY(rows_check(fn, ctx, GLN_SLOT_MOE_UNPERMUTE_BACKWARD, tokens, k, row_of, yp->rows));
     if (tokens == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->moe_unpermute_backward(ctx, tokens, k, row_of, gates, yp, dy, dyp, dgates);
+    return gln_op_moe_unpermute_backward(ctx, fn, tokens, k, row_of, gates, yp, dy, dyp, dgates);
 }

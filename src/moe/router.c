@@ -3,9 +3,9 @@
  * src/backend/cpu/cpu_moe.c; a backend without the slot reports GLN_STATUS_NOT_SUPPORTED, for
  * empty calls too).  The contents of `experts` are checked after the slot, on the host when it
  * reads the backend's memory (the CPU), else by the device kernels (moe_check.h). */
-#include "backend/backend.h"
+#include "backend/context.h"
+#include "backend/ops.h"
 #include "common/checked.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "moe/moe_check.h"
 
@@ -28,9 +28,9 @@ gln_status_t gln_moe_router_forward(gln_context_t *ctx, int64_t tokens, int32_t 
         GLN_REQUIRE_NOT_NULL(fn, experts);
         GLN_REQUIRE_NOT_NULL(fn, gates);
     }
-    if (!ctx->ops->moe_router_forward) return gln_backend_missing(ctx, fn, "moe_router_forward");
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_MOE_ROUTER_FORWARD));
     if (tokens == 0) return GLN_STATUS_SUCCESS;
-    return ctx->ops->moe_router_forward(ctx, tokens, num_experts, k, logits, experts, gates);
+    return gln_op_moe_router_forward(ctx, fn, tokens, num_experts, k, logits, experts, gates);
 }
 
 gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t num_experts, int32_t k,
@@ -44,11 +44,11 @@ gln_status_t gln_moe_router_backward(gln_context_t *ctx, int64_t tokens, int32_t
         GLN_REQUIRE_NOT_NULL(fn, dgates);
         GLN_REQUIRE_NOT_NULL(fn, dlogits);
     }
-    if (!ctx->ops->moe_router_backward) return gln_backend_missing(ctx, fn, "moe_router_backward");
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_MOE_ROUTER_BACKWARD));
     if (tokens == 0) return GLN_STATUS_SUCCESS;
     for (int64_t i = 0; gln_moe_host_indices(ctx) && i < tokens * k; i++)
         GLN_REQUIRE_ARG(experts[i] >= 0 && experts[i] < num_experts,
                         "%s: experts[%lld] = %d must be in [0, %d)", fn, (long long)i,
                         (int)experts[i], (int)num_experts);
-    return ctx->ops->moe_router_backward(ctx, tokens, num_experts, k, logits, experts, dgates, dlogits);
+    return gln_op_moe_router_backward(ctx, fn, tokens, num_experts, k, logits, experts, dgates, dlogits);
 }

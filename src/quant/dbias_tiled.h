@@ -3,7 +3,7 @@
  *
  * The plain grouped dbias sums a member's column in row order, a chain as long as the member:
  * a kernel that quantizes dy tile by tile cannot follow it.  The fused order follows the tiles
- * of the CUDA quantize kernels (src/backend/cuda/cuda_quant_group.cu: 128-row tiles, 256
+ * of the CUDA quantize kernels (src/backend/cuda/cuda_quant_tile.cuh: 128-row tiles, 256
  * threads, thread t owning rows t/4 and t/4 + 64 of the tile), and the CPU reference below
  * computes exactly it, so both backends give the same bits.  For member i (rows 0..m-1 of its
  * own) and column j, with v(r) = dy_i[r, j] widened to FP32 (exact) for r < m and +0 past m:

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/context.h"
 #include "comm/comm.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "quant/quant_check.h"
 #include "weights/sharded.h"

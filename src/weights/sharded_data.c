@@ -2,9 +2,9 @@
  * the materialized-memory counters. */
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/context.h"
+#include "backend/ops.h"
 #include "comm/comm.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "weights/sharded.h"
 
@@ -24,9 +24,9 @@ gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
     gln_context_t *ctx = sw->ctx;
     size_t n = (size_t)sw->shard_len;
     if (sw->cfg.working_dtype == GLN_DTYPE_FP32)
-        return ctx->ops->memcpy(ctx, sw->working, sw->master, n * sizeof(float),
-                                GLN_COPY_BACKEND_TO_BACKEND);
-    if (!ctx->ops->cast) return gln_backend_missing(ctx, fn, "cast");
+        return gln_op_memcpy(ctx, sw->working, sw->master, n * sizeof(float),
+                             GLN_COPY_BACKEND_TO_BACKEND);
+    GLN_TRY(gln_op_require(ctx, fn, GLN_SLOT_CAST));
     /* One row of shard_len elements: the cast rounds to nearest even, element by element. */
     gln_tensor_t in = {0}, out = {0};
     in.dtype = GLN_DTYPE_FP32;
@@ -35,7 +35,7 @@ gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
     in.data = sw->master;
     out.dtype = sw->cfg.working_dtype;
     out.data = sw->working;
-    return ctx->ops->cast(ctx, &in, &out);
+    return gln_op_cast(ctx, &in, &out);
 }
 
 /* The working shard for an optimizer that writes it itself (grouplin.h): nothing is cached from
@@ -68,8 +68,8 @@ gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const floa
         real_segment(sw, e, &lo, &hi);
         if (lo >= hi) continue;
         const float *src = full + (int64_t)e * sw->expert_elems + (lo - (int64_t)e * sw->expert_stride);
-        GLN_TRY(ctx->ops->memcpy(ctx, sw->master + (lo - sw->shard_offset), src,
-                                 (size_t)(hi - lo) * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
+        GLN_TRY(gln_op_memcpy(ctx, sw->master + (lo - sw->shard_offset), src,
+                              (size_t)(hi - lo) * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
     }
     return gln_sharded_weights_sync_working(sw);
 }
@@ -98,14 +98,14 @@ static gln_status_t gather_fp32(gln_sharded_weights_t *sw, const char *fn, gln_c
     GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
     GLN_CHECK(st, fail, gln_comm_allgather_agreed(sw->comm, shard, tmp, (size_t)sw->shard_len, GLN_DTYPE_FP32));
     if (sw->expert_stride == sw->expert_elems) {
-        GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
-                                             GLN_COPY_BACKEND_TO_HOST));
+        GLN_CHECK(st, fail, gln_op_memcpy(ctx, full, tmp, (size_t)sw->total * sizeof(float),
+                                          GLN_COPY_BACKEND_TO_HOST));
     } else { /* padded experts: the real rows of each */
         for (int32_t e = 0; e < sw->cfg.num_experts; e++)
-            GLN_CHECK(st, fail, ctx->ops->memcpy(ctx, full + (size_t)e * (size_t)sw->expert_elems,
-                                                 tmp + (size_t)e * (size_t)sw->expert_stride,
-                                                 (size_t)sw->expert_elems * sizeof(float),
-                                                 GLN_COPY_BACKEND_TO_HOST));
+            GLN_CHECK(st, fail, gln_op_memcpy(ctx, full + (size_t)e * (size_t)sw->expert_elems,
+                                              tmp + (size_t)e * (size_t)sw->expert_stride,
+                                              (size_t)sw->expert_elems * sizeof(float),
+                                              GLN_COPY_BACKEND_TO_HOST));
     }
 fail:
     gln_ctx_free(ctx, tmp);

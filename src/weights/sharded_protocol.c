@@ -20,10 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/context.h"
 #include "backend/ops.h"
 #include "comm/comm.h"
-#include "common/context.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
 #include "weights/sharded.h"
@@ -131,9 +130,8 @@ static gln_status_t fp8_quantize_shard(gln_sharded_weights_t *sw, float *scale_i
     const int32_t n = sw->cfg.num_experts;
     float *amax = sw->fp8_work, *scale = amax + n, *sink_amax = scale + n, *sink_sinv = sink_amax + n;
     const gln_dtype_t wd = sw->cfg.working_dtype;
-    if (!ctx->ops->grouped_amax) return gln_backend_missing(ctx, "materialize (FP8 gather)", "grouped_amax");
-    if (!ctx->ops->scales_from_amax)
-        return gln_backend_missing(ctx, "materialize (FP8 gather)", "scales_from_amax");
+    GLN_TRY(gln_op_require(ctx, "materialize (FP8 gather)", GLN_SLOT_GROUPED_AMAX));
+    GLN_TRY(gln_op_require(ctx, "materialize (FP8 gather)", GLN_SLOT_SCALES_FROM_AMAX));
     /* segments lie back to back only without per-expert padding (the 128x128 layout's) */
     GLN_REQUIRE(sw->expert_stride == sw->expert_elems, GLN_STATUS_INTERNAL_ERROR,
                 "materialize (FP8 gather): per-tensor experts must not be padded");
@@ -155,13 +153,13 @@ static gln_status_t fp8_quantize_shard(gln_sharded_weights_t *sw, float *scale_i
     cfg.columnwise = 0;
     cfg.delayed = 1;
     gln_status_t st;
-    GLN_CHECK(st, done, rows ? ctx->ops->grouped_amax(ctx, &in, q->amax_nan_propagate, amax)
+    GLN_CHECK(st, done, rows ? gln_op_grouped_amax(ctx, "materialize (FP8 gather)", &in, q->amax_nan_propagate, amax)
                              : gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float))); /* a padding-only shard */
-    GLN_CHECK(st, done, sw->comm->ops->allreduce(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
-                                                 GLN_REDUCE_MAX));
+    GLN_CHECK(st, done, gln_comm_allreduce_transport(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
+                                                     GLN_REDUCE_MAX));
     /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
-    GLN_CHECK(st, done, ctx->ops->scales_from_amax(ctx, amax, n, gln_fp8_max(q->fp8_dtype), q->power_2_scale,
-                                                   q->amax_epsilon, scale, scale_inv));
+    GLN_CHECK(st, done, gln_op_scales_from_amax(ctx, "materialize (FP8 gather)", amax, n, gln_fp8_max(q->fp8_dtype),
+                                                q->power_2_scale, q->amax_epsilon, scale, scale_inv));
     if (rows) st = gln_op_grouped_quantize(ctx, &cfg, &in, &out);
 done:
     free(splits);
@@ -264,7 +262,7 @@ static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf)
     const char *codes = grids + (size_t)sw->cfg.num_experts * grid;
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         char *g = grids + (size_t)e * grid;
-        GLN_TRY(ctx->ops->memcpy(ctx, g, codes + (size_t)e * used, used, GLN_COPY_BACKEND_TO_BACKEND));
+        GLN_TRY(gln_op_memcpy(ctx, g, codes + (size_t)e * used, used, GLN_COPY_BACKEND_TO_BACKEND));
         if (grid > used) GLN_TRY(gln_ctx_zero(ctx, g + used, grid - used));
     }
     return GLN_STATUS_SUCCESS;
@@ -465,8 +463,7 @@ static gln_status_t hook_grad_buffer(void *impl, int32_t expert, float **buffer)
 /* main_grad += rs_buf after an accumulating reduce-scatter: the backend's add, in stream order. */
 static gln_status_t add_into_main_grad(gln_sharded_weights_t *sw) {
     gln_context_t *ctx = sw->ctx;
-    if (!ctx->ops->add_f32) return gln_backend_missing(ctx, "finalize_grads", "add_f32");
-    return ctx->ops->add_f32(ctx, sw->main_grad, sw->rs_buf, sw->shard_len);
+    return gln_op_add_f32(ctx, "finalize_grads", sw->main_grad, sw->rs_buf, sw->shard_len);
 }
 
 gln_status_t gln_sharded_complete(gln_sharded_weights_t *sw) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `grouplin train` under an address-space limit (ulimit -v; issue 15 item 6).  OpenBLAS maps a
+# `grouplin train` under an address-space limit (ulimit -v).  OpenBLAS maps a
 # GEMM buffer (128 MiB) per calling thread and used to retry that mapping forever when it did
 # not fit, so the first sgemm hung.  A context now reserves those buffers when it is created:
 #   - a limit with no room for one buffer: exit 1 at setup with the reason, never a hang;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Output paths and setup failures of `grouplin train` (issue 15 item 9):
+# Output paths and setup failures of `grouplin train`:
 #   - an --out directory that cannot be created fails at the start (exit 1, a message naming it)
 #     before any step runs, and creates nothing;
 #   - a --dump-losses file that cannot be opened fails at the start in the same way;

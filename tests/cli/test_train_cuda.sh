@@ -2,7 +2,7 @@
 # `grouplin train --backend cuda`: the language-model step wholly on the GPU.  Skips (77) where the
 # program says the CUDA backend is not available (no CUDA build or no GPU), after checking that
 # refusal is a usage error that names the option.
-#   - usage: --path split, --task teacher, --graph without cuda are refused (exit 2);
+#   - usage: --path split, --graph without cuda or with --task teacher are refused (exit 2);
 #   - every recipe learns in a short run (validation loss < ln 256 - 1 = 4.545 nats, as the CPU
 #     test test_lm.sh asks) and the table says "cuda backend, grouped path";
 #   - run to run the losses are bitwise identical (--dump-losses files equal), and replaying a
@@ -11,7 +11,10 @@
 #     bits (world size 1: the collectives are copies either way);
 #   - the CPU and the GPU agree on the same seed: fp32, first 10 training losses within 1e-3
 #     relative (only summation orders and expf / log differ: ~1e-6 at step 0, growing with
-#     training's chaos); bf16, the first loss (before any update) within 1e-2.
+#     training's chaos); bf16, the first loss (before any update) within 1e-2;
+#   - the teacher task on the GPU (models on the device, data and loss on the host): with
+#     --exact-data the first loss of fp32 and bf16 (same weights, same inputs) equals the CPU's
+#     within 1e-4 relative (only the router's softmax differs: device expf), and the loss halves.
 # usage: bash test_train_cuda.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
 set -u
 G=$1
@@ -40,7 +43,7 @@ expect_usage() {
     grep -qF -- "$needle" "$S/u.err" || { fail "$*: stderr lacks '$needle'"; cat "$S/u.err"; }
 }
 expect_usage "needs --path grouped" --backend cuda --path split
-expect_usage "trains --task lm only" --backend cuda --task teacher
+expect_usage "--graph captures the step of --task lm on one rank" --backend cuda --task teacher --graph
 expect_usage "--graph needs --backend cuda" --graph
 expect_usage "--comm needs --backend cuda" --comm self
 
@@ -78,6 +81,18 @@ paste -d' ' "$S/cpu.dump" "$S/gpu.dump" | awk '
       if ($1 == "fp32" && r > m) m = r }
     END { printf "cpu vs gpu, fp32: largest relative difference of 10 losses %.3g\n", m; exit bad }' ||
     fail "CPU and GPU disagree"
+
+# the teacher task on the GPU against the CPU
+EXACT="--task teacher --exact-data --tokens 64 --hidden 16 --ffn 32 --experts 4 --topk 2 --steps 20
+       --recipes fp32,bf16 --no-plot --quiet"
+"$G" train $EXACT --out "$S/tc" --dump-losses "$S/tcpu.dump" || fail "teacher, CPU run failed"
+"$G" train $EXACT --backend cuda --out "$S/tg" --dump-losses "$S/tgpu.dump" || fail "teacher, GPU run failed"
+paste -d' ' "$S/tcpu.dump" "$S/tgpu.dump" | awk '
+    $2 == 0 { d = $4 - $8; if (d < 0) d = -d; if (!(d <= 1e-4 * $4)) { print "FAIL: teacher " $1 " step 0: cpu " $4 " gpu " $8; bad = 1 } }
+    $1 == "bf16" && $2 == 0 { f = $8 }
+    $1 == "bf16" && $2 == 19 { l = $8 }
+    END { if (!(l < f / 2)) { print "FAIL: teacher on the GPU: bf16 loss did not halve (" f " -> " l ")"; bad = 1 }
+          exit bad }' || fail "teacher on the GPU"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)"

@@ -47,11 +47,15 @@ expect_usage "'abc' is not an integer" train --steps abc
 expect_usage "--steps 0 must be in" train --steps 0
 expect_usage "is not an integer" train --tokens 12x
 expect_usage "needs a value" train --steps
+expect_usage "--microbatches 0 must be in" train --microbatches 0
+expect_usage "--preset" train --preset llama
 expect_usage "unknown recipe 'nope'" train --recipes nope
 expect_usage "unknown recipe 'nope'" train --recipes bf16,nope
 expect_usage "listed twice" train --recipes bf16,bf16
 expect_usage "--backend cuda" train --backend cuda --task teacher
 expect_usage "is not one of" train --backend tpu
+# the embedding backward kernel's int32 indices (2^31 token-position pairs here)
+expect_usage "--backend cuda takes --tokens x --context up to 1073741823" train --backend cuda --tokens 4194304 --context 512
 expect_usage "is not one of" train --path diagonal
 expect_usage "is not one of" train --activation relu
 expect_usage "must be <= --experts" train --experts 4 --topk 5

@@ -2,11 +2,10 @@
  * each op runs on a CPU context into host buffers and on a CUDA context into device buffers from
  * the same inputs (device outputs poisoned first), and the results must agree -- bit for bit for
  * zero fill, Adam (and its bf16 / fp16 working output, also against the library's cast), the
- * embedding and its backward, dlogits and the windows; within TOL_* for
+ * embedding and its backward, dlogits, the windows and the --exact-data grid rounding; within TOL_* for
  * the softmax cross-entropy (device expf / log), the bias gradient and the loss sum (fixed-order
  * chunked sums instead of one chain) and the device clock's bias corrections (device pow).
  * Twice on the device must give the same bits.  Exit 77 without a CUDA device. */
-#define _POSIX_C_SOURCE 200809L /* setenv / unsetenv: the embedding backward's two versions */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,22 +187,19 @@ static uint8_t *embed_bytes(tool_rng_t *r, size_t n, int skew) {
     return p;
 }
 
-/* The device's embedding backward under GLN_TRAIN_EMBED_BWD_V1 = v1 ("1": the per-row scan
- * kernel; unset: the grouped version 2), into a freshly poisoned gemb, twice: both runs must have
- * the CPU loop's bits. */
-static void embed_backward_version(int v1, const float *ge, const float *ddx, const uint8_t *db, int64_t T,
-                                   int64_t C, int64_t H, float *dge, size_t ne, const char *label) {
-    if (v1) setenv("GLN_TRAIN_EMBED_BWD_V1", "1", 1);
-    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
+/* The device's embedding backward into a freshly poisoned gemb, twice: both runs must have the
+ * CPU loop's bits. */
+static void embed_backward_twice(const float *ge, const float *ddx, const uint8_t *db, int64_t T, int64_t C,
+                                 int64_t H, float *dge, size_t ne, const char *label) {
     char what[128];
     for (int run = 0; run < 2; run++) {
         unsigned char *poison = malloc(ne * 4);
         memset(poison, 0xFF, ne * 4);
         OK(gln_memcpy(cu, dge, poison, ne * 4, GLN_COPY_HOST_TO_BACKEND));
         free(poison);
-        OK(top_embed_backward(cu, ddx, db, T, C, H, dge));
-        snprintf(what, sizeof what, "embed backward v%d%s (T %lld, C %lld, H %lld%s)", v1 ? 1 : 2,
-                 run ? " again" : "", (long long)T, (long long)C, (long long)H, label);
+        OK(top_embed_backward(cu, ddx, db, T, C, H, 0, dge));
+        snprintf(what, sizeof what, "embed backward%s (T %lld, C %lld, H %lld%s)", run ? " again" : "",
+                 (long long)T, (long long)C, (long long)H, label);
         same_bits(what, ge, dge, ne * 4);
     }
 }
@@ -220,19 +216,36 @@ static void test_embed(int64_t T, int64_t C, int64_t H, int skew) {
     OK(top_embed(cpu, emb, bytes, T, C, H, x));
     OK(top_embed(cu, demb, db, T, C, H, dxo));
     same_bits("embed x", x, dxo, (size_t)(T * H) * 4);
-    OK(top_embed_backward(cpu, dx, bytes, T, C, H, ge));
-    /* both device versions, leaving the variable as it was */
-    const char *was = getenv("GLN_TRAIN_EMBED_BWD_V1");
-    char *saved = was ? strdup(was) : NULL;
-    const char *label = skew ? ", skewed" : "";
-    embed_backward_version(0, ge, ddx, db, T, C, H, dge, ne, label);
-    embed_backward_version(1, ge, ddx, db, T, C, H, dge, ne, label);
-    if (saved) setenv("GLN_TRAIN_EMBED_BWD_V1", saved, 1);
-    else unsetenv("GLN_TRAIN_EMBED_BWD_V1");
-    free(saved);
+    OK(top_embed_backward(cpu, dx, bytes, T, C, H, 0, ge));
+    embed_backward_twice(ge, ddx, db, T, C, H, dge, ne, skew ? ", skewed" : "");
+    /* gradient accumulation: a second microbatch's sums continue from the first's, bitwise */
+    OK(top_embed_backward(cpu, dx, bytes, T, C, H, 1, ge));
+    OK(top_embed_backward(cu, ddx, db, T, C, H, 1, dge));
+    same_bits(skew ? "embed backward, accumulated, skewed" : "embed backward, accumulated", ge, dge, ne * 4);
     void *d[] = {demb, ddx, db, dxo, dge};
     for (size_t i = 0; i < 5; i++) OK(gln_free(cu, d[i]));
     free(emb), free(dx), free(bytes), free(x), free(ge);
+}
+
+/* Past the kernel's int32 indices the call is refused before anything is read or written. */
+static void test_embed_limit(void) {
+    const int64_t C = 1, H = 4, T = TOP_EMBED_BWD_MAX_PAIRS + 1;
+    const size_t ne = (size_t)(C * 256 * H);
+    float *ddx = dev(NULL, 16), *dge = dev(NULL, ne * 4);
+    uint8_t *db = dev(NULL, 16);
+    const gln_status_t st = top_embed_backward(cu, ddx, db, T, C, H, 0, dge);
+    if (st != GLN_STATUS_NOT_SUPPORTED)
+        FAIL("embed backward with T*C = %lld: %s, expected not supported", (long long)(T * C), gln_status_string(st));
+    OK(gln_synchronize(cu));
+    unsigned char *g = back(dge, ne * 4);
+    for (size_t i = 0; i < ne * 4; i++)
+        if (g[i] != 0xFF) {
+            FAIL("embed backward with T*C = %lld wrote gemb byte %zu", (long long)(T * C), i);
+            break;
+        }
+    free(g);
+    void *d[] = {ddx, dge, db};
+    for (size_t i = 0; i < 3; i++) OK(gln_free(cu, d[i]));
 }
 
 static void test_head(int64_t T) {
@@ -254,20 +267,51 @@ static void test_head(int64_t T) {
             break;
         }
     free(gl);
-    OK(top_loss_sum(cpu, loss, T, NULL, &sum));
-    OK(top_loss_sum(cu, dloss, T, NULL, dsum));
-    double *gs = back(dsum, 8);
-    if (!(fabs(*gs - sum) <= TOL_SUM * sum)) FAIL("loss sum: cuda %.12g cpu %.12g", *gs, sum);
-    free(gs);
+    /* a second microbatch's sum is added to the first's */
+    for (int acc = 0; acc < 2; acc++) {
+        OK(top_loss_sum(cpu, loss, T, NULL, acc, &sum));
+        OK(top_loss_sum(cu, dloss, T, NULL, acc, dsum));
+        double *gs = back(dsum, 8);
+        if (!(fabs(*gs - sum) <= TOL_SUM * sum)) FAIL("loss sum%s: cuda %.12g cpu %.12g", acc ? " accumulated" : "", *gs, sum);
+        free(gs);
+    }
     /* dlogits from the CPU's probabilities on both: rows bitwise, bias gradient within a sum's rounding */
     OK(gln_memcpy(cu, drows, rows, (size_t)(T * 256) * 4, GLN_COPY_HOST_TO_BACKEND));
-    OK(top_dlogits(cpu, rows, next, T, 1.0f / (float)T, gb));
-    OK(top_dlogits(cu, drows, dnext, T, 1.0f / (float)T, dgb));
+    OK(top_dlogits(cpu, rows, next, T, 1.0f / (float)T, 0, gb));
+    OK(top_dlogits(cu, drows, dnext, T, 1.0f / (float)T, 0, dgb));
     same_bits("dlogits", rows, drows, (size_t)(T * 256) * 4);
     close_f32("bias gradient", gb, dgb, 256, TOL_SUM, TOL_SUM);
+    /* a second microbatch (the same rows again) adds its column sums to the first's */
+    OK(top_dlogits(cpu, rows, next, T, 1.0f, 1, gb));
+    OK(top_dlogits(cu, drows, dnext, T, 1.0f, 1, dgb));
+    same_bits("dlogits, accumulated", rows, drows, (size_t)(T * 256) * 4);
+    close_f32("bias gradient, accumulated", gb, dgb, 256, TOL_SUM, TOL_SUM);
     void *d[] = {drows, dbias, dgb, dnext, dloss, dsum};
     for (size_t i = 0; i < 6; i++) OK(gln_free(cu, d[i]));
     free(rows), free(bias), free(next), free(loss), free(gb);
+}
+
+/* The --exact-data grids: bitwise the host's rounding, for values off the grid, on it, past the
+ * clamp, ties (n + 1/2 rounds to even), subnormals, signed zeros and infinities (a NaN passes
+ * through both, but its payload bits may differ). */
+static void test_exact_round(void) {
+    tool_rng_t r = tool_rng_seed(5, 5);
+    const int64_t n = 3000;
+    float *v = randf(&r, (size_t)n, 40);
+    const float special[] = {0.0f, -0.0f, 0.5f / 64, 1.5f / 64, -2.5f / 64, 255.0f / 64, 256.0f / 64, -1e30f,
+                             1e-40f, -1e-45f, INFINITY, -INFINITY, 1.0f / 3.0f};
+    memcpy(v, special, sizeof special);
+    for (int frac = 4; frac <= 8; frac += 2) {
+        float *dv = dev(v, (size_t)n * 4);
+        float *h = malloc((size_t)n * 4);
+        memcpy(h, v, (size_t)n * 4);
+        OK(top_exact_round(cpu, h, n, frac));
+        OK(top_exact_round(cu, dv, n, frac));
+        same_bits("exact_round", h, dv, (size_t)n * 4);
+        OK(gln_free(cu, dv));
+        free(h);
+    }
+    free(v);
 }
 
 static void test_windows(void) {
@@ -317,9 +361,11 @@ int main(void) {
     test_embed(3001, 4, 264, 1); /* float4 columns: 66, two column blocks, the second nearly empty */
     test_embed(3001, 3, 37, 1);  /* H odd: the scalar path */
     test_embed(2500, 8, 1024, 1); /* the training shape's H and C, at a smaller T */
+    test_embed_limit();
     test_head(1);
     test_head(1000);
     test_windows();
+    test_exact_round();
     OK(gln_context_async_error(cu));
     gln_context_destroy(cu);
     gln_context_destroy(cpu);

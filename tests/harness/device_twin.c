@@ -42,6 +42,29 @@ void gln_twin_repoison(gln_context_t *ctx, gln_twin_t *t, unsigned poison) {
     free(g);
 }
 
+gln_twin_t gln_twin_upload(gln_context_t *ctx, const void *init, size_t bytes) {
+    return init ? gln_twin_input(ctx, init, bytes, 0) : gln_twin_new(ctx, bytes, 0xFFu, 0);
+}
+
+void *gln_twin_fetch(gln_context_t *ctx, const gln_twin_t *t, const char *what) {
+    unsigned char *g = calloc(1, t->bytes + GLN_TWIN_GUARD);
+    if (!t->d) return g;
+    CHECK_OK(gln_memcpy(ctx, g, t->d, t->bytes + GLN_TWIN_GUARD, GLN_COPY_BACKEND_TO_HOST));
+    for (size_t i = 0; i < GLN_TWIN_GUARD; i++)
+        if (g[t->bytes + i] != GLN_TWIN_GUARD_BYTE) {
+            CHECK_MSG(0, "%s: guard byte %zu after the buffer overwritten", what, i);
+            break;
+        }
+    memset(g + t->bytes, 0, GLN_TWIN_GUARD);
+    return g;
+}
+
+void gln_twin_expect(gln_context_t *ctx, const gln_twin_t *t, const void *want, const char *what) {
+    void *h = gln_twin_fetch(ctx, t, what);
+    gln_check_bitwise(what, h, want, t->bytes);
+    free(h);
+}
+
 void gln_twin_free(gln_context_t *ctx, gln_twin_t *t) {
     if (t->alloc) CHECK_OK(gln_free(ctx, t->alloc));
     free(t->h);

@@ -33,6 +33,16 @@ void gln_twin_repoison(gln_context_t *ctx, gln_twin_t *t, unsigned poison);
 /* Release both copies and zero *t (safe on a zeroed twin). */
 void gln_twin_free(gln_context_t *ctx, gln_twin_t *t);
 
+/* A twin for a test that reads the device bytes back itself: both copies holding `init`, or the
+ * byte 0xFF when init is NULL (NaN in fp32 / bf16 / fp16 and E4M3 / E5M2), no skew. */
+gln_twin_t gln_twin_upload(gln_context_t *ctx, const void *init, size_t bytes);
+/* The device copy's bytes in a fresh host buffer (free() it; zeros when t->d is NULL), reporting
+ * "<what>: guard byte <i> after the buffer overwritten" when the guard did not survive. */
+void *gln_twin_fetch(gln_context_t *ctx, const gln_twin_t *t, const char *what);
+
+/* The device copy's bytes equal `want` (t->bytes of it) bit for bit, and its guard survived. */
+void gln_twin_expect(gln_context_t *ctx, const gln_twin_t *t, const void *want, const char *what);
+
 /* Writes the location of element `index` ("member 2 row 5 col 7") into out[n]. */
 typedef void (*gln_twin_describe_fn)(const void *arg, size_t index, char *out, size_t n);
 

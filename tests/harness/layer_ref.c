@@ -88,8 +88,8 @@ static float ref_delayed_scale(const gln_layer_ref_spec_t *spec, gln_ref_role_t 
     }
 }
 
-/* Per-tensor FP8: raw FP8 values (exact) times the FP32 decode scale, in float64 (DESIGN §7:
- * the GEMM multiplies raw values and applies scale_inv products, so no FP32 rounding here). */
+/* Per-tensor FP8: raw FP8 values (exact) times the FP32 decode scale, in float64 (the
+ * GEMM multiplies raw values and applies scale_inv products, so no FP32 rounding here). */
 static void ref_dequant_tensor(const gln_tensor_t *q, int columnwise, double *out) {
     int64_t R = q->rows, C = q->cols;
     const uint8_t *d = columnwise ? q->col_data : q->data;
@@ -218,7 +218,8 @@ static gln_status_t ref_ops_make(gln_context_t *ctx, const gln_layer_ref_spec_t 
     return gln_layer_ref_operand(ctx, spec, GLN_REF_DY, e, dy, a, m, ko, 1, a, o->dyc);
 }
 
-/* bias_bf16: FP8 recipe with FP32 activations — the bias is rounded to bf16 first (TE, §2.3). */
+/* bias_bf16: FP8 recipe with FP32 activations — the bias is rounded to bf16 first (as TE's FP8
+ * GEMM takes a 16-bit bias). */
 static void ref_fprop(const gln_layer_ref_inputs_t *in, int32_t e, int64_t r0,
                       const ref_expert_ops_t *o, int bias_bf16, gln_layer_ref_out_t *out) {
     int64_t m = in->splits[e], ki = in->k_in, ko = in->k_out;

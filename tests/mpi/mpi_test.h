@@ -9,8 +9,10 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "harness.h"
 
 static int gln_mpi_rank(void) {
@@ -23,6 +25,15 @@ static int gln_mpi_size(void) {
     int s = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &s);
     return s;
+}
+
+/* The MPI communicator of a test on a CPU context `ctx`: the host path, or with
+ * GLN_TEST_MPI_STAGED=1 in the environment the staged device path over the CPU backend's own
+ * copies, so the whole multi-rank suite also runs the staging code of a device context. */
+static inline gln_status_t gln_test_mpi_comm(gln_context_t *ctx, gln_comm_t **comm) {
+    const char *staged = getenv("GLN_TEST_MPI_STAGED");
+    if (staged && staged[0] == '1') return gln_comm_create_mpi_as(ctx, NULL, GLN_MPI_PATH_STAGED, NULL, comm);
+    return gln_comm_create_mpi(ctx, NULL, comm);
 }
 
 /* Number of ranks for which `local_failed` is true. */
@@ -63,6 +74,21 @@ static int gln_mpi_test_main(int argc, char **argv, const gln_test_case_t *cases
 #define GLN_MPI_TEST_MAIN(...)                                                                  \
     int main(int argc, char **argv) {                                                           \
         static const gln_test_case_t cases_[] = {__VA_ARGS__};                                  \
+        return gln_mpi_test_main(argc, argv, cases_, sizeof cases_ / sizeof cases_[0]);         \
+    }
+
+/* The main() of a multi-rank test of the CUDA backend: every rank exits 77 (skipped) when the
+ * CUDA backend is not compiled in or sees no device (MPI initialized and finalized first, so the
+ * launcher sees a clean exit). */
+#define GLN_MPI_TEST_MAIN_CUDA(...)                                                             \
+    int main(int argc, char **argv) {                                                           \
+        static const gln_test_case_t cases_[] = {__VA_ARGS__};                                  \
+        if (!gln_backend_available(GLN_BACKEND_CUDA)) {                                         \
+            MPI_Init(&argc, &argv);                                                             \
+            if (gln_mpi_rank() == 0) printf("skipped: the CUDA backend has no device\n");       \
+            MPI_Finalize();                                                                     \
+            return 77;                                                                          \
+        }                                                                                       \
         return gln_mpi_test_main(argc, argv, cases_, sizeof cases_ / sizeof cases_[0]);         \
     }
 

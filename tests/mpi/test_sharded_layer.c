@@ -121,7 +121,7 @@ static void base_config(const variant_t *v, gln_path_t path, gln_grouped_linear_
 static int world_create(world_t *w, const variant_t *v, gln_path_t path, int requires_grad) {
     memset(w, 0, sizeof *w);
     CHECK_OK(gln_context_create(NULL, &w->ctx));
-    CHECK_OK(gln_comm_create_mpi(NULL, NULL, &w->comm));
+    CHECK_OK(gln_test_mpi_comm(w->ctx, &w->comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = NE;
     sc.out_features = KO;
@@ -434,7 +434,7 @@ static void block_gather_bytes(gln_scaling_mode_t mode, int pow2) {
     gln_context_t *ctx = NULL;
     gln_comm_t *comm = NULL;
     CHECK_OK(gln_context_create(NULL, &ctx));
-    CHECK_OK(gln_comm_create_mpi(ctx, NULL, &comm));
+    CHECK_OK(gln_test_mpi_comm(ctx, &comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     sc.num_experts = MN, sc.out_features = MO, sc.in_features = MI;
     sc.fp8_gather = 1;

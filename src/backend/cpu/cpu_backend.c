@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_blas_buffers.h"
 #include "backend/cpu/cpu_block_cache.h"
 #include "backend/cpu/cpu_dist.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 #include "backend/cpu/cpu_threads.h"

@@ -1,6 +1,6 @@
 /* The CPU backend: host memory, reference quantizers (src/quant), OpenBLAS sgemm on FP32
  * operands (raw FP8 values with the scales in alpha or per K block, or exactly dequantized
- * values: see cpu_gemm_internal.h and DESIGN.md §7).  Each slot of the ops table is one of
+ * values: see cpu_gemm_internal.h and docs/numerics.md).  Each slot of the ops table is one of
  * these functions. */
 #ifndef GLN_BACKEND_CPU_H
 #define GLN_BACKEND_CPU_H

@@ -16,7 +16,7 @@
 #include "backend/cpu/cpu_convert.h"
 #include "backend/cpu/cpu_gemm_internal.h"
 #include "backend/cpu/cpu_threads.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 /* The Fortran BLAS entry point (OpenBLAS implements it in C, without hidden length arguments). */

@@ -3,7 +3,7 @@
  * same order: the result is bitwise identical to N separate gln_gemm calls. */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_gemm_internal.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 #include "tensor/tensor.h"
 

@@ -4,7 +4,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_convert.h"
-#include "common/context.h"
+#include "backend/context.h"
 #include "common/error.h"
 
 /* Chunk for conversions through an FP32 stack buffer (no heap allocation for casts). */

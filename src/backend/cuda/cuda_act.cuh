@@ -2,7 +2,7 @@
  * activation (include after numerics/numerics.h and grouplin.h).
  *
  * Used by the MoE activation kernels (cuda_moe.cu) and by the quantizers' activation-on-load
- * option (cuda_quant_group.cu, cuda_block.cu: gln_activation_forward_quantize).  The fused
+ * option (cuda_quant_tile.cuh, cuda_block.cu: gln_activation_forward_quantize).  The fused
  * quantize must produce exactly the bits the activation kernel writes, so every product, sum and
  * quotient is written as an IEEE-rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn): nvcc never
  * contracts those into an FMA, whatever the surrounding code, so the value cannot depend on the

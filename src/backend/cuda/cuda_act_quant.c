@@ -12,17 +12,13 @@
  * the load is the only thing that changes.  The fused path takes what is simple and fast: input
  * and hp_dtype bf16, H % 8 == 0 (16-byte loads of both SwiGLU halves), a 16-byte aligned input,
  * and for TENSOR amax_nan_propagate = 0 (its NaN rule re-reads the quantized input by index).
- * Everything else runs the composition (gln_op_activation_forward_quantize_composed), which
- * gives the same bytes by definition.  GLN_CUDA_ACT_QUANT_FUSED=0 forces the composition (to
- * measure what the fusion gains, or to bisect). */
+ * Exactly what the fused kernels cannot take runs the composition
+ * (gln_op_activation_forward_quantize_composed), which gives the same bytes by definition. */
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/ops.h"
 #include "common/error.h"
-
-static int fused_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_ACT_QUANT_FUSED"); }
 
 /* Whether the fused kernels take this call (see the file comment). */
 static int fusable(gln_activation_t act, gln_dtype_t hp_dtype, const gln_quant_config_t *cfg,
@@ -30,8 +26,7 @@ static int fusable(gln_activation_t act, gln_dtype_t hp_dtype, const gln_quant_c
     const int64_t h = act == GLN_ACT_SWIGLU ? in->packed.cols / 2 : in->packed.cols;
     if (in->packed.dtype != GLN_DTYPE_BF16 || hp_dtype != GLN_DTYPE_BF16) return 0;
     if (h <= 0 || h % 8 != 0 || ((uintptr_t)in->packed.data & 15u) != 0) return 0;
-    if (cfg->mode == GLN_SCALING_TENSOR && cfg->amax_nan_propagate) return 0;
-    return fused_enabled();
+    return !(cfg->mode == GLN_SCALING_TENSOR && cfg->amax_nan_propagate);
 }
 
 gln_status_t gln_cuda_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,

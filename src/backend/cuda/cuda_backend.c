@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_moe.h"
 #include "backend/cuda/cuda_dist.h"
+#include "backend/cuda/cuda_host_stage.h"
 #include "common/error.h"
 
 int gln_cuda_device_present(void) {
@@ -335,6 +336,9 @@ static const gln_backend_ops_t cuda_ops = {
     .set_stream = cuda_set_stream,
     .get_stream = cuda_get_stream,
     .async_error = cuda_async_error,
+    .host_alloc = gln_cuda_host_alloc,
+    .host_free = gln_cuda_host_free,
+    .stream_capturing = gln_cuda_stream_capturing,
     .quantize = gln_cuda_quantize,
     .dequantize = gln_cuda_dequantize,
     .grouped_quantize = gln_cuda_grouped_quantize,

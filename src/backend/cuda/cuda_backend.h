@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.h"
-#include "common/context.h"
+#include "backend/context.h"
 
 /* cuBLASLt workspace per context (what cuBLAS recommends for Hopper). */
 #define GLN_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -60,7 +60,7 @@ typedef struct gln_cuda_state {
     float *scale_a;
     float *scale_b;
     gln_cuda_amax_work_t *amax_work; /* 256 bytes: the amax scratch, at byte 128 the quantizers'
-                                      * arrival counter of a single tensor (cuda_quant_group.cu) */
+                                      * arrival counter of a single tensor (cuda_quant_members.cu) */
     float *scale_tmp;             /* current scaling without a caller scale buffer */
     float *amax_tmp;              /* current scaling without a caller amax buffer */
 } gln_cuda_state_t;
@@ -184,8 +184,11 @@ typedef struct gln_cutlass_grouped {
     gln_dtype_t d_dtype;             /* D's dtype: bf16 / fp16 / fp32 where an instantiation has it */
     int fast_accumulate;             /* FP8: no FP32 promotion in the K loop (TE's fprop default) */
     int32_t k_align;                 /* split_is_k: experts whose row count is not a multiple of
-                                      * this get no tiles here (their K stride cannot be read by
-                                      * TMA); the caller computes them (0 or 1: no such rule) */
+                                      * this cannot be read in place by TMA (their K stride): with
+                                      * a_pad / b_pad they are read from there, padded; without,
+                                      * they get no tiles and the caller computes them (0 or 1:
+                                      * no such rule) */
+    const void *a_pad, *b_pad;       /* FP8 wgrad: the padded copies of gln_cuda_wgrad_pad, or NULL */
     int64_t split_rows;              /* the split dimension's packed rows, known on the host (for
                                       * the tile order, grouped_sm90.cuh); 0: unknown */
     int32_t promotion_k;             /* FP8 with FP32 promotion: K elements between promotions, a
@@ -208,12 +211,14 @@ gln_status_t gln_cutlass_run_e4m3_tn_fast_large(gln_context_t *ctx, const gln_cu
 gln_status_t gln_cutlass_run_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *call);
 
-/* cuda_fp8_wgrad.cu: the FP8 wgrad of the experts a CUTLASS wgrad left out under g->k_align (row
- * counts not a multiple of it; others are skipped on the device), with the same alpha / beta
- * rule, FP32 accumulation on the CUDA cores.  A fixed grid that walks the experts: no host
- * synchronization. */
-gln_status_t gln_cuda_fp8_wgrad_unaligned(gln_context_t *ctx, const gln_cutlass_grouped_t *g,
-                                          const float *const *b_scales, const char *call);
+/* cuda_wgrad_pad.cu: for a wgrad (split_is_k) whose experts' row counts may not be multiples of
+ * g->k_align (> 1), scratch copies of those experts' transposed FP8 copies with every row
+ * zero-padded to the next multiple, at row offsets[i] + k_align · i of (split_rows + k_align ·
+ * num) rows of g->m / g->n bytes, into g->a_pad / g->b_pad; the setup kernels point those experts
+ * there.  Aligned experts are skipped on the device.  k_align <= 1: nothing (NULL pads).  Release
+ * with gln_cuda_wgrad_pad_release after the GEMM is enqueued (stream-ordered). */
+gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, gln_cutlass_grouped_t *g, const char *call);
+void gln_cuda_wgrad_pad_release(gln_context_t *ctx, gln_cutlass_grouped_t *g);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a
  * kernel (*handled = 1, and the status is the call's), else *handled = 0 and nothing ran. */
@@ -242,7 +247,7 @@ gln_status_t gln_cuda_grouped_quantize_mxfp8_swizzled(gln_context_t *ctx, const 
 gln_status_t gln_cuda_activation_forward_quantize(gln_context_t *ctx, gln_activation_t act, gln_dtype_t hp_dtype,
                                                   const gln_quant_config_t *cfg, const gln_grouped_tensor_t *in,
                                                   gln_grouped_tensor_t *out);
-/* cuda_quant_group.cu: the mxfp8_swizzle slot (arguments already valid) */
+/* cuda_quant_mxfp8.cu: the mxfp8_swizzle slot (arguments already valid) */
 gln_status_t gln_cuda_mxfp8_swizzle(gln_context_t *ctx, int64_t rows, int64_t cols, int columnwise,
                                     const uint8_t *compact, uint8_t *swizzled);
 
@@ -275,7 +280,7 @@ gln_status_t gln_cuda_fp8_state_update(gln_context_t *ctx, int32_t num_slots, in
 
 /* ---- kernel launchers used across files --------------------------------------------------- */
 
-/* cuda_quant_group.cu: TENSOR (current / delayed) or MXFP8_1D quantization of `num` members packed
+/* cuda_quant_members.cu: TENSOR (current / delayed) or MXFP8_1D quantization of `num` members packed
  * in `in` / `out` in a fixed number of launches (no host synchronization, graph-capturable).
  * plan (gln_cuda_plan_make for cfg->mode) gives the members' rows and scale offsets; plan NULL:
  * one member, the whole tensor (gln_quantize). */
@@ -305,7 +310,11 @@ gln_status_t gln_cuda_quantize_members_record(gln_context_t *ctx, const gln_quan
                                               const gln_tensor_t *in, gln_tensor_t *out, int32_t num,
                                               const gln_cuda_plan_t *plan, gln_tensor_t *dbias, int accumulate,
                                               const gln_cuda_amax_record_t *rec, const char *call);
-/* cuda_quant_group.cu: compare num device-resident splits on the device (one small kernel, no
+/* The kernel the last gln_cuda_quantize_members* call on this thread ran its quantize pass on:
+ * "tq_tma_kernel" or "tq_general_kernel" (TENSOR), "mxq_tma_kernel" or "mxq_general_kernel"
+ * (MXFP8_1D); NULL before the first.  For the tests that prove the dispatch. */
+const char *gln_cuda_quant_last_kernel(void);
+/* cuda_quant_members.cu: compare num device-resident splits on the device (one small kernel, no
  * host wait); the first member where out_splits[i] != in_splits[i] sets
  * GLN_CUDA_ASYNC_SPLITS_MISMATCH in the async error word. */
 gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t num, const int64_t *in_splits,

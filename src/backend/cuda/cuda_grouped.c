@@ -2,7 +2,7 @@
  * offsets on the device, from host or device splits; for TENSOR and MXFP8_1D with device splits a
  * deferred plan, computed by the quantizer's own setup kernel), then one grouped implementation
  * per mode, each a fixed number of launches whatever the member count:
- *   TENSOR, MXFP8_1D    gln_cuda_quantize_members (cuda_quant_group.cu)
+ *   TENSOR, MXFP8_1D    gln_cuda_quantize_members (cuda_quant_members.cu)
  *   BLOCK_1D, BLOCK_2D  gln_cuda_grouped_quantize_block (cuda_block.cu)
  * Nothing reads device data on the host, so a call with device splits captures in a CUDA graph.
  * Bad device splits are clamped by the plan and reported through gln_context_async_error.
@@ -76,9 +76,7 @@ gln_status_t gln_cuda_grouped_quantize_record(gln_context_t *ctx, const gln_quan
                                               gln_tensor_t *dbias, int accumulate, float *history_row0,
                                               int32_t first, int32_t stride, int nan_propagate) {
     static const char *fn = "grouped quantize + amax record (cuda)";
-    const char *v2 = getenv("GLN_CUDA_QUANT_V2"); /* "0": the unfused v1 flow, for A/B runs */
-    if (cfg->mode != GLN_SCALING_TENSOR || !cfg->delayed || !(cfg->rowwise || cfg->columnwise) ||
-        (v2 && v2[0] == '0')) {
+    if (cfg->mode != GLN_SCALING_TENSOR || !cfg->delayed || !(cfg->rowwise || cfg->columnwise)) {
         GLN_TRY(dbias ? gln_cuda_grouped_quantize_dbias(ctx, cfg, in, out, dbias, accumulate)
                       : gln_cuda_grouped_quantize(ctx, cfg, in, out));
         return gln_cuda_fp8_state_record(ctx, history_row0, first, stride, in->num, out->packed.amax,

@@ -7,8 +7,8 @@
  *   TN (fprop)  x rowwise 1×128 · W_i rowwise 128×128        -> bf16 y (+ bf16 bias_i)
  *   NN (dgrad)  dy rowwise 1×128 · W_i's transposed copy      -> bf16 dx
  *   NT (wgrad)  dy and x columnwise (1×128 along the tokens)  -> fp32 dW_i (main_grad, beta = 1
- *               when accumulating); experts whose row count is not a multiple of 16 run on
- *               gln_cuda_blockwise_wgrad_unaligned, chosen on the device
+ *               when accumulating); experts whose row count is not a multiple of 16 read
+ *               zero-padded copies of their data (gln_cuda_wgrad_pad, chosen on the device)
  * with K (the reduction dim of TN / NN) and every FP8 row a multiple of 16 bytes, the wgrad's
  * M and N multiples of 16, 16-byte aligned buffers and dimensions within int32.  Everything
  * else (E5M2 gradients, BLOCK_1D weights, fp32 outputs of TN / NN) is left to the other paths.
@@ -19,7 +19,7 @@
  * Environment (kernel lab, comparisons): GLN_CUDA_BLOCKWISE=0 turns this path off (pow2 scales
  * then take the dequantize emulation, FP32 scales the per-expert loop); GLN_CUTLASS_BLOCKWISE=
  * coop | cluster | pingpong forces the fprop / dgrad instantiation (tn_variant below);
- * GLN_CUTLASS_RASTER / GLN_CUTLASS_SWIZZLE steer the tile scheduler as for every
+ * GLN_CUTLASS_RASTER steers the tile scheduler as for every
  * CUTLASS grouped kernel (cutlass/grouped_sm90.cuh, documented in cuda_grouped_gemm.c). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,6 +150,11 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_blockwise_t 
     g->d_list = d_ptrs;
     g->accumulate = args->accumulate;
     g->k_align = 16;
+    if (!gdy->splits_on_backend) { /* host splits all multiples of 16: nothing to pad */
+        int unaligned = 0;
+        for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
+        if (!unaligned) g->k_align = 1;
+    }
     g->split_rows = dy->rows;
     bw->a_sf = (const float *)dy->col_scale_inv;
     bw->b_sf = (const float *)x->col_scale_inv;
@@ -199,10 +204,11 @@ static gln_status_t run_nt(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, cons
     bw->a_sf_start = plan_dy.scol;
     bw->b_sf_start = plan_x.scol;
     int taken = 0;
+    GLN_CHECK(st, fail, gln_cuda_wgrad_pad(ctx, &bw->g, fn));
     GLN_CHECK(st, fail, lab_kernel(ctx, bw, fn, &taken));
-    if (!taken) GLN_CHECK(st, fail, gln_cutlass_run_blockwise_wgrad(ctx, bw, fn));
-    st = gln_cuda_blockwise_wgrad_unaligned(ctx, bw, fn);
+    if (!taken) st = gln_cutlass_run_blockwise_wgrad(ctx, bw, fn);
 fail:
+    gln_cuda_wgrad_pad_release(ctx, &bw->g);
     gln_cuda_plan_free(ctx, &plan_dy);
     gln_cuda_plan_free(ctx, &plan_x);
     return st;

@@ -1,12 +1,11 @@
 /* FP8 block scaling (the DeepSeek recipe: 1×128 activation / gradient scales, 128×128 weight
  * scales, FP32 or power-of-two) as real CUTLASS block-scaled grouped GEMMs on Hopper: the
  * tensor cores multiply raw E4M3 values and the mainloop multiplies each 128-wide K block's FP32
- * partial sums by the two operands' decode scales before adding them up (DESIGN.md §7, "FP32
- * block scales"; for power-of-two scales this is the same value as dequantizing first).
+ * partial sums by the two operands' decode scales before adding them up (for power-of-two
+ * scales this is the same value as dequantizing first).
  *
  *   cuda_grouped_blockwise.c          which argument sets fit, and their translation (host)
- *   cuda_grouped_blockwise_scales.cu  the scale repacks into CUTLASS's layouts and the wgrad of
- *                                     experts TMA cannot read (device, no host sync)
+ *   cuda_grouped_blockwise_scales.cu  the scale repacks into CUTLASS's layouts (device, no host sync)
  *   cutlass/grouped_blockwise_*.cu    the two instantiations (cutlass/grouped_blockwise_sm90.cuh)
  *
  * Scale layouts.  CUTLASS's Hopper blockwise mainloop derives each expert's scale layout from its
@@ -45,8 +44,8 @@ typedef struct gln_cutlass_blockwise {
 
 /* cutlass/grouped_blockwise_{tn,wgrad}.cu: E4M3 × E4M3, both K-major.
  *   tn:    D [M_i, N] bf16 = A · Bᵀ (+ bias_i) — fprop (x · Wᵀ) and dgrad (dy · W via W's copy)
- *   wgrad: D [M, N] fp32 (+)= A_iᵀ · B_i over the expert's tokens, experts whose row count is
- *          not a multiple of 16 left to gln_cuda_blockwise_wgrad_unaligned (g.k_align = 16) */
+ *   wgrad: D [M, N] fp32 (+)= A_iᵀ · B_i over the expert's tokens; experts whose row count is
+ *          not a multiple of 16 read zero-padded copies (g.k_align = 16, g.a_pad: cuda_wgrad_pad.cu) */
 gln_status_t gln_cutlass_run_blockwise_tn(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *call);
 gln_status_t gln_cutlass_run_blockwise_tn_large(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
                                                 const char *call); /* 2×1 clusters, large experts */
@@ -66,12 +65,6 @@ extern gln_status_t (*gln_cutlass_lab_blockwise)(gln_context_t *ctx, const gln_c
  * only for experts with m_i % 4 != 0; sfb: [num · nkb · nnb], expert i's at i · nkb · nnb. */
 gln_status_t gln_cuda_blockwise_repack(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, int32_t first,
                                        int32_t count, float *sfa, float *sfb, const char *call);
-
-/* cuda_grouped_blockwise_scales.cu: the block-scaled wgrad of experts whose row count is not a
- * multiple of g.k_align (TMA cannot read their transposed copies), on the CUDA cores, FP32
- * partial sums per 128 tokens scaled as the CUTLASS kernel does; a fixed grid, no host sync. */
-gln_status_t gln_cuda_blockwise_wgrad_unaligned(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
-                                                const char *call);
 
 /* cuda_grouped_blockwise.c: the grouped GEMM on block-scaled E4M3 operands through the kernels
  * above when the arguments fit (*handled = 1 and the call's status), else *handled = 0. */

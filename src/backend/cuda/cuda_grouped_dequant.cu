@@ -1,8 +1,8 @@
 /* Grouped dequantization to bf16 on the device: the first half of the MXFP8 / power-of-two
- * block-scaled grouped GEMMs on Hopper (DESIGN.md §7), which has no tensor-core path for those
- * scale modes.  Every member of a grouped MXFP8_1D / BLOCK_1D / BLOCK_2D tensor, rowwise or
- * columnwise copy, becomes a bf16 [rows, cols] matrix in the normal orientation at the member's
- * packed rows; cuda_grouped_gemm.c then runs the bf16 CUTLASS grouped GEMMs on it.
+ * block-scaled grouped GEMMs on Hopper, which has no tensor-core path for those scale modes.
+ * Every member of a grouped MXFP8_1D / BLOCK_1D / BLOCK_2D tensor, rowwise or columnwise copy,
+ * becomes a bf16 [rows, cols] matrix in the normal orientation at the member's packed rows;
+ * cuda_grouped_gemm.c then runs the bf16 CUTLASS grouped GEMMs on it.
  *
  * Exactness: each element is fp8 value × decode scale in FP32 (the operand order and NaN rule
  * of gln_dequant_kernel in cuda_quant.cu, so the CPU's dequantization bit for bit), rounded once
@@ -19,18 +19,21 @@
  * plan, tiles past the last real one are skipped.  The experts' weights (a list of same-shape
  * tensors, no splits) use the same code, 64 tensors per launch.
  *
- * Two versions.  V2 (the default) is a persistent kernel: as many blocks as fit on the device at
- * once, each looping over work items (a tile of one member's rows × a chunk of columns).
- *   - Copies stored in the normal orientation (MXFP8 both copies, BLOCK rowwise): an item is
- *     DQ2_TR rows × DQ2_CC columns; each thread converts units of 16 (or 8) FP8 codes along a row
- *     (one 16- or 8-byte load, two or one 16-byte bf16 stores), DQ2_TR·DQ2_CC / 16 / DQ2_THREADS
- *     units per item with every load issued before the first conversion.  The decode scale is
- *     read once per unit (one E8M0 code per 32 columns, one FP32 scale per 128 columns) or, for
- *     the MXFP8 columnwise copy (one code per column per 32 rows), once per item: the 16 codes of
- *     the thread's columns, shared by all DQ2_TR = 32 rows of the item.
- *   - The BLOCK columnwise copies (stored [cols, m] per member): an item is DQT_R rows × DQT_C
- *     columns, read along the stored rows (32 codes of one column per thread, one scale), converted
- *     into a shared bf16 tile and written out along the output rows in 16-byte stores.
+ * Two kernels, one per stored orientation, both persistent (as many blocks as fit on the device
+ * at once, each looping over work items: a tile of one member's rows × a chunk of columns):
+ *   - gln_dequant_rows_kernel, copies stored in the normal orientation (MXFP8 both copies, BLOCK
+ *     rowwise): an item is DQ_TR rows × DQ_CC columns; each thread converts units of 16 (or 8)
+ *     FP8 codes along a row (one 16- or 8-byte load, two or one 16-byte bf16 stores),
+ *     DQ_TR·DQ_CC / 16 / DQ_THREADS units per item with every load issued before the first
+ *     conversion.  The decode scale is read once per unit (one E8M0 code per 32 columns, one FP32
+ *     scale per 128 columns) or, for the MXFP8 columnwise copy (one code per column per 32 rows),
+ *     once per item: the 16 codes of the thread's columns, shared by all DQ_TR = 32 rows of the
+ *     item.  Columns not a multiple of 8, or unaligned buffers: the same kernel one element at a
+ *     time (units of 1), same rules.
+ *   - gln_dequant_transposed_kernel, the BLOCK columnwise copies (stored [cols, m] per member):
+ *     an item is DQT_R rows × DQT_C columns, read along the stored rows (32 codes of one column
+ *     per thread, one scale), converted into a shared bf16 tile and written out along the output
+ *     rows in 16-byte stores (element by element where the columns or the run do not allow).
  *   - Fast conversion: two codes at a time through the hardware cvt to f16x2 (exact: every E4M3
  *     and E5M2 value is an fp16 value), widened to FP32 (exact), one FP32 multiply by the scale,
  *     then the bf16 rounding of gln_f32_to_bf16_bits for a non-NaN value (round to nearest even by
@@ -38,9 +41,7 @@
  *     finite and the scale is finite, which a unit checks first (four codes at a time on the
  *     bytes); a unit holding a NaN or Inf code, or with a non-finite scale, takes the reference
  *     path element by element (dq_value: gln_dev_mul and gln_f32_to_bf16_bits).
- *   - Columns not a multiple of 8 (or unaligned buffers): one element at a time, same rules.
- * V1 (GLN_CUDA_DEQUANT_V1=1 in the environment, read at every call, kept for A/B timing and
- * the tests): a block per 64 × 64 tile, per-element scale index and decoding. */
+ * gln_cuda_dequant_last_kernel (cuda_block.h) names the kernel launched last, for the tests. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -53,6 +54,7 @@
 
 extern "C" {
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block.h"
 #include "common/error.h"
 #include "numerics/numerics.h"
 #include "tensor/scale_layout.h"
@@ -62,11 +64,8 @@ extern "C" {
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_group.cuh"
 
-#define DQ_TILE 64             /* rows and columns of one block's tile */
-#define DQ_THREADS 256
 #define DQ_VEC 8               /* bf16 per 16-byte store */
 #define DQ_LIST_CHUNK 64       /* tensors of a list per launch (pointers travel by value) */
-#define DQ_MAX_GRID_Y 65535
 
 /* What is uniform across one launch. */
 typedef struct dq_copy {
@@ -74,8 +73,8 @@ typedef struct dq_copy {
     int columnwise;  /* which copy (its scale grid) */
     int transposed;  /* the copy is stored [cols, m] per member (BLOCK columnwise) */
     int fp8;         /* gln_dtype_t of the data */
-    int vec;         /* cols % 8 == 0 and the buffers aligned: 8-byte loads, 16-byte stores */
-    int svec;        /* V2, MXFP8 columnwise: the scale buffers 16-byte aligned (vector scale loads) */
+    int vec;         /* cols % 8 == 0 and the output 16-byte aligned: 16-byte stores */
+    int svec;        /* MXFP8 columnwise: the scale buffers 16-byte aligned (vector scale loads) */
     int64_t cols;
 } dq_copy_t;
 
@@ -91,95 +90,10 @@ __device__ __forceinline__ uint16_t dq_value(uint8_t b, float scale, int fp8) {
     return gln_f32_to_bf16_bits(gln_dev_mul(scale, gln_dev_from_fp8(b, fp8)));
 }
 
-/* Eight bf16 (h[0] at the lowest address) as one 16-byte store. */
-__device__ __forceinline__ void dq_store8(uint16_t *dst, const uint16_t h[DQ_VEC]) {
-    uint4 v;
-    v.x = (uint32_t)h[0] | (uint32_t)h[1] << 16;
-    v.y = (uint32_t)h[2] | (uint32_t)h[3] << 16;
-    v.z = (uint32_t)h[4] | (uint32_t)h[5] << 16;
-    v.w = (uint32_t)h[6] | (uint32_t)h[7] << 16;
-    *(uint4 *)dst = v;
-}
-
-/* An untransposed copy: thread (rr, 8-column group) converts its 8 columns of each of its rows. */
-__device__ void dq_tile_rows(const dq_copy_t &d, const uint8_t *q, const void *scales, uint16_t *out, int64_t m,
-                             int64_t gc, int64_t tr0, int64_t c0) {
-    const int64_t c = c0 + (int64_t)(threadIdx.x % (DQ_TILE / DQ_VEC)) * DQ_VEC;
-    if (c >= d.cols) return;
-    for (int rr = (int)threadIdx.x / (DQ_TILE / DQ_VEC); rr < DQ_TILE; rr += DQ_THREADS / (DQ_TILE / DQ_VEC)) {
-        const int64_t r = tr0 + rr;
-        if (r >= m) return;
-        const uint8_t *src = q + (size_t)r * (size_t)d.cols + (size_t)c;
-        uint16_t *dst = out + (size_t)r * (size_t)d.cols + (size_t)c;
-        if (d.vec) {
-            const uint2 raw = *(const uint2 *)src;
-            uint16_t h[DQ_VEC];
-            for (int j = 0; j < DQ_VEC; j++) {
-                const uint8_t b = (uint8_t)((j < 4 ? raw.x : raw.y) >> (8 * (j % 4)));
-                h[j] = dq_value(b, dq_scale(scales, d, r, c + j, gc), d.fp8);
-            }
-            dq_store8(dst, h);
-        } else {
-            for (int j = 0; j < DQ_VEC && c + j < d.cols; j++)
-                dst[j] = dq_value(src[j], dq_scale(scales, d, r, c + j, gc), d.fp8);
-        }
-    }
-}
-
-/* A transposed copy (member stored [cols, m]): converted into the shared tile[c][r] with reads
- * along r, then written out along c. */
-__device__ void dq_tile_transposed(const dq_copy_t &d, const uint8_t *q, const void *scales, uint16_t *out,
-                                   int64_t m, int64_t gc, int64_t tr0, int64_t c0,
-                                   uint16_t (*tile)[DQ_TILE + 2]) {
-    for (int idx = (int)threadIdx.x; idx < DQ_TILE * DQ_TILE; idx += DQ_THREADS) {
-        const int rr = idx % DQ_TILE, cc = idx / DQ_TILE;
-        const int64_t r = tr0 + rr, c = c0 + cc;
-        if (r < m && c < d.cols)
-            tile[cc][rr] = dq_value(q[(size_t)c * (size_t)m + (size_t)r], dq_scale(scales, d, r, c, gc), d.fp8);
-    }
-    __syncthreads(); /* every thread of the block reaches it: the loop above is uniform */
-    const int cg = (int)(threadIdx.x % (DQ_TILE / DQ_VEC)) * DQ_VEC;
-    const int64_t c = c0 + cg;
-    if (c >= d.cols) return;
-    for (int rr = (int)threadIdx.x / (DQ_TILE / DQ_VEC); rr < DQ_TILE; rr += DQ_THREADS / (DQ_TILE / DQ_VEC)) {
-        const int64_t r = tr0 + rr;
-        if (r >= m) return;
-        uint16_t *dst = out + (size_t)r * (size_t)d.cols + (size_t)c;
-        if (d.vec) { /* c + 8 <= cols: every entry read was written above */
-            uint16_t h[DQ_VEC];
-            for (int j = 0; j < DQ_VEC; j++) h[j] = tile[cg + j][rr];
-            dq_store8(dst, h);
-        } else {
-            for (int j = 0; j < DQ_VEC && c + j < d.cols; j++) dst[j] = tile[cg + j][rr];
-        }
-    }
-}
-
-/* Tile (rows tr0.., columns c0..) of one member of m rows; q, scales and out at its start. */
-__device__ void dq_tile(const dq_copy_t &d, const uint8_t *q, const void *scales, uint16_t *out, int64_t m,
-                        int64_t tr0, int64_t c0, uint16_t (*tile)[DQ_TILE + 2]) {
-    int64_t gr, gc;
-    gln_scale_grid((gln_scaling_mode_t)d.mode, m, d.cols, d.columnwise, &gr, &gc);
-    if (d.transposed) dq_tile_transposed(d, q, scales, out, m, gc, tr0, c0, tile);
-    else dq_tile_rows(d, q, scales, out, m, gc, tr0, c0);
-}
-
 /* Scale pointer at element offset `elems` of a scale buffer of the launch's mode. */
 __device__ __forceinline__ const void *dq_scales_at(const void *scales, int mode, int64_t elems) {
     return mode == GLN_SCALING_MXFP8_1D ? (const void *)((const uint8_t *)scales + elems)
                                         : (const void *)((const float *)scales + elems);
-}
-
-/* Grid: x = the bound on member tiles, y = column tiles. */
-__global__ void gln_grouped_dequant_kernel(const uint8_t *q, const void *scales, const int64_t *rows,
-                                           const int64_t *scale_offsets, int32_t num, dq_copy_t d, uint16_t *out) {
-    __shared__ uint16_t tile[DQ_TILE][DQ_TILE + 2];
-    int32_t member;
-    int64_t r0, m, t;
-    if (!gln_group_tile_warp(rows, num, DQ_TILE, (int64_t)blockIdx.x, &member, &r0, &m, &t)) return;
-    const size_t base = (size_t)r0 * (size_t)d.cols;
-    dq_tile(d, q + base, dq_scales_at(scales, d.mode, scale_offsets[member]), out + base, m, t * DQ_TILE,
-            (int64_t)blockIdx.y * DQ_TILE, tile);
 }
 
 typedef struct dq_list {
@@ -187,19 +101,11 @@ typedef struct dq_list {
     const void *scales[DQ_LIST_CHUNK];
 } dq_list_t;
 
-/* Grid: x = row tiles, y = column tiles, z = tensors of the chunk; tensor j into out + j·R·cols. */
-__global__ void gln_list_dequant_kernel(dq_list_t l, int64_t R, dq_copy_t d, uint16_t *out) {
-    __shared__ uint16_t tile[DQ_TILE][DQ_TILE + 2];
-    const int j = (int)blockIdx.z;
-    dq_tile(d, l.q[j], l.scales[j], out + (size_t)j * (size_t)R * (size_t)d.cols, R, (int64_t)blockIdx.x * DQ_TILE,
-            (int64_t)blockIdx.y * DQ_TILE, tile);
-}
+/* ---- the kernels ---------------------------------------------------------------------------- */
 
-/* ---- V2: persistent kernels ----------------------------------------------------------------- */
-
-#define DQ2_THREADS 256
-#define DQ2_TR 32   /* rows of an item (untransposed copies): the MXFP8 columnwise block height */
-#define DQ2_CC 512  /* columns of an item (untransposed copies) */
+#define DQ_THREADS 256
+#define DQ_TR 32   /* rows of an item (untransposed copies): the MXFP8 columnwise block height */
+#define DQ_CC 512  /* columns of an item (untransposed copies) */
 #define DQT_R 64    /* rows of an item (transposed copies) */
 #define DQT_C 128   /* columns of an item (transposed copies) */
 #define DQT_RUN 32  /* codes of one stored row per thread (transposed copies) */
@@ -350,16 +256,16 @@ __device__ __forceinline__ float dq_unit_scale(const void *s, int64_t r, int64_t
 /* Untransposed copy, one item, units of VEC (16 or 8) codes; cols % VEC == 0 and the buffers
  * aligned (checked by the host). */
 template <int KIND, int FP8, int VEC>
-__device__ __forceinline__ void dq2_rows_vec(const dq_copy_t &d, const dq_item_t &x, int64_t gc) {
-    constexpr int UPR = DQ2_CC / VEC;            /* units per item row */
-    constexpr int RPP = DQ2_THREADS / UPR;       /* item rows per pass of the block */
-    constexpr int NU = DQ2_TR / RPP;             /* units per thread */
-    static_assert(DQ2_THREADS % UPR == 0 && DQ2_TR % RPP == 0, "item shape");
+__device__ __forceinline__ void dq_rows_vec(const dq_copy_t &d, const dq_item_t &x, int64_t gc) {
+    constexpr int UPR = DQ_CC / VEC;            /* units per item row */
+    constexpr int RPP = DQ_THREADS / UPR;       /* item rows per pass of the block */
+    constexpr int NU = DQ_TR / RPP;             /* units per thread */
+    static_assert(DQ_THREADS % UPR == 0 && DQ_TR % RPP == 0, "item shape");
     const int cu = (int)threadIdx.x % UPR, rr0 = (int)threadIdx.x / UPR;
     const int64_t c = x.c0 + (int64_t)cu * VEC;
     if (c >= d.cols) return; /* cols % VEC == 0: a unit is inside the row or past it */
     /* MXFP8 columnwise: the codes of this thread's VEC columns, one per column for all the item's
-     * rows (x.r0 is a multiple of 32 = DQ2_TR) */
+     * rows (x.r0 is a multiple of 32 = DQ_TR) */
     float cs[VEC];
     int cbad = 0;
     if (KIND == DQK_MX_COL) {
@@ -429,9 +335,9 @@ __device__ __forceinline__ void dq2_rows_vec(const dq_copy_t &d, const dq_item_t
 
 /* Untransposed copy, one item, one element at a time (any columns, any alignment). */
 template <int KIND, int FP8>
-__device__ __forceinline__ void dq2_rows_scalar(const dq_copy_t &d, const dq_item_t &x, int64_t gc) {
-    for (int e = (int)threadIdx.x; e < DQ2_TR * DQ2_CC; e += DQ2_THREADS) {
-        const int64_t r = x.r0 + e / DQ2_CC, c = x.c0 + e % DQ2_CC;
+__device__ __forceinline__ void dq_rows_scalar(const dq_copy_t &d, const dq_item_t &x, int64_t gc) {
+    for (int e = (int)threadIdx.x; e < DQ_TR * DQ_CC; e += DQ_THREADS) {
+        const int64_t r = x.r0 + e / DQ_CC, c = x.c0 + e % DQ_CC;
         if (r >= x.m || c >= d.cols) continue;
         const size_t i = (size_t)r * (size_t)d.cols + (size_t)c;
         x.out[i] = dq_value(x.q[i], dq_scale(x.s, d, r, c, gc), FP8);
@@ -440,15 +346,15 @@ __device__ __forceinline__ void dq2_rows_scalar(const dq_copy_t &d, const dq_ite
 
 /* MXFP8 copies and BLOCK rowwise copies.  VEC: 16 or 8 (vector units) or 1 (scalar). */
 template <int KIND, int FP8, int VEC>
-__global__ void __launch_bounds__(DQ2_THREADS)
-gln_dequant_rows_v2_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_t *out) {
+__global__ void __launch_bounds__(DQ_THREADS)
+gln_dequant_rows_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_t *out) {
     for (int64_t it = blockIdx.x; it < src.items; it += gridDim.x) {
         dq_item_t x;
-        if (!dq_find(src, l, d, it, DQ2_TR, DQ2_CC, out, &x)) break; /* items grow: no later one is real */
+        if (!dq_find(src, l, d, it, DQ_TR, DQ_CC, out, &x)) break; /* items grow: no later one is real */
         int64_t gr, gc;
         gln_scale_grid((gln_scaling_mode_t)d.mode, x.m, d.cols, d.columnwise, &gr, &gc);
-        if constexpr (VEC == 1) dq2_rows_scalar<KIND, FP8>(d, x, gc);
-        else dq2_rows_vec<KIND, FP8, VEC>(d, x, gc);
+        if constexpr (VEC == 1) dq_rows_scalar<KIND, FP8>(d, x, gc);
+        else dq_rows_vec<KIND, FP8, VEC>(d, x, gc);
     }
 }
 
@@ -457,9 +363,9 @@ gln_dequant_rows_v2_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_t *out
  * when the run is aligned and inside the member, one scale (32 rows inside one 128-row block),
  * into tile[row][column]; then the tile's rows go out in 16-byte stores of 8 columns. */
 template <int KIND, int FP8>
-__global__ void __launch_bounds__(DQ2_THREADS)
-gln_dequant_transposed_v2_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_t *out) {
-    static_assert(DQT_C * (DQT_R / DQT_RUN) == DQ2_THREADS, "one run per thread");
+__global__ void __launch_bounds__(DQ_THREADS)
+gln_dequant_transposed_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_t *out) {
+    static_assert(DQT_C * (DQT_R / DQT_RUN) == DQ_THREADS, "one run per thread");
     __shared__ __align__(16) uint16_t tile[DQT_R][DQT_C + 8]; /* +8: rows stay 16-byte aligned */
     const int cl = (int)threadIdx.x % DQT_C, rl = ((int)threadIdx.x / DQT_C) * DQT_RUN;
     for (int64_t it = blockIdx.x; it < src.items; it += gridDim.x) {
@@ -494,7 +400,7 @@ gln_dequant_transposed_v2_kernel(dq_src_t src, dq_list_t l, dq_copy_t d, uint16_
             }
         }
         __syncthreads();
-        for (int u = (int)threadIdx.x; u < DQT_R * (DQT_C / DQ_VEC); u += DQ2_THREADS) {
+        for (int u = (int)threadIdx.x; u < DQT_R * (DQT_C / DQ_VEC); u += DQ_THREADS) {
             const int rr = u / (DQT_C / DQ_VEC), cc = (u % (DQT_C / DQ_VEC)) * DQ_VEC;
             const int64_t ro = x.r0 + rr, co = x.c0 + cc;
             if (ro >= x.m || co >= d.cols) continue;
@@ -518,8 +424,8 @@ static int dq_mode_ok(gln_scaling_mode_t mode, gln_dtype_t dtype) {
 
 static int aligned(const void *p, uintptr_t bytes) { return ((uintptr_t)p & (bytes - 1)) == 0; }
 
-/* The launch description of copy `columnwise` of tensors like t; vec still to be narrowed by the
- * caller for every data pointer. */
+/* The launch description of copy `columnwise` of tensors like t (svec still to be set by the
+ * caller, from the scale pointers). */
 static dq_copy_t dq_copy_of(const gln_tensor_t *t, int columnwise, const void *out) {
     dq_copy_t d;
     d.mode = (int)t->scaling;
@@ -532,44 +438,39 @@ static dq_copy_t dq_copy_of(const gln_tensor_t *t, int columnwise, const void *o
     return d;
 }
 
-/* ---- V2 launch ------------------------------------------------------------------------------ */
+/* ---- launch ---------------------------------------------------------------------------------- */
 
-static int dq_use_v1(void) {
-    const char *e = getenv("GLN_CUDA_DEQUANT_V1");
-    return e && e[0] == '1' && e[1] == '\0';
-}
-
-typedef void (*dq2_kernel_t)(dq_src_t, dq_list_t, dq_copy_t, uint16_t *);
+typedef void (*dq_kernel_t)(dq_src_t, dq_list_t, dq_copy_t, uint16_t *);
 
 template <int KIND>
-static dq2_kernel_t dq2_pick_fp8(int fp8, int vec) {
+static dq_kernel_t dq_pick_fp8(int fp8, int vec) {
     if constexpr (KIND == DQK_B1_COL || KIND == DQK_B2_COL) {
         (void)vec;
-        return fp8 == GLN_DTYPE_FP8_E4M3 ? gln_dequant_transposed_v2_kernel<KIND, GLN_DTYPE_FP8_E4M3>
-                                         : gln_dequant_transposed_v2_kernel<KIND, GLN_DTYPE_FP8_E5M2>;
+        return fp8 == GLN_DTYPE_FP8_E4M3 ? gln_dequant_transposed_kernel<KIND, GLN_DTYPE_FP8_E4M3>
+                                         : gln_dequant_transposed_kernel<KIND, GLN_DTYPE_FP8_E5M2>;
     } else {
         if (fp8 == GLN_DTYPE_FP8_E4M3)
-            return vec == 16 ? gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E4M3, 16>
-                 : vec == 8  ? gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E4M3, 8>
-                             : gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E4M3, 1>;
-        return vec == 16 ? gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E5M2, 16>
-             : vec == 8  ? gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E5M2, 8>
-                         : gln_dequant_rows_v2_kernel<KIND, GLN_DTYPE_FP8_E5M2, 1>;
+            return vec == 16 ? gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E4M3, 16>
+                 : vec == 8  ? gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E4M3, 8>
+                             : gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E4M3, 1>;
+        return vec == 16 ? gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E5M2, 16>
+             : vec == 8  ? gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E5M2, 8>
+                         : gln_dequant_rows_kernel<KIND, GLN_DTYPE_FP8_E5M2, 1>;
     }
 }
 
-/* The V2 kernel of copy d with units of `vec` codes (16, 8 or 1; ignored for the transposed copies). */
-static dq2_kernel_t dq2_pick(const dq_copy_t &d, int vec) {
+/* The kernel of copy d with units of `vec` codes (16, 8 or 1; ignored for the transposed copies). */
+static dq_kernel_t dq_pick(const dq_copy_t &d, int vec) {
     if (d.mode == GLN_SCALING_MXFP8_1D)
-        return d.columnwise ? dq2_pick_fp8<DQK_MX_COL>(d.fp8, vec) : dq2_pick_fp8<DQK_MX_ROW>(d.fp8, vec);
+        return d.columnwise ? dq_pick_fp8<DQK_MX_COL>(d.fp8, vec) : dq_pick_fp8<DQK_MX_ROW>(d.fp8, vec);
     if (d.mode == GLN_SCALING_BLOCK_1D)
-        return d.columnwise ? dq2_pick_fp8<DQK_B1_COL>(d.fp8, vec) : dq2_pick_fp8<DQK_B1_ROW>(d.fp8, vec);
-    return d.columnwise ? dq2_pick_fp8<DQK_B2_COL>(d.fp8, vec) : dq2_pick_fp8<DQK_B2_ROW>(d.fp8, vec);
+        return d.columnwise ? dq_pick_fp8<DQK_B1_COL>(d.fp8, vec) : dq_pick_fp8<DQK_B1_ROW>(d.fp8, vec);
+    return d.columnwise ? dq_pick_fp8<DQK_B2_COL>(d.fp8, vec) : dq_pick_fp8<DQK_B2_ROW>(d.fp8, vec);
 }
 
 /* Units of 16 codes when the columns and every data pointer allow, else 8, else 1 (member and
  * tensor starts are multiples of cols codes, so of 16 / 8 bytes when cols is). */
-static int dq2_vec(int64_t cols, uintptr_t data_or, const void *out) {
+static int dq_vec(int64_t cols, uintptr_t data_or, const void *out) {
     if (!aligned(out, 16)) return 1;
     if (cols % 16 == 0 && (data_or & 15u) == 0) return 16;
     if (cols % 8 == 0 && (data_or & 7u) == 0) return 8;
@@ -577,25 +478,40 @@ static int dq2_vec(int64_t cols, uintptr_t data_or, const void *out) {
 }
 
 /* Item shape of the copy: rows and columns. */
-static void dq2_item_shape(const dq_copy_t &d, int64_t *tr, int64_t *tc) {
-    *tr = d.transposed ? DQT_R : DQ2_TR;
-    *tc = d.transposed ? DQT_C : DQ2_CC;
+static void dq_item_shape(const dq_copy_t &d, int64_t *tr, int64_t *tc) {
+    *tr = d.transposed ? DQT_R : DQ_TR;
+    *tc = d.transposed ? DQT_C : DQ_CC;
 }
 
-/* Launch `k` on as many blocks as fit on the device at once, at most src.items. */
-static gln_status_t dq2_launch(gln_context_t *ctx, dq2_kernel_t k, const dq_src_t &src, const dq_list_t &l,
-                               const dq_copy_t &d, uint16_t *out, const char *call) {
+/* Which kernel ran last (cuda_block.h): set by each launch, taken by the probe. */
+static const char *dq_last_kernel;
+
+extern "C" const char *gln_cuda_dequant_last_kernel(void) {
+    return __atomic_exchange_n(&dq_last_kernel, (const char *)NULL, __ATOMIC_RELAXED);
+}
+
+static const char *dq_kernel_name(const dq_copy_t &d, int vec) {
+    if (d.transposed) return "gln_dequant_transposed_kernel";
+    return vec == 16 ? "gln_dequant_rows_kernel<16>" : vec == 8 ? "gln_dequant_rows_kernel<8>" : "gln_dequant_rows_kernel<1>";
+}
+
+/* Launch `k` (units of `vec` codes) on as many blocks as fit on the device at once, at most
+ * src.items. */
+static gln_status_t dq_launch(gln_context_t *ctx, dq_kernel_t k, int vec, const dq_src_t &src, const dq_list_t &l,
+                              const dq_copy_t &d, uint16_t *out, const char *call) {
     if (src.items <= 0) return GLN_STATUS_SUCCESS;
     int dev = 0, sms = 0, per_sm = 0;
     GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
     GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
                            "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DQ2_THREADS, 0), call,
+    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DQ_THREADS, 0), call,
                            "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     int64_t blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
     if (blocks > src.items) blocks = src.items;
-    k<<<(unsigned int)blocks, DQ2_THREADS, 0, gln_cuda_state(ctx)->stream>>>(src, l, d, out);
-    return gln_cuda_check_launch(call, d.transposed ? "gln_dequant_transposed_v2_kernel" : "gln_dequant_rows_v2_kernel");
+    k<<<(unsigned int)blocks, DQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(src, l, d, out);
+    GLN_TRY(gln_cuda_check_launch(call, d.transposed ? "gln_dequant_transposed_kernel" : "gln_dequant_rows_kernel"));
+    __atomic_store_n(&dq_last_kernel, dq_kernel_name(d, vec), __ATOMIC_RELAXED);
+    return GLN_STATUS_SUCCESS;
 }
 
 static gln_status_t dq_check(const gln_tensor_t *t, int columnwise, const char *what, const char *call) {
@@ -606,9 +522,6 @@ static gln_status_t dq_check(const gln_tensor_t *t, int columnwise, const char *
     if (!q || !s)
         return gln_fail(GLN_STATUS_INVALID_ARGUMENT, "%s: %s has no %s copy (data or scales NULL)", call, what,
                         columnwise ? "columnwise" : "rowwise");
-    if (gln_ceil_div(t->cols, DQ_TILE) > DQ_MAX_GRID_Y)
-        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: %s has %lld columns; the grouped dequantization takes at most "
-                        "%lld", call, what, (long long)t->cols, (long long)DQ_MAX_GRID_Y * DQ_TILE);
     return GLN_STATUS_SUCCESS;
 }
 
@@ -621,34 +534,24 @@ extern "C" gln_status_t gln_cuda_grouped_dequantize_bf16(gln_context_t *ctx, con
     const uint8_t *q = (const uint8_t *)(columnwise ? t->col_data : t->data);
     dq_copy_t d = dq_copy_of(t, columnwise, out);
     const void *scales = columnwise ? t->col_scale_inv : t->scale_inv;
-    if (!dq_use_v1()) {
-        /* member scale offsets are multiples of 128 codes for MXFP8 (gln_member_scale_elems) */
-        d.svec = aligned(scales, 16);
-        int64_t tr, tc;
-        dq2_item_shape(d, &tr, &tc);
-        dq_src_t src;
-        memset(&src, 0, sizeof src);
-        src.q = q;
-        src.scales = scales;
-        src.rows = plan->rows;
-        src.scale_offsets = columnwise ? plan->scol : plan->srow;
-        src.num = g->num;
-        src.row_tiles = gln_group_tiles_bound(t->rows, g->num, tr);
-        src.col_chunks = gln_ceil_div(t->cols, tc);
-        src.items = src.row_tiles * src.col_chunks;
-        dq_list_t none;
-        memset(&none, 0, sizeof none);
-        return dq2_launch(ctx, dq2_pick(d, dq2_vec(t->cols, (uintptr_t)q, out)), src, none, d, (uint16_t *)out, call);
-    }
-    d.vec = d.vec && aligned(q, 8); /* member starts are multiples of cols (a multiple of 8) */
-    const int64_t tiles = gln_group_tiles_bound(t->rows, g->num, DQ_TILE);
-    if (tiles > INT32_MAX)
-        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: %lld rows are too many for the grouped dequantization", call,
-                        (long long)t->rows);
-    const dim3 grid((unsigned int)tiles, (unsigned int)gln_ceil_div(t->cols, DQ_TILE));
-    gln_grouped_dequant_kernel<<<grid, DQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(
-        q, scales, plan->rows, columnwise ? plan->scol : plan->srow, g->num, d, (uint16_t *)out);
-    return gln_cuda_check_launch(call, "gln_grouped_dequant_kernel");
+    /* member scale offsets are multiples of 128 codes for MXFP8 (gln_member_scale_elems) */
+    d.svec = aligned(scales, 16);
+    int64_t tr, tc;
+    dq_item_shape(d, &tr, &tc);
+    dq_src_t src;
+    memset(&src, 0, sizeof src);
+    src.q = q;
+    src.scales = scales;
+    src.rows = plan->rows;
+    src.scale_offsets = columnwise ? plan->scol : plan->srow;
+    src.num = g->num;
+    src.row_tiles = gln_group_tiles_bound(t->rows, g->num, tr);
+    src.col_chunks = gln_ceil_div(t->cols, tc);
+    src.items = src.row_tiles * src.col_chunks;
+    dq_list_t none;
+    memset(&none, 0, sizeof none);
+    const int vec = dq_vec(t->cols, (uintptr_t)q, out);
+    return dq_launch(ctx, dq_pick(d, vec), vec, src, none, d, (uint16_t *)out, call);
 }
 
 /* The list's tensors share shape, mode and dtype with list[0] (checked). */
@@ -674,23 +577,17 @@ extern "C" gln_status_t gln_cuda_dequantize_list_bf16(gln_context_t *ctx, const 
     GLN_TRY(dq_list_check(list, num, columnwise, call));
     const int64_t R = list[0].rows, C = list[0].cols;
     if (R == 0 || C == 0) return GLN_STATUS_SUCCESS;
-    if (gln_ceil_div(R, DQ_TILE) > INT32_MAX)
-        return gln_fail(GLN_STATUS_NOT_SUPPORTED, "%s: %lld rows are too many for the dequantization", call,
-                        (long long)R);
     dq_copy_t d = dq_copy_of(&list[0], columnwise, out);
-    const int v1 = dq_use_v1();
     uintptr_t data_or = 0, scale_or = 0;
     for (int32_t i = 0; i < num; i++) {
         data_or |= (uintptr_t)(columnwise ? list[i].col_data : list[i].data);
         scale_or |= (uintptr_t)(columnwise ? list[i].col_scale_inv : list[i].scale_inv);
     }
-    d.vec = d.vec && (data_or & 7u) == 0;
     d.svec = (scale_or & 15u) == 0;
-    const int vec = dq2_vec(C, data_or, out);
+    const int vec = dq_vec(C, data_or, out);
     int64_t tr, tc;
-    dq2_item_shape(d, &tr, &tc);
+    dq_item_shape(d, &tr, &tc);
     /* every tensor's output starts at a multiple of R·C elements: 16 bytes when C % 8 == 0 */
-    const dim3 grid((unsigned int)gln_ceil_div(R, DQ_TILE), (unsigned int)gln_ceil_div(C, DQ_TILE), 1);
     for (int32_t first = 0; first < num; first += DQ_LIST_CHUNK) {
         dq_list_t l;
         memset(&l, 0, sizeof l);
@@ -701,21 +598,15 @@ extern "C" gln_status_t gln_cuda_dequantize_list_bf16(gln_context_t *ctx, const 
             l.scales[j] = columnwise ? t->col_scale_inv : t->scale_inv;
         }
         uint16_t *o = (uint16_t *)out + (size_t)first * (size_t)R * (size_t)C;
-        if (!v1) {
-            dq_src_t src;
-            memset(&src, 0, sizeof src);
-            src.list = 1;
-            src.num = n;
-            src.R = R;
-            src.row_tiles = gln_ceil_div(R, tr);
-            src.col_chunks = gln_ceil_div(C, tc);
-            src.items = (int64_t)n * src.row_tiles * src.col_chunks;
-            GLN_TRY(dq2_launch(ctx, dq2_pick(d, vec), src, l, d, o, call));
-            continue;
-        }
-        const dim3 g3(grid.x, grid.y, (unsigned int)n);
-        gln_list_dequant_kernel<<<g3, DQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(l, R, d, o);
-        GLN_TRY(gln_cuda_check_launch(call, "gln_list_dequant_kernel"));
+        dq_src_t src;
+        memset(&src, 0, sizeof src);
+        src.list = 1;
+        src.num = n;
+        src.R = R;
+        src.row_tiles = gln_ceil_div(R, tr);
+        src.col_chunks = gln_ceil_div(C, tc);
+        src.items = (int64_t)n * src.row_tiles * src.col_chunks;
+        GLN_TRY(dq_launch(ctx, dq_pick(d, vec), vec, src, l, d, o, call));
     }
     return GLN_STATUS_SUCCESS;
 }

@@ -13,13 +13,13 @@
  *               that dtype too), 128×128 cooperative in every regime
  *   NT (wgrad)  per-tensor FP8 dy and E4M3 x through their transposed copies -> fp32 dW_i
  *               (E4M3 × E4M3 also -> bf16 dW_i);
- *               experts whose row count is not a multiple of 16 (a TMA stride) run on
- *               gln_cuda_fp8_wgrad_unaligned, chosen on the device
+ *               experts whose row count is not a multiple of 16 (a TMA stride) read from
+ *               zero-padded copies (gln_cuda_wgrad_pad, chosen on the device)
  *   all three   MXFP8 operands, and BLOCK_1D / BLOCK_2D operands whose scales the caller knows to
  *               be powers of two (args->block_scales_pow2), by exact emulation: Hopper has no
  *               tensor-core path for these scale modes, so each operand's copy is dequantized
  *               into bf16 scratch on the device (cuda_grouped_dequant.cu: fp8 × 2^k is exact in
- *               bf16 — DESIGN.md §7) and the bf16 kernels above run on it, bias epilogue and
+ *               bf16 — docs/numerics.md) and the bf16 kernels above run on it, bias epilogue and
  *               FP32 main_grad included.  Always CUTLASS, whatever the expert sizes: the loop
  *               would dequantize expert by expert (and, for block scales, run ⌈K/128⌉ GEMMs).
  *               E4M3 FP8 block scaling itself (FP32 or power-of-two scales, 1×128 × 128×128)
@@ -90,11 +90,9 @@
  *
  * Environment (for comparisons, benchmarks and the kernel lab): GLN_CUDA_GROUPED_LOOP=1 forces
  * the loop; GLN_CUTLASS_TILES=small, =medium or =large forces a regime; GLN_CUTLASS_RASTER=m|n|auto
- * (default: along the dimension with fewer tiles per expert, from host-known shapes) and
- * GLN_CUTLASS_SWIZZLE=1|2|4|8 (default 1) set the persistent tile scheduler of every CUTLASS
- * grouped kernel, block-scaled ones included, read once a process (cutlass/grouped_sm90.cuh: the
- * rule and why; with CUTLASS 4.2 the grouped scheduler applies no swizzle whatever the maximum,
- * and `auto` resolves to along N). */
+ * (default: along the dimension with fewer tiles per expert, from host-known shapes) sets the tile
+ * order of every CUTLASS grouped kernel, block-scaled ones included, read once a process
+ * (cutlass/grouped_sm90.cuh: the rule and why; `auto` resolves to along N). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,7 +258,8 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g
 /* NT (wgrad) on per-tensor FP8: dW_i [m, n] = alpha_i · dy_i [rows_i, m]ᵀ · x_i [rows_i, n] from the
  * transposed (columnwise) copies, K-major along the rows: dy_i's copy [m, rows_i] at element
  * row_start·m, x_i's [n, rows_i] at row_start·n.  Experts whose row count is not a multiple of
- * 16 go to gln_cuda_fp8_wgrad_unaligned (k_align).  x_scales receives &x->col_scale_inv[i]. */
+ * 16 read zero-padded copies (k_align; run_fp8_wgrad_padded).  x_scales receives
+ * &x->col_scale_inv[i]. */
 static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_t *g, void **d_ptrs,
                        const float **x_scales) {
     const gln_grouped_tensor_t *gdy = args->b, *gx = args->a_grouped;
@@ -294,8 +293,8 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     g->b_scale_list = x_scales;
     g->accumulate = args->accumulate;
     g->k_align = 16;
-    /* host splits all multiples of 16: nothing for the unaligned kernel, which is then not
-     * launched at all (with device splits it runs and its blocks return at once) */
+    /* host splits all multiples of 16: nothing to pad, no scratch, no pad launch (with device
+     * splits the pad kernel runs and skips the aligned experts on the device) */
     if (!gdy->splits_on_backend) {
         int unaligned = 0;
         for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
@@ -313,7 +312,26 @@ gln_status_t (*gln_cutlass_lab_kernel)(gln_context_t *ctx, const gln_cutlass_gro
  * (gln_cutlass_grouped_t.promotion_k); 0 otherwise. */
 int32_t gln_cutlass_lab_promotion_k = 0;
 
+static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn);
+
+/* The FP8 wgrad when some expert's row count may not be a multiple of g->k_align: those experts'
+ * transposed copies zero-padded into scratch first (cuda_wgrad_pad.cu), then one CUTLASS launch
+ * for every expert. */
+static gln_status_t run_fp8_wgrad_padded(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    gln_cutlass_grouped_t p = *g;
+    GLN_TRY(gln_cuda_wgrad_pad(ctx, &p, fn));
+    const gln_status_t st = run_kernel(ctx, &p, fn);
+    gln_cuda_wgrad_pad_release(ctx, &p);
+    return st;
+}
+
+static int is_fp8_wgrad(const gln_cutlass_grouped_t *g) {
+    return g->kernel == GLN_CUTLASS_E4M3_WGRAD || g->kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+}
+
 static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *g, const char *fn) {
+    /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
+    if (is_fp8_wgrad(g) && g->k_align > 1 && !g->a_pad) return run_fp8_wgrad_padded(ctx, g, fn);
     if (gln_cutlass_lab_kernel) {
         const gln_status_t st = gln_cutlass_lab_kernel(ctx, g, fn);
         if (st != GLN_STATUS_NOT_SUPPORTED) return st;
@@ -355,9 +373,7 @@ static gln_status_t run_kernel(gln_context_t *ctx, const gln_cutlass_grouped_t *
             st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad(ctx, g, fn);
         else
             st = e5m2 ? gln_cutlass_run_e5m2_e4m3_wgrad_pp(ctx, g, fn) : gln_cutlass_run_e4m3_wgrad_pp(ctx, g, fn);
-        /* k_align <= 1: the host saw every split aligned (plan_nt_fp8) */
-        if (st != GLN_STATUS_SUCCESS || g->k_align <= 1) return st;
-        return gln_cuda_fp8_wgrad_unaligned(ctx, g, g->b_scale_list, fn);
+        return st;
     }
     default: return gln_fail(GLN_STATUS_INTERNAL_ERROR, "%s: CUTLASS kernel %d does not exist", fn, (int)g->kernel);
     }
@@ -525,7 +541,7 @@ static gln_status_t run_direct(gln_context_t *ctx, const gln_grouped_gemm_args_t
      * CUTLASS wins there too (the fast-accumulating FP8 fprop) or the loop has no FP8 NT GEMM
      * of its own (the FP8 wgrad) */
     const int64_t avg_rows = args->b->packed.rows / args->b->num;
-    const int fp8_wgrad = g.kernel == GLN_CUTLASS_E4M3_WGRAD || g.kernel == GLN_CUTLASS_E5M2_E4M3_WGRAD;
+    const int fp8_wgrad = is_fp8_wgrad(&g);
     const int loop_wins = !args->b->splits_on_backend && avg_rows >= GLN_CUTLASS_LOOP_ROWS &&
                           !(g.fast_accumulate && args->layout == GLN_LAYOUT_TN) && !(nt && fp8_wgrad);
     if (!fits || loop_wins) return GLN_STATUS_SUCCESS;

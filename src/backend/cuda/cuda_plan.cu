@@ -105,13 +105,11 @@ extern "C" gln_status_t gln_cuda_plan_make(gln_context_t *ctx, const gln_grouped
     return st;
 }
 
-/* GLN_CUDA_PLAN_DEFER=0: gln_cuda_plan_defer computes the plan at once, as gln_cuda_plan_make (to
- * measure what the deferral saves); read at every call. */
-static int plan_defer_enabled(void) { return gln_cuda_env_switch("GLN_CUDA_PLAN_DEFER"); }
-
+/* Device splits: the plan's buffers now, its computation left to the consumer's setup kernel
+ * (one launch fewer); host splits: the plan at once, as gln_cuda_plan_make. */
 extern "C" gln_status_t gln_cuda_plan_defer(gln_context_t *ctx, const gln_grouped_tensor_t *g,
                                             gln_scaling_mode_t mode, gln_cuda_plan_t *p, const char *call) {
-    if (!g->splits_on_backend || !plan_defer_enabled()) return gln_cuda_plan_make(ctx, g, mode, p, call);
+    if (!g->splits_on_backend) return gln_cuda_plan_make(ctx, g, mode, p, call);
     gln_cuda_plan_job_t job;
     GLN_TRY(plan_alloc(ctx, g, mode, p, &job, call));
     p->pending = job;

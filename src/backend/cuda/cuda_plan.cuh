@@ -1,7 +1,7 @@
 /* The group plan's device computation (see gln_cuda_plan_t in cuda_backend.h): a block-level
  * function, so that a grouped kernel's own setup block can compute the plan it reads (a deferred
  * plan: gln_cuda_plan_defer) instead of a separate launch before it.  Included by cuda_plan.cu
- * (gln_group_plan_kernel) and cuda_quant_group.cu (gq_setup_kernel). */
+ * (gln_group_plan_kernel) and cuda_quant_members.cu (gq_setup_kernel). */
 #ifndef GLN_CUDA_PLAN_CUH
 #define GLN_CUDA_PLAN_CUH
 

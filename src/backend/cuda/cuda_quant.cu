@@ -1,7 +1,7 @@
 /* CUDA quantization and dequantization of one tensor, bitwise equal to the host reference
  * quantizers (src/quant).
  *
- *   TENSOR, MXFP8_1D  the grouped kernels of cuda_quant_group.cu with the tensor as a group of one
+ *   TENSOR, MXFP8_1D  the grouped kernels of cuda_quant_members.cu with the tensor as a group of one
  *                     member (one implementation per mode for gln_quantize and
  *                     gln_grouped_quantize).
  *   BLOCK_*           cuda_block.cu.

@@ -92,12 +92,22 @@ __global__ void blockwise_setup_kernel(Tables<G> t, gln_cutlass_blockwise_t bw, 
     const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
     int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
     if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
-    if (g.split_is_k && g.k_align > 1 && k % g.k_align) m = 0; /* gln_cuda_blockwise_wgrad_unaligned's */
+    const char *a = (const char *)g.a + r0 * g.a_row_bytes;
+    const char *b = g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes : (const char *)c.b[j];
+    if (g.split_is_k && g.k_align > 1 && k % g.k_align) { /* a K stride TMA cannot read in place */
+        if (g.a_pad) { /* zero-padded copies (cuda_wgrad_pad.cu); the K blocks, so the scales, stay */
+            const int64_t p0 = r0 + (int64_t)g.k_align * i;
+            k = (k + g.k_align - 1) / g.k_align * g.k_align;
+            a = (const char *)g.a_pad + p0 * g.a_row_bytes;
+            b = (const char *)g.b_pad + p0 * g.b_row_bytes;
+        } else {
+            m = 0;
+        }
+    }
     const typename G::Shape shape{(int)m, (int)g.n, (int)k};
     t.shapes[i] = shape;
-    t.a[i] = (const typename G::ElementA *)((const char *)g.a + r0 * g.a_row_bytes);
-    t.b[i] = (const typename G::ElementB *)(g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes
-                                                         : (const char *)c.b[j]);
+    t.a[i] = (const typename G::ElementA *)a;
+    t.b[i] = (const typename G::ElementB *)b;
     t.d[i] = (typename G::ElementD *)(g.split_is_k ? (char *)c.d[j] : (char *)g.d + r0 * g.d_row_bytes);
     t.sa[i] = packed_stride<typename G::StrideA>(k);
     t.sb[i] = packed_stride<typename G::StrideB>(k);

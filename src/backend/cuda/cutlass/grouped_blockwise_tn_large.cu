@@ -4,7 +4,7 @@
  * through TMA multicast, halving the weight traffic from L2.  Promoted from the kernel lab
  * (bench/lab/lab_blockwise_tn.cu): on the H200, DeepGEMM's shape (8 × 4096 rows, K 7168,
  * N 4096) fprop 1104.6 TFLOP/s against 1038.6 for 1×1 clusters, 1007.4 for 1×2 (bench/RESULTS.md,
- * 2026-12-03 third session).  Small experts (one or two M tiles) would leave a cluster's second
+ * 2026-12-03, runs at 9418889).  Small experts (one or two M tiles) would leave a cluster's second
  * CTA idle, so they keep the 1×1 kernel. */
 #include "backend/cuda/cutlass/grouped_blockwise_sm90.cuh"
 

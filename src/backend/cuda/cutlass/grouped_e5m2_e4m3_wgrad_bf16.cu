@@ -2,7 +2,7 @@
  * copies) into bf16 weight gradients (no fused FP32 main_grad): TE's default Float8CurrentScaling
  * and DelayedScaling format, so that this case stays on the device (graph-capturable) instead of
  * the per-expert loop.  Otherwise as grouped_e4m3_wgrad_bf16.cu (GLN_CUTLASS_E5M2_E4M3_WGRAD,
- * bf16 D; unaligned experts go to cuda_fp8_wgrad.cu). */
+ * bf16 D; unaligned experts read zero-padded copies, cuda_wgrad_pad.cu). */
 #include "backend/cuda/cutlass/grouped_sm90.cuh"
 
 GLN_CUTLASS_GROUPED(e5m2_e4m3_wgrad_bf16,

@@ -118,11 +118,9 @@ template <class Base> struct PdlKernel : Base {
 /* The device adapter of G's kernel with the PDL wait. */
 template <class G> using PdlGemm = cutlass::gemm::device::GemmUniversalAdapter<PdlKernel<typename G::Kernel>>;
 
-/* Launch the grouped kernels with PDL: unless GLN_CUDA_PDL=0 (every PDL launch) or
- * GLN_CUDA_GEMM_PDL=0 (these only, to measure what they gain); read at every call. */
-inline bool gemm_pdl_enabled() {
-    return gln_cuda_pdl_enabled() && gln_cuda_env_switch("GLN_CUDA_GEMM_PDL");
-}
+/* Launch the grouped kernels with PDL unless GLN_CUDA_PDL=0 (every PDL launch of the library);
+ * read at every call. */
+inline bool gemm_pdl_enabled() { return gln_cuda_pdl_enabled(); }
 /* Launch a setup / zeroing kernel of a grouped GEMM (one that begins with gln_pdl_wait and
  * gln_pdl_launch_dependents) under gemm_pdl_enabled(). */
 template <class... Params, class... Args>
@@ -183,11 +181,21 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
     int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
     if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
-    if (g.split_is_k && g.k_align > 1 && k % g.k_align) m = 0; /* done by the caller (k_align) */
+    const char *a = (const char *)g.a + r0 * g.a_row_bytes;
+    const char *b = g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes : (const char *)c.b[j];
+    if (g.split_is_k && g.k_align > 1 && k % g.k_align) { /* a K stride TMA cannot read in place */
+        if (g.a_pad) { /* the zero-padded copies of gln_cuda_wgrad_pad (cuda_wgrad_pad.cu) */
+            const int64_t p0 = r0 + (int64_t)g.k_align * i;
+            k = (k + g.k_align - 1) / g.k_align * g.k_align;
+            a = (const char *)g.a_pad + p0 * g.a_row_bytes;
+            b = (const char *)g.b_pad + p0 * g.b_row_bytes;
+        } else {
+            m = 0; /* done by the caller */
+        }
+    }
     t.shapes[i] = typename G::Shape{(int)m, (int)g.n, (int)k};
-    t.a[i] = (const typename G::ElementA *)((const char *)g.a + r0 * g.a_row_bytes);
-    t.b[i] = (const typename G::ElementB *)(g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes
-                                                         : (const char *)c.b[j]);
+    t.a[i] = (const typename G::ElementA *)a;
+    t.b[i] = (const typename G::ElementB *)b;
     t.d[i] = (typename G::ElementD *)(g.split_is_k ? (char *)c.d[j] : (char *)g.d + r0 * g.d_row_bytes);
     t.sa[i] = packed_stride<typename G::StrideA>(mode0_contiguous<typename G::StrideA>() ? m : k);
     t.sb[i] = packed_stride<typename G::StrideB>(mode0_contiguous<typename G::StrideB>() ? g.n : k);
@@ -227,7 +235,7 @@ inline gln_status_t launch_zero_empty(const gln_cutlass_grouped_t *g, const Chun
 
 static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
-/* The order in which the persistent group scheduler hands out one expert's tiles, and its swizzle.
+/* The order in which the persistent group scheduler hands out one expert's tiles.
  *
  * Tiles handed out along M (consecutive tiles share an N column) keep the N-side operand's tile
  * in use by the CTAs running together while each reads its own M-side tile: the M-side operand is
@@ -244,29 +252,20 @@ static inline size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
  * keeps the rule above):
  *   GLN_CUTLASS_RASTER=m | n | auto   force along M, along N, or CUTLASS's own heuristic (with the
  *       problem shapes on the device the group scheduler's grid is (SM count × 1), so `auto`
- *       always resolves to along N);
- *   GLN_CUTLASS_SWIZZLE=1 (default) | 2 | 4 | 8  the maximum swizzle (tiles of the minor mode
- *       grouped before the major one advances).  Passed through as asked, but CUTLASS 4.2's group
- *       scheduler derives the swizzle it applies from that same (tiles × 1) grid, whose smaller
- *       extent is 1: get_log_swizzle_size() then returns 0 whatever the maximum, so the knob has no
- *       effect with this CUTLASS (a sweep over it measures noise; kept for newer versions). */
-struct SchedulerKnobs {
-    int raster; /* -1 the shape rule, 0 along M, 1 along N, 2 CUTLASS's heuristic */
-    int swizzle;
-};
-
-inline const SchedulerKnobs &scheduler_knobs() {
-    static const SchedulerKnobs knobs = [] {
-        SchedulerKnobs k{-1, 1};
+ *       always resolves to along N).
+ * The swizzle stays 1: CUTLASS 4.2's group scheduler derives the swizzle it applies from that same
+ * (tiles × 1) grid, whose smaller extent is 1, so get_log_swizzle_size() returns 0 whatever the
+ * maximum asked. */
+/* -1 the shape rule, 0 along M, 1 along N, 2 CUTLASS's heuristic */
+inline int scheduler_raster() {
+    static const int raster = [] {
         const char *r = getenv("GLN_CUTLASS_RASTER");
-        if (r && !strcmp(r, "m")) k.raster = 0;
-        if (r && !strcmp(r, "n")) k.raster = 1;
-        if (r && !strcmp(r, "auto")) k.raster = 2;
-        const char *s = getenv("GLN_CUTLASS_SWIZZLE");
-        if (s && (!strcmp(s, "2") || !strcmp(s, "4") || !strcmp(s, "8"))) k.swizzle = atoi(s);
-        return k;
+        if (r && !strcmp(r, "m")) return 0;
+        if (r && !strcmp(r, "n")) return 1;
+        if (r && !strcmp(r, "auto")) return 2;
+        return -1;
     }();
-    return knobs;
+    return raster;
 }
 
 /* The shape rule above: 1 (along N) when one expert has fewer N tiles than M tiles. */
@@ -277,16 +276,16 @@ inline int raster_along_n(const gln_cutlass_grouped_t &g, int tile_m, int tile_n
     return tiles_n < tiles_m;
 }
 
-/* The order and swizzle into one kernel's scheduler arguments (every grouped kernel we launch;
+/* The order and swizzle (1) into one kernel's scheduler arguments (every grouped kernel we launch;
  * Kernel: the CUTLASS kernel type, whose CTA tile gives the tile counts). */
 template <class Kernel, class Args> inline void set_scheduler(Args &args, const gln_cutlass_grouped_t &g) {
     using Raster = decltype(args.scheduler.raster_order);
-    const SchedulerKnobs &k = scheduler_knobs();
-    const int raster = k.raster >= 0 ? k.raster
-                                     : raster_along_n(g, cute::size<0>(typename Kernel::TileShape{}),
-                                                      cute::size<1>(typename Kernel::TileShape{}));
+    const int forced = scheduler_raster();
+    const int raster = forced >= 0 ? forced
+                                   : raster_along_n(g, cute::size<0>(typename Kernel::TileShape{}),
+                                                    cute::size<1>(typename Kernel::TileShape{}));
     args.scheduler.raster_order = raster == 1 ? Raster::AlongN : raster == 2 ? Raster::Heuristic : Raster::AlongM;
-    args.scheduler.max_swizzle_size = k.swizzle;
+    args.scheduler.max_swizzle_size = 1;
 }
 
 static inline gln_status_t cutlass_status(cutlass::Status s, const char *fn, const char *what) {

@@ -1,6 +1,6 @@
 /* The context: which backend, which device, and the backend's private state. */
-#ifndef GLN_COMMON_CONTEXT_H
-#define GLN_COMMON_CONTEXT_H
+#ifndef GLN_BACKEND_CONTEXT_H
+#define GLN_BACKEND_CONTEXT_H
 
 #include "grouplin.h"
 

@@ -1,7 +1,7 @@
 /* Contexts: creation from versioned options (the backend's table comes from
  * gln_backend_ops_for, src/backend/select.c), streams, the async error word, and the memory entry
  * points every other module allocates through. */
-#include "common/context.h"
+#include "backend/context.h"
 
 #include <stddef.h>
 #include <stdlib.h>
