@@ -179,6 +179,18 @@ def torch_step(torch, e, t, x, dy, main_grad):
     return step
 
 
+def scratch_allocs_per_step(torch, step, steps=5):
+    """How many scratch blocks the module's C layer takes from torch per step (the context's
+    allocator callbacks: a host cost per block)."""
+    from grouplin import _context
+    ctx = _context.get(("cuda", torch.cuda.current_device()))
+    before = ctx.allocs
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return (ctx.allocs - before) / steps
+
+
 def gpu_layer_ms(path, shape, recipe, a):
     """bench/gpu_layer's median ms for (shape, uniform, recipe), or None."""
     cmd = [path, "--shape", shape, "--recipe", recipe, "--splits", "uniform", "--warmup", str(a.warmup),
@@ -236,11 +248,13 @@ def run_gpu(a):
             c_step, c_close = c_api_step(torch, e, rows, k, n, recipe, a.cached_weights, layer.weight.detach(),
                                          torch.zeros(e * n * k, device="cuda", dtype=torch.float32), x, dy, splits)
             gl = gpu_layer_ms(a.gpu_layer, shape, recipe, a) if a.gpu_layer else None
+            allocs = float("nan")
             for mode in a.mode_list:
                 try:
                     if mode == "eager":
                         tm, tc = timed_cuda(torch, m_step, a.warmup, a.repeat), timed_cuda(torch, c_step, a.warmup,
                                                                                          a.repeat)
+                        allocs = scratch_allocs_per_step(torch, m_step)
                     elif mode == "graph":
                         tm = timed_cuda(torch, graphed(torch, m_step), a.warmup, a.repeat)
                         try:
@@ -261,6 +275,9 @@ def run_gpu(a):
                     shape, recipe, mode, fmt(tm), fmt(tc), "%9.3f" % gl if gl and mode == "eager" else "%9s" % "-",
                     fmt(tt), "%.2f" % (tm / tc) if tc else "-", tt / tm))
                 sys.stdout.flush()
+            if "eager" in a.mode_list:
+                print("  (%s %s: %.1f library scratch allocations per module step, each a Python callback into "
+                      "torch's caching allocator)" % (shape, recipe, allocs))
             c_close()
             del layer
         torch.cuda.empty_cache()

@@ -1,14 +1,17 @@
 """The autograd function of GroupedLinear as two torch custom ops (forward, backward) with fake
-implementations, so torch.compile traces a model through them without graph breaks.
+implementations, so torch.compile traces a model through them without graph breaks.  Eager
+calls do not come here (their Python dispatch costs tens of microseconds per call): they run
+the same C calls (_core) through one autograd.Function (_eager).
 
 The saved context of a training forward is identified by a one-element int64 CPU "token" the
-forward returns and autograd saves (eager: released with the autograd context if backward never
-runs; torch.compile: with the token's storage, _layer._TokenMemory); everything else backward needs (the C layer, distributed
-weight objects) is found through the layer id, a plain integer on the autograd context.  No
-parameter and no distributed-weight object is ever a saved tensor, so saved_tensors_hooks
-(activation offloading) only ever see the token (plus, under torch.compile with fused wgrad
-accumulation, the main_grad buffers, which the compiled backward must receive as inputs; and
-with allow_repeated_backward, the input and the splits).
+forward returns and autograd saves (eager use of the ops: released with the autograd context
+if backward never runs; torch.compile: with the token's storage, _layer._TokenMemory);
+everything else backward needs (the C layer, distributed weight objects) is found through the
+layer id, a plain integer on the autograd context.  No parameter and no distributed-weight
+object is ever a saved tensor, so saved_tensors_hooks (activation offloading) only ever see the
+token (plus, under torch.compile with fused wgrad accumulation, the main_grad buffers, which the
+compiled backward must receive as inputs; and with allow_repeated_backward, the input and the
+splits).
 """
 from typing import List, Optional, Tuple
 
