@@ -41,8 +41,7 @@ class Context:
         """CUDA: follow torch.cuda.current_stream() (a no-op when it has not changed)."""
         if self.backend != _lib.BACKEND_CUDA:
             return self.handle
-        import torch
-        s = _stream_handle(torch.cuda.current_stream(self.device))
+        s = _current_raw_stream(self.device) or _CUDA_STREAM_LEGACY
         if s != self._stream:
             _lib.check(_lib.lib().gln_context_set_stream(self.handle, C.c_void_p(s)), "gln_context_set_stream")
             self._stream = s
@@ -59,24 +58,45 @@ def _stream_handle(torch_stream):
     return torch_stream.cuda_stream or _CUDA_STREAM_LEGACY
 
 
-def _torch_allocator(device, owner):
-    """ctypes callbacks over torch's caching allocator (kept alive by the context)."""
+def _current_raw_stream(device):
+    """torch.cuda.current_stream(device).cuda_stream without making a Stream object per call
+    (the private accessor torch.compile's generated code uses, when this torch has it)."""
     import torch
+    global _current_raw_stream
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        def raw(dev):
+            return torch.cuda.current_stream(dev).cuda_stream
+    _current_raw_stream = raw
+    return raw(device)
+
+
+def _torch_allocator(device, owner):
+    """ctypes callbacks over torch's caching allocator (kept alive by the context).  The library
+    calls them on the caller's thread inside its calls, so torch's current device is normally
+    the context's: then no device guard is needed (torch.cuda.caching_allocator_alloc sets
+    one, twice the cost of the allocation itself)."""
+    import torch
+    raw_alloc = torch._C._cuda_cudaCachingAllocator_raw_alloc
+    raw_delete = torch._C._cuda_cudaCachingAllocator_raw_delete
+    current_device = torch._C._cuda_getDevice
 
     def alloc(nbytes, stream, user):
         owner.allocs += 1
         try:
+            # torch's own name for the legacy default stream is 0
+            s = 0 if stream in (None, _CUDA_STREAM_LEGACY) else stream
+            if current_device() == device:
+                return raw_alloc(max(int(nbytes), 1), s)
             with torch.cuda.device(device):
-                # torch's own name for the legacy default stream is 0
-                s = 0 if stream in (None, _CUDA_STREAM_LEGACY) else stream
-                return torch.cuda.caching_allocator_alloc(max(int(nbytes), 1), device, s)
+                return raw_alloc(max(int(nbytes), 1), s)
         except Exception:  # no exception may cross into C: NULL is the allocator's failure
             return None
 
     def free(ptr, stream, user):
         try:
             if ptr:
-                torch.cuda.caching_allocator_delete(ptr)
+                raw_delete(ptr)
         except Exception:
             pass
 

@@ -135,3 +135,85 @@ def test_sharded_experts_on_nccl_one_rank(tmp_path):
         assert ((got - want).abs() <= 1e-3 * want.abs().max()).all()
     finally:
         dist.destroy_process_group()
+
+
+def fused_single_layer(recipe, seed=3):
+    """The benchmark's layer: one grouped bf16 weight, fused wgrad into an FP32 main_grad."""
+    torch.manual_seed(seed)
+    m = GroupedLinear(N, K_IN, K_OUT, bias=False, recipe=RECIPES[recipe], params_dtype=torch.bfloat16,
+                      device="cuda", single_grouped_weight=True, fuse_wgrad_accumulation=True)
+    m.weight.main_grad = torch.zeros(m.weight.shape, dtype=torch.float32, device="cuda")
+    return m
+
+
+@pytest.mark.parametrize("recipe", ["none", "current"])
+def test_grouped_path_never_synchronizes_the_host(recipe):
+    # an int64 splits tensor on the GPU: forward + backward must not read it (nor anything
+    # else) on the host; torch raises on any synchronizing call in "error" mode
+    layer = fused_single_layer(recipe)
+    x = torch.randn(512, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    dy = torch.randn(512, K_OUT, dtype=torch.bfloat16, device="cuda")
+    splits = torch.tensor([100, 0, 250, 130], dtype=torch.int64, device="cuda")
+    layer(x, splits, is_first_microbatch=True).backward(dy)      # first call: C layer, caches
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            layer(x, splits, is_first_microbatch=False).backward(dy)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("recipe", ["none", "current"])
+def test_cuda_graph_of_fused_single_weight_layer_replays_new_splits(recipe):
+    layer, eager = fused_single_layer(recipe), fused_single_layer(recipe)
+    rows = 512
+    x = torch.randn(rows, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    dy = torch.randn(rows, K_OUT, dtype=torch.bfloat16, device="cuda")
+    splits = torch.tensor([100, 0, 250, 130], dtype=torch.int64, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            layer(x, splits, is_first_microbatch=False).backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        y = layer(x, splits, is_first_microbatch=False)
+        y.backward(dy)
+    for new in ([10, 300, 0, 150], [0, 0, 0, 480]):
+        splits.copy_(torch.tensor(new))
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+        x.grad.zero_()
+        layer.weight.main_grad.zero_()
+        eager.weight.main_grad.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        xe = x.detach().clone().requires_grad_()
+        ye = eager(xe, splits, is_first_microbatch=False)
+        ye.backward(dy)
+        m = sum(new)
+        assert torch.equal(y[:m], ye[:m]) and torch.equal(x.grad[:m], xe.grad[:m])
+        assert torch.equal(layer.weight.main_grad, eager.weight.main_grad)
+
+
+def test_torch_compile_reduce_overhead_replays_new_splits():
+    layer, eager = fused_single_layer("none"), fused_single_layer("none")
+    compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    dy = torch.randn(512, K_OUT, dtype=torch.bfloat16, device="cuda")
+    for new in ([100, 0, 250, 130], [10, 300, 0, 150], [0, 0, 0, 480], [128, 128, 128, 128]):
+        splits = torch.tensor(new, dtype=torch.int64, device="cuda")
+        x = torch.randn(512, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        layer.weight.main_grad.zero_()
+        eager.weight.main_grad.zero_()
+        y = compiled(x, splits, is_first_microbatch=False)
+        y.backward(dy)
+        ye = eager(xe, splits, is_first_microbatch=False)
+        ye.backward(dy)
+        torch.cuda.synchronize()
+        m = sum(new)
+        assert torch.equal(y[:m], ye[:m]) and torch.equal(x.grad[:m], xe.grad[:m])
+        assert torch.equal(layer.weight.main_grad, eager.weight.main_grad)

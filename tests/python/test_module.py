@@ -394,3 +394,80 @@ def test_te_constructor_arguments():
         GroupedLinear(N, K_IN, K_OUT, device="cpu", ub_overlap_ag=True)
     with pytest.raises(ValueError, match="parallel_mode"):
         GroupedLinear(N, K_IN, K_OUT, device="cpu", parallel_mode="diagonal")
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_fused_wgrad_reaches_main_grad_when_only_weights_require_grad(single):
+    # fused wgrad without grad_added_to_main_grad: one weight stands for all in autograd's
+    # graph; the output must still require grad and backward must fill every main_grad
+    m = make("none", "cpu", bias=False, fuse_wgrad_accumulation=True, single_grouped_weight=single)
+    ws = m.weights()
+    for w in ws:
+        w.main_grad = torch.zeros(w.shape)
+    x = torch.randn(sum(SPLITS), K_IN)
+    dy = torch.randn(sum(SPLITS), K_OUT)
+    y = m(x, torch.tensor(SPLITS), is_first_microbatch=True)
+    assert y.requires_grad
+    y.backward(dy)
+    wr = [w.detach().double().requires_grad_() for w in (ws[0].unbind(0) if single else ws)]
+    reference(x, wr, [], SPLITS).backward(dy.double())
+    got = ws[0].main_grad.view(N, K_OUT, K_IN).unbind(0) if single else [w.main_grad for w in ws]
+    for g, r in zip(got, wr):
+        assert (g.double() - r.grad).abs().max().item() <= 1e-4 * (r.grad.abs().max().item() + 1)
+    assert all(w.grad is None for w in ws)
+
+
+def test_parameters_replaced_or_moved_reach_the_c_layer():
+    # the module caches its parameter list and C layer per pointer set: a replaced parameter,
+    # a new main_grad or new storage under a parameter must be seen on the next call
+    m = make("none", "cpu", bias=False, fuse_wgrad_accumulation=True)
+    for w in m.weights():
+        w.main_grad = torch.zeros(w.shape)
+    x = torch.randn(sum(SPLITS), K_IN, requires_grad=True)
+    m(x, SPLITS).sum().backward()
+    new = torch.nn.Parameter(torch.randn(K_OUT, K_IN))
+    new.main_grad = torch.zeros(new.shape)
+    m.weight1 = new                                   # replaced parameter
+    with torch.no_grad():
+        m.weight2.data = torch.randn(K_OUT, K_IN)     # new storage, same Parameter
+    m.weight3.main_grad = torch.zeros(K_OUT, K_IN)    # new main_grad buffer
+    y = m(x, SPLITS, is_first_microbatch=True)
+    assert torch.allclose(y.double(), reference(x, m.weights(), [], SPLITS), rtol=1e-5, atol=1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    wr = [w.detach().double().requires_grad_() for w in m.weights()]
+    reference(x.detach(), wr, [], SPLITS).backward(dy.double())
+    for w, r in zip(m.weights(), wr):
+        assert (w.main_grad.double() - r.grad).abs().max().item() <= 1e-4 * (r.grad.abs().max().item() + 1)
+    m.weight3.main_grad = torch.zeros(3)               # checked again once it changed
+    with pytest.raises(ValueError, match="weight3.main_grad"):
+        m(x, SPLITS)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_eager_and_compiled_give_the_same_bytes_on_the_grouped_path(fused):
+    # eager runs the autograd function, torch.compile the custom ops: the same C calls
+    layers = []
+    for _ in range(2):
+        m = make("current", "cpu", fuse_wgrad_accumulation=fused)
+        if fused:
+            for w in m.weights():
+                w.main_grad = torch.zeros(w.shape)
+        layers.append(m)
+    compiled = torch.compile(layers[1], fullgraph=True, backend="aot_eager")
+    torch.manual_seed(9)
+    for splits in ([7, 0, 33, 17], [20, 20, 0, 5]):
+        x = torch.randn(60, K_IN)
+        dy = torch.randn(60, K_OUT)
+        outs = []
+        for run in (layers[0], compiled):
+            xi = x.clone().requires_grad_()
+            y = run(xi, torch.tensor(splits), is_first_microbatch=False)
+            y.backward(dy)
+            outs.append((y.detach(), xi.grad))
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+        for a, b in zip(layers[0].parameters(), layers[1].parameters()):
+            assert (a.grad is None) == (b.grad is None) and (a.grad is None or torch.equal(a.grad, b.grad))
+        if fused:
+            for a, b in zip(layers[0].weights(), layers[1].weights()):
+                assert torch.equal(a.main_grad, b.main_grad)

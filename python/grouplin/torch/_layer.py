@@ -16,6 +16,7 @@ import torch
 from .. import _context, _lib
 
 _DTYPES = {torch.float32: _lib.FP32, torch.bfloat16: _lib.BF16, torch.float16: _lib.FP16}
+DTYPE_CODES = _DTYPES
 
 _lock = threading.RLock()   # reentrant: a finalizer (SavedGuard, _TokenMemory) may run inside a locked block
 _ids = itertools.count(1)
@@ -67,23 +68,33 @@ class LayerState:
 
     def __init__(self, fields, params_fn, flags):
         self.fields = fields
-        self.params_fn = params_fn
+        self.k_in, self.k_out = fields["in_features"], fields["out_features"]
+        self.params_fn = params_fn    # -> (weights, biases, main_grads, distributed, pointer key)
         self.flags = flags            # dict: fused, delay, single_weight, single_bias, bias, n
         self.handles = {}
         self.current = None
+        self._last = (None, None)     # (key, handle) of the last call: the usual case, one compare
         self.dw_queue = []            # handles with a queued wgrad, oldest first
         self.id = next(_ids)
         with _lock:
             _layers[self.id] = self
 
-    def handle(self, device, act_dtype, path):
-        weights, biases, main_grads, dist = self.params_fn()
-        ptrs = lambda ts: tuple(t.data_ptr() for t in ts)  # noqa: E731
-        rg = bool(dist.requires_grad if dist is not None else weights[0].requires_grad)
-        key = (device, act_dtype, path, ptrs(weights), ptrs(biases), ptrs(main_grads), id(dist), rg)
+    def handle(self, device, act_dtype, path, params=None):
+        """The C layer for these parameters (`params`: what params_fn() returns, when the caller
+        has it already)."""
+        if params is None:
+            params = self.params_fn()
+        weights, biases, main_grads, dist, pkey = params
+        key = (device, act_dtype, path, pkey)
+        last_key, h = self._last
+        if key == last_key and h.ptr:
+            return h
         h = self.handles.get(key)
         if h is not None and h.ptr:
+            self._last = (key, h)
+            self.current = h
             return h
+        rg = pkey[-1]
         ctx = _context.get(device)
         f = dict(self.fields)
         f.update(path=path, activation_dtype=act_dtype, weights_require_grad=int(rg))
@@ -111,17 +122,20 @@ class LayerState:
                 P.main_grads = vp(main_grads)
         h = Handle(ctx, cfg, keep)
         for k, old in self.handles.items():
-            if k[3:] != key[3:]:          # stale parameter pointers: never used again
+            if k[3] != pkey:              # stale parameter pointers: never used again
                 old.retired = True
                 old.destroy_if_idle()
         self.handles = {k: v for k, v in self.handles.items() if v.ptr}
         self.handles[key] = h
         self.current = h
+        self._last = (key, h)
         return h
 
     def raise_from_hooks(self, status):
         """A distributed weight's Python hook that raised: re-raise its exception (the library's
-        status and message are attached as the cause)."""
+        status and message are attached as the cause).  Call it on a failed status only."""
+        if not status:
+            return
         dist = self.params_fn()[3]
         exc = dist.take_exception() if dist is not None else None
         if exc is not None:
@@ -133,16 +147,19 @@ class LayerState:
 
     def read_grads(self, h, weights):
         """The C layer's (non-fused) weight or bias gradients copied into one flat tensor, the
-        parameters' gradients back to back in the order of the parameter list."""
-        ws, bs, _, _ = self.params_fn()
-        params = ws if weights else bs
-        flat = torch.empty(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
-        per = flat.numel() // self.flags["n"]
+        parameters' gradients back to back in the order of the parameter list: one copy, since
+        the layer keeps them in one block (checked: else one copy per expert)."""
+        params = h.keep[0] if weights else h.keep[1]
+        n = self.flags["n"]
+        per = (self.k_out * self.k_in) if weights else self.k_out
+        flat = torch.empty(n * per, dtype=params[0].dtype, device=params[0].device)
         L = _lib.lib()
-        for i in range(self.flags["n"]):
-            w, b = C.c_void_p(), C.c_void_p()
-            _lib.check(L.gln_grouped_linear_grads(h.ptr, i, C.byref(w), C.byref(b)), "gln_grouped_linear_grads")
-            copy_from(h.ctx, flat[i * per:(i + 1) * per], w.value if weights else b.value)
+        first, last = _grad_ptr(L, h, 0, weights), _grad_ptr(L, h, n - 1, weights)
+        if last - first == (n - 1) * per * flat.element_size():
+            copy_from(h.ctx, flat, first)
+            return flat
+        for i in range(n):
+            copy_from(h.ctx, flat[i * per:(i + 1) * per], _grad_ptr(L, h, i, weights))
         return flat
 
     def close(self):
@@ -151,6 +168,12 @@ class LayerState:
             h.destroy_if_idle()
         with _lock:
             _layers.pop(self.id, None)
+
+
+def _grad_ptr(L, h, expert, weights):
+    w, b = C.c_void_p(), C.c_void_p()
+    _lib.check(L.gln_grouped_linear_grads(h.ptr, expert, C.byref(w), C.byref(b)), "gln_grouped_linear_grads")
+    return (w.value if weights else b.value) or 0
 
 
 def layer(layer_id):

@@ -1,16 +1,18 @@
 """The autograd function of GroupedLinear as two torch custom ops (forward, backward) with fake
-implementations, so torch.compile traces a model through them without graph breaks.
+implementations, so torch.compile traces a model through them without graph breaks.  Eager
+calls do not come here (their Python dispatch costs tens of microseconds per call): they run
+the same C calls (_core) through one autograd.Function (_eager).
 
 The saved context of a training forward is identified by a one-element int64 CPU "token" the
-forward returns and autograd saves (eager: released with the autograd context if backward never
-runs; torch.compile: with the token's storage, _layer._TokenMemory); everything else backward needs (the C layer, distributed
-weight objects) is found through the layer id, a plain integer on the autograd context.  No
-parameter and no distributed-weight object is ever a saved tensor, so saved_tensors_hooks
-(activation offloading) only ever see the token (plus, under torch.compile with fused wgrad
-accumulation, the main_grad buffers, which the compiled backward must receive as inputs; and
-with allow_repeated_backward, the input and the splits).
+forward returns and autograd saves (eager use of the ops: released with the autograd context
+if backward never runs; torch.compile: with the token's storage, _layer._TokenMemory);
+everything else backward needs (the C layer, distributed weight objects) is found through the
+layer id, a plain integer on the autograd context.  No parameter and no distributed-weight
+object is ever a saved tensor, so saved_tensors_hooks (activation offloading) only ever see the
+token (plus, under torch.compile with fused wgrad accumulation, the main_grad buffers, which the
+compiled backward must receive as inputs; and with allow_repeated_backward, the input and the
+splits).
 """
-import ctypes as C
 from typing import List, Optional, Tuple
 
 import torch
@@ -18,7 +20,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import is_fake
 
 from .. import _lib
-from . import _layer
+from . import _core, _layer
 
 
 @torch.library.custom_op("grouplin::grouped_linear_forward", mutates_args=())
@@ -29,31 +31,15 @@ def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tens
     only under torch.compile, so that the backward graph gets them as inputs (the C layer writes
     them through the pointers it took at create)."""
     st = _layer.layer(layer_id)
-    dev = _layer.device_key(inp.device)
-    act = _layer.gln_dtype(inp.dtype, "inp")
     grouped = m_splits is not None
-    h = st.handle(dev, act, _lib.PATH_GROUPED if grouped else _lib.PATH_SPLIT)
-    h.ctx.on_current_stream()          # follow torch.cuda.current_stream()
-    rows, k_out = inp.shape[0], st.fields["out_features"]
-    y = (torch.zeros if grouped else torch.empty)((rows, k_out), dtype=inp.dtype, device=inp.device)
-    x = _lib.plain_tensor(act, rows, inp.shape[1], inp.data_ptr() or None)
-    yt = _lib.plain_tensor(act, rows, k_out, y.data_ptr() or None)
-    if grouped:
-        sp, on_backend, keep = m_splits.data_ptr(), int(m_splits.is_cuda), m_splits
-    else:
-        keep = (C.c_int64 * len(splits))(*splits)
-        sp, on_backend = C.addressof(keep), 0
-    args = _lib.ForwardArgs(C.sizeof(_lib.ForwardArgs), C.pointer(x), sp, on_backend, C.pointer(yt), microbatch,
-                            int(input_requires_grad))
-    savedp = C.c_void_p()
-    status = _lib.lib().gln_grouped_linear_forward(h.ptr, C.byref(args), C.byref(savedp) if need_saved else None)
-    st.raise_from_hooks(status)
-    _lib.check(status, "gln_grouped_linear_forward")
-    del keep
-    if not need_saved:
+    h = st.handle(_layer.device_key(inp.device), _layer.gln_dtype(inp.dtype, "inp"),
+                  _lib.PATH_GROUPED if grouped else _lib.PATH_SPLIT)
+    arr = None if grouped else _core.host_splits(splits)
+    y, saved = _core.forward(st, h, inp, m_splits, arr, microbatch, need_saved, input_requires_grad)
+    if saved is None:
         return y, torch.zeros(1, dtype=torch.int64)
     # the token's storage owns the saved context until an eager autograd context takes it over
-    return y, _layer.Saved(h, savedp, rows, grouped).token()
+    return y, saved.token()
 
 
 @grouped_linear_forward.register_fake
@@ -72,42 +58,21 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
     st = _layer.layer(layer_id)
     s = _layer.saved(int(token[0]))
     h = s.handle
-    L = _lib.lib()
-    try:
-        h.ctx.on_current_stream()
-        _lib.check(L.gln_grouped_linear_zero_grad(h.ptr), "gln_grouped_linear_zero_grad")
-        dy = dy.contiguous()
-        act = _layer.gln_dtype(dy.dtype, "grad_output")
-        k_in, k_out = st.fields["in_features"], st.fields["out_features"]
-        dyt = _lib.plain_tensor(act, s.rows, k_out, dy.data_ptr() or None)
-        if want_dx:
-            dx = (torch.zeros if s.grouped else torch.empty)((s.rows, k_in), dtype=dy.dtype, device=dy.device)
-            dxt = _lib.plain_tensor(act, s.rows, k_in, dx.data_ptr() or None)
-        else:
-            dx = dy.new_empty((0,))
-        status = L.gln_grouped_linear_backward(s.ptr, C.byref(dyt), C.byref(dxt) if want_dx else None)
-        st.raise_from_hooks(status)
-        _lib.check(status, "gln_grouped_linear_backward")
-        if st.flags["delay"]:
-            st.dw_queue.append(h)
-            h.queued += 1
-        # torch.compile functionalizes the declared mutation: it hands us copies of main_grad and
-        # copies them back after the op, while the C layer wrote the real buffers (the pointers
-        # it took at create).  Give the copies the real contents so the copy-back keeps them.
-        for mg, real in zip(main_grads, h.keep[2]):
-            if mg.data_ptr() != real.data_ptr():
-                mg.copy_(real)
-    finally:
-        s.release()
-    wgrads = st.read_grads(h, weights=True) if want_wgrad else dy.new_empty((0,))
-    bgrads = st.read_grads(h, weights=False) if want_bgrad else dy.new_empty((0,))
-    return dx, wgrads, bgrads
+    dx, wgrads, bgrads = _core.backward(st, s, dy, want_dx, want_wgrad, want_bgrad)
+    # torch.compile functionalizes the declared mutation: it hands us copies of main_grad and
+    # copies them back after the op, while the C layer wrote the real buffers (the pointers
+    # it took at create).  Give the copies the real contents so the copy-back keeps them.
+    for mg, real in zip(main_grads, h.keep[2]):
+        if mg.data_ptr() != real.data_ptr():
+            mg.copy_(real)
+    none = dy.new_empty((0,))
+    return (none if dx is None else dx), (none if wgrads is None else wgrads), (none if bgrads is None else bgrads)
 
 
 @grouped_linear_backward.register_fake
 def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
     st = _layer.layer(layer_id)
-    weights, biases, _, _ = st.params_fn()
+    weights, biases = st.params_fn()[:2]
     dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
     flat = lambda ps: dy.new_empty((sum(p.numel() for p in ps),), dtype=ps[0].dtype)  # noqa: E731
     none = dy.new_empty((0,))
@@ -134,19 +99,6 @@ def _setup_context(ctx, inputs, output):
         ctx.guard = _layer.SavedGuard(int(token[0]))
 
 
-def _dummy(p):
-    # what TE hands autograd for a weight whose gradient already went to main_grad
-    return torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
-
-
-def _unflatten(flat, params):
-    out, o = [], 0
-    for p in params:
-        out.append(flat[o:o + p.numel()].view(p.shape))
-        o += p.numel()
-    return out
-
-
 def _backward(ctx, dy, dtoken):
     token = ctx.saved_tensors[0]
     st = _layer.layer(ctx.layer_id)
@@ -156,7 +108,8 @@ def _backward(ctx, dy, dtoken):
         ws, bs, splits, mb, irg = ctx.repeat
         _, token = grouped_linear_forward(ctx.saved_tensors[-2], ws, bs, [], ctx.saved_tensors[-1], splits,
                                           ctx.layer_id, mb, True, irg)
-    weights, biases, main_grads, dist = st.params_fn()
+    params = st.params_fn()
+    weights, biases, main_grads, dist, _ = params
     f = st.flags
     w_rg = (dist.requires_grad if dist is not None else weights[0].requires_grad)
     want_w = bool(w_rg and not f["fused"] and not f["delay"] and dist is None)
@@ -165,19 +118,8 @@ def _backward(ctx, dy, dtoken):
         main_grads = list(ctx.saved_tensors[1:1 + ctx.n_main_grads])
     dx, wg, bg = grouped_linear_backward(dy, token, main_grads if (f["fused"] and dist is None) else [],
                                          ctx.layer_id, bool(ctx.needs_input_grad[0]), want_w, want_b)
-    if want_w:
-        w_out = _unflatten(wg, weights)
-    elif w_rg and (f["fused"] or dist is not None):
-        w_out = []
-        for p in weights:
-            if hasattr(p, "grad_added_to_main_grad"):
-                p.grad_added_to_main_grad = True
-                w_out.append(_dummy(p))
-            else:
-                w_out.append(None)
-    else:
-        w_out = [None] * len(weights)
-    b_out = _unflatten(bg, biases) if want_b else [None] * len(biases)
+    w_out = _core.weight_grads_out(st, params, wg if want_w else None, cached=False)
+    b_out = _core.split_flat(bg, biases) if want_b else [None] * len(biases)
     # (torch matches the structure of the inputs: an empty list of splits must come back as [])
     return ((dx if ctx.needs_input_grad[0] else None), w_out, b_out, [None] * ctx.n_main_grads, None,
             [] if ctx.n_splits == 0 else None, None, None, None, None)

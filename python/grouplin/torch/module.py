@@ -31,15 +31,19 @@ An int64 tensor of splits on the input's device selects the grouped path (one gr
 stage, no host read of the splits: capturable in a CUDA graph).  CUDA tensors run on
 torch.cuda.current_stream() with the library's scratch from torch's caching allocator.
 """
+import operator
 import weakref
 
 import torch
 
 from .. import _lib, recipe as _recipe
-from . import _layer, _ops  # noqa: F401  (_ops registers torch.ops.grouplin.*)
+from . import _eager, _layer, _ops  # noqa: F401  (_ops registers torch.ops.grouplin.*)
 
 
 _INT64_MAX = (1 << 63) - 1
+_data_ptr = torch.Tensor.data_ptr
+_INT_ONLY = {int}
+_main_grad = operator.attrgetter("main_grad")
 
 
 class GroupedLinear(torch.nn.Module):
@@ -112,6 +116,7 @@ class GroupedLinear(torch.nn.Module):
         self.recipe = recipe
         self.distributed_weight = distributed_weight
         self._wgrad_hooks = []
+        self._param_cache = None      # (parameter ids, weights, biases, main_grad ids + pointers)
         fields = dict(num_experts=num_gemms, in_features=in_features, out_features=out_features,
                       bias=int(self.use_bias and not self.return_bias),
                       fuse_wgrad_accumulation=int(self.fuse_wgrad_accumulation),
@@ -190,31 +195,71 @@ class GroupedLinear(torch.nn.Module):
         return [getattr(self, "bias%d" % i) for i in range(self.num_gemms)]
 
     def _params(self):
-        ws, bs = self.weights(), self.biases()
-        if self.return_bias:
-            bs = []
+        """(weights, biases, main_grads, distributed weight, key) for the C layer, key naming
+        the pointers it captures.  Per call: O(1) Python work plus C-speed passes over the
+        parameter list (ids, data pointers); the per-parameter Python checks run only when
+        a parameter or a main_grad changed."""
+        dist = self.distributed_weight
+        if dist is not None:
+            ws = list(dist.autograd_parameters())
+            bs = [] if self.return_bias else self.biases()
+            key = (tuple(map(_data_ptr, ws)), tuple(map(_data_ptr, bs)), (), id(dist), bool(dist.requires_grad))
+            return ws, bs, [], dist, key
+        ident = tuple(map(id, self._parameters.values()))
+        cache = self._param_cache
+        if cache is None or cache[0] != ident:
+            cache = self._param_cache = (ident, self.weights(), [] if self.return_bias else self.biases(), None)
+        ws, bs = cache[1], cache[2]
+        rg = ws[0].requires_grad
+        w_ptrs = tuple(map(_data_ptr, ws))
+        mgs, mg_ptrs = [], ()
+        if self.fuse_wgrad_accumulation and rg:
+            try:
+                mgs = list(map(_main_grad, ws))
+                mg_ptrs = tuple(map(_data_ptr, mgs))
+            except (AttributeError, TypeError):   # a weight without a main_grad tensor: the check names it
+                mgs, mg_ptrs = [getattr(w, "main_grad", None) for w in ws], None
+            mg_key = (tuple(map(id, mgs)), mg_ptrs, w_ptrs)
+            if mg_ptrs is None or cache[3] != mg_key:
+                self._check_main_grads(ws, mgs)
+                self._param_cache = cache[:3] + (mg_key,)
+        key = (w_ptrs, tuple(map(_data_ptr, bs)), mg_ptrs, ws[0].dtype, rg)
+        return ws, bs, mgs, None, key
+
+    def _params_traced(self):
+        """_params() in plain Python that torch.compile traces (no pointer key: the custom op
+        looks its C layer up with _params() when it runs)."""
+        dist = self.distributed_weight
+        ws, bs = self.weights(), ([] if self.return_bias else self.biases())
         mgs = []
-        if self.fuse_wgrad_accumulation and self.distributed_weight is None and ws[0].requires_grad:
-            for i, w in enumerate(ws):
-                mg = getattr(w, "main_grad", None)
-                name = "weight" if self.single_grouped_weight else "weight%d" % i
-                if mg is None:
-                    raise ValueError("%s.main_grad: fuse_wgrad_accumulation=True needs an FP32 main_grad "
-                                     "buffer on every weight (set it before the first forward)" % name)
-                if mg.dtype != torch.float32 or mg.numel() != w.numel() or not mg.is_contiguous() \
-                        or mg.device != w.device:
-                    raise ValueError("%s.main_grad: expected a contiguous float32 tensor of %d elements on %s, "
-                                     "got %s %s on %s" % (name, w.numel(), w.device, mg.dtype,
-                                                          tuple(mg.shape), mg.device))
-                mgs.append(mg)
-        return ws, bs, mgs, self.distributed_weight
+        if self.fuse_wgrad_accumulation and dist is None and ws[0].requires_grad:
+            mgs = [getattr(w, "main_grad", None) for w in ws]
+            self._check_main_grads(ws, mgs)
+        return ws, bs, mgs, dist, None
+
+    def _check_main_grads(self, ws, mgs):
+        for i, (w, mg) in enumerate(zip(ws, mgs)):
+            name = "weight" if self.single_grouped_weight else "weight%d" % i
+            if mg is None:
+                raise ValueError("%s.main_grad: fuse_wgrad_accumulation=True needs an FP32 main_grad "
+                                 "buffer on every weight (set it before the first forward)" % name)
+            if not isinstance(mg, torch.Tensor) or mg.dtype != torch.float32 or mg.numel() != w.numel() \
+                    or not mg.is_contiguous() or mg.device != w.device:
+                raise ValueError("%s.main_grad: expected a contiguous float32 tensor of %d elements on %s, "
+                                 "got %s" % (name, w.numel(), w.device, "%s %s on %s" % (
+                                     mg.dtype, tuple(mg.shape), mg.device) if isinstance(mg, torch.Tensor)
+                                     else type(mg).__name__))
 
     # ---- forward / backward_dw ------------------------------------------------------------------
     def forward(self, inp, m_splits, is_first_microbatch=None):
-        ws, bs, mgs, dist = self._params()
+        compiling = torch.compiler.is_compiling()
+        params = self._params_traced() if compiling else self._params()
+        ws, bs, mgs, dist, _ = params
         if not isinstance(inp, torch.Tensor):
             raise TypeError("inp: expected a torch.Tensor, got %s" % type(inp).__name__)
-        _layer.gln_dtype(inp.dtype, "inp")
+        act = _layer.DTYPE_CODES.get(inp.dtype)
+        if act is None:
+            _layer.gln_dtype(inp.dtype, "inp")
         if inp.device != ws[0].device:
             raise ValueError("inp: on %s but the weights are on %s" % (inp.device, ws[0].device))
         if not inp.is_contiguous():
@@ -222,21 +267,29 @@ class GroupedLinear(torch.nn.Module):
         if inp.dim() < 1 or inp.shape[-1] != self.in_features:
             raise ValueError("inp: last dimension %s != in_features %d"
                              % (inp.shape[-1] if inp.dim() else "()", self.in_features))
-        splits, m_t = self._splits(m_splits, inp)
+        splits, m_t = self._splits(m_splits, inp, compiling)
         mb = self._microbatch(is_first_microbatch, ws)
-        x = inp.reshape(-1, self.in_features)
+        x = inp if inp.dim() == 2 else inp.reshape(-1, self.in_features)
         w_rg = dist.requires_grad if dist is not None else ws[0].requires_grad
         need = torch.is_grad_enabled() and bool(inp.requires_grad or w_rg or any(b.requires_grad for b in bs))
-        mg_in = mgs if (need and torch.compiler.is_compiling()) else []
-        y, _ = torch.ops.grouplin.grouped_linear_forward(x, ws, bs, mg_in, m_t, splits, self._layer_id, mb, need,
-                                                         bool(inp.requires_grad))
-        y = y.reshape(-1, *inp.shape[1:-1], self.out_features)
+        if compiling:
+            mg_in = mgs if need else []
+            y, _ = torch.ops.grouplin.grouped_linear_forward(x, ws, bs, mg_in, m_t, splits, self._layer_id, mb,
+                                                             need, bool(inp.requires_grad))
+        else:
+            y = _eager.forward(self._state, params, x, m_t, splits, mb, need, bool(inp.requires_grad))
+        if inp.dim() != 2:
+            y = y.reshape(-1, *inp.shape[1:-1], self.out_features)
         if self.return_bias:
             return y, [b.to(inp.dtype) for b in (self.bias.unbind(0) if self.single_grouped_bias else self.biases())]
         return y
 
-    def _splits(self, m_splits, inp):
+    def _splits(self, m_splits, inp, compiling=True):
+        """(host splits, None) on the split path, ([], int64 tensor) on the grouped path."""
         n = self.num_gemms
+        if not compiling and type(m_splits) in (list, tuple) and len(m_splits) == n \
+                and set(map(type, m_splits)) == _INT_ONLY and min(m_splits) >= 0 and max(m_splits) <= _INT64_MAX:
+            return m_splits, None          # the usual case, checked at C speed
         if isinstance(m_splits, torch.Tensor):
             if m_splits.is_floating_point() or m_splits.is_complex() or m_splits.dtype == torch.bool:
                 raise TypeError("m_splits: expected an integer tensor, got %s" % m_splits.dtype)
@@ -245,7 +298,9 @@ class GroupedLinear(torch.nn.Module):
             if m_splits.device != inp.device:
                 raise ValueError("m_splits: a tensor of splits (grouped path) must be on the input's device %s, "
                                  "got %s" % (inp.device, m_splits.device))
-            return [], m_splits.to(torch.int64).contiguous()
+            if m_splits.dtype != torch.int64 or not m_splits.is_contiguous():
+                m_splits = m_splits.to(torch.int64).contiguous()
+            return [], m_splits
         if not isinstance(m_splits, (list, tuple)):
             raise TypeError("m_splits: expected a list of %d ints or an int64 tensor, got %s"
                             % (n, type(m_splits).__name__))
