@@ -7,7 +7,9 @@
  * E4M3 (HYBRID) into bf16, every tile regime, and for FP8 block scaling (1×128 scales along the
  * tokens, CUTLASS's block-scaled wgrad), host and device splits:
  *   1. Small-integer data, power-of-two decode scales: every sum is exact, so the result equals
- *      the CPU backend's bit for bit (device twins: NaN-poisoned outputs, guard bytes).
+ *      the CPU backend's bit for bit (device twins: NaN-poisoned outputs, guard bytes); per-tensor
+ *      FP8 only (block scaling scales its blocks up to the FP8 range, past what the tensor cores'
+ *      FP8 accumulator sums exactly).
  *   2. Full-range random FP8 codes (block: random bf16 quantized with FP32 scales) and arbitrary
  *      FP32 scales: the result equals, bit for bit,
  *      the same GEMM on the "aligned twin" — each member's rows padded by the test itself with
@@ -171,6 +173,23 @@ static void outs_same(const wcase_t *c, gln_twin_t *a, gln_twin_t *b, const char
     free(ha), free(hb);
 }
 
+/* The device bytes of outs equal their host copies (the CPU backend's result), guard included. */
+static void outs_match_cpu(const wcase_t *c, gln_twin_t *outs, const char *what) {
+    const size_t es = gln_dtype_size(c->out), bytes = (size_t)KOUT * KIN * es;
+    void *h = malloc(bytes);
+    for (int i = 0; i < c->num; i++) {
+        if (es != 2) { /* the twin's own check (4-byte elements, guard) */
+            gln_twin_check(g_cu, &outs[i], es, what, "dW", NULL, NULL);
+            continue;
+        }
+        CHECK_OK(gln_memcpy(g_cu, h, outs[i].d, bytes, GLN_COPY_BACKEND_TO_HOST));
+        char w[400];
+        snprintf(w, sizeof w, "%s: expert %d (bf16) against the CPU", what, i);
+        gln_check_bitwise(w, h, outs[i].h, bytes);
+    }
+    free(h);
+}
+
 static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
 
 /* One case, data kind and splits placement, in the tile regime of the environment. */
@@ -206,7 +225,7 @@ static void run_one(gln_rng_t *rng, const wcase_t *c, int exact, int dev_splits,
     outs_same(c, outs, pouts, what);
     if (exact) { /* exact sums: the CPU backend's bytes */
         call_run(c, &k, outs, 0, 0, what);
-        for (int i = 0; i < c->num; i++) gln_twin_check(g_cu, &outs[i], gln_dtype_size(c->out), what, "dW", NULL, NULL);
+        outs_match_cpu(c, outs, what);
     }
     outs_free(c, outs), outs_free(c, pouts);
     call_free(&k), call_free(&kp);
@@ -295,16 +314,11 @@ static void run_block(gln_rng_t *rng, int num, const int64_t *splits, int exact,
         CHECK_OK(gln_cuda_grouped_gemm_cutlass(g_cu, &args, &handled));
         CHECK_MSG(handled == 1, "%s: the CUTLASS dispatch did not take the wgrad", what);
     }
+    /* No bitwise CPU comparison here: the block quantizer scales every block up to the FP8 range,
+     * so a 128-token block's partial sums exceed what the tensor cores' FP8 accumulator holds
+     * exactly (about 14 bits between promotions); test_cuda_grouped_blockwise compares these
+     * experts with the CPU within that tolerance. */
     outs_same(&c, outs, pouts, what);
-    if (exact) { /* power-of-two scales, small integers: exact, so the CPU backend's bytes */
-        gln_grouped_tensor_t gdy = {num, splits, 0, dy.h}, gx = {num, splits, 0, x.h};
-        gln_tensor_t d[MAXE];
-        for (int i = 0; i < num; i++) d[i] = gln_tensor_make(GLN_DTYPE_FP32, KOUT, KIN, outs[i].h);
-        gln_grouped_gemm_args_t args = GLN_GROUPED_GEMM_ARGS_INIT;
-        args.layout = GLN_LAYOUT_NT, args.a_grouped = &gx, args.b = &gdy, args.d_list = d;
-        CHECK_OK(gln_grouped_gemm(g_cpu, &args));
-        for (int i = 0; i < num; i++) gln_twin_check(g_cu, &outs[i], 4, what, "dW", NULL, NULL);
-    }
     outs_free(&c, outs), outs_free(&c, pouts);
     gln_twin_free(g_cu, &sp), gln_twin_free(g_cu, &spp);
     bside_free(&dy), bside_free(&x), bside_free(&dyp), bside_free(&xp);
