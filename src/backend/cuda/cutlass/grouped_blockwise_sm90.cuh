@@ -90,20 +90,10 @@ __global__ void blockwise_setup_kernel(Tables<G> t, gln_cutlass_blockwise_t bw, 
     const gln_cutlass_grouped_t &g = bw.g;
     const int32_t i = c.first + j;
     const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
-    int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
-    if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
-    const char *a = (const char *)g.a + r0 * g.a_row_bytes;
-    const char *b = g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes : (const char *)c.b[j];
-    if (g.split_is_k && g.k_align > 1 && k % g.k_align) { /* a K stride TMA cannot read in place */
-        if (g.a_pad) { /* zero-padded copies (cuda_wgrad_pad.cu); the K blocks, so the scales, stay */
-            const int64_t p0 = r0 + (int64_t)g.k_align * i;
-            k = (k + g.k_align - 1) / g.k_align * g.k_align;
-            a = (const char *)g.a_pad + p0 * g.a_row_bytes;
-            b = (const char *)g.b_pad + p0 * g.b_row_bytes;
-        } else {
-            m = 0;
-        }
-    }
+    int64_t m, k;
+    const char *a, *b;
+    /* a padded wgrad expert keeps its K blocks, so its scales stay where they are */
+    gln_cutlass::expert_operands(g, i, c.b[j], &m, &k, &a, &b);
     const typename G::Shape shape{(int)m, (int)g.n, (int)k};
     t.shapes[i] = shape;
     t.a[i] = (const typename G::ElementA *)a;

@@ -171,6 +171,33 @@ struct Chunk {
     const void *bias[GLN_CUTLASS_CHUNK];
 };
 
+/* Expert i's problem as the setup kernels see it: m and k (one of them its row count), and where
+ * its grouped operands start (A always; B when split_is_k, else c_b, the expert's own B).  A wgrad
+ * expert whose K stride TMA cannot read in place (rows not a multiple of g.k_align) reads the
+ * zero-padded copies of gln_cuda_wgrad_pad (cuda_wgrad_pad.cu) at row offsets[i] + k_align · i with
+ * K rounded up, or gets no tiles when there are none (m = 0: the caller computes it).  Shared by
+ * setup_kernel and the block-scaled one (grouped_blockwise_sm90.cuh). */
+__device__ __forceinline__ void expert_operands(const gln_cutlass_grouped_t &g, int32_t i, const void *c_b,
+                                                int64_t *m_out, int64_t *k_out, const char **a_out,
+                                                const char **b_out) {
+    const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
+    int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
+    if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
+    const char *a = (const char *)g.a + r0 * g.a_row_bytes;
+    const char *b = g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes : (const char *)c_b;
+    if (g.split_is_k && g.k_align > 1 && k % g.k_align) {
+        if (g.a_pad) {
+            const int64_t p0 = r0 + (int64_t)g.k_align * i;
+            k = (k + g.k_align - 1) / g.k_align * g.k_align;
+            a = (const char *)g.a_pad + p0 * g.a_row_bytes;
+            b = (const char *)g.b_pad + p0 * g.b_row_bytes;
+        } else {
+            m = 0;
+        }
+    }
+    *m_out = m, *k_out = k, *a_out = a, *b_out = b;
+}
+
 template <class G>
 __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     gln_pdl_wait(); /* the offsets' writer, and the previous GEMM's reads of this scratch, first */
@@ -178,21 +205,10 @@ __global__ void setup_kernel(Tables<G> t, gln_cutlass_grouped_t g, Chunk c) {
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= c.count) return;
     const int32_t i = c.first + j;
-    const int64_t r0 = g.offsets[i], rows = g.offsets[i + 1] - r0;
-    int64_t m = g.split_is_k ? g.m : rows, k = g.split_is_k ? rows : g.k;
-    if (k == 0) m = 0; /* nothing to multiply: no tiles (an empty wgrad is zeroed separately) */
-    const char *a = (const char *)g.a + r0 * g.a_row_bytes;
-    const char *b = g.split_is_k ? (const char *)g.b + r0 * g.b_row_bytes : (const char *)c.b[j];
-    if (g.split_is_k && g.k_align > 1 && k % g.k_align) { /* a K stride TMA cannot read in place */
-        if (g.a_pad) { /* the zero-padded copies of gln_cuda_wgrad_pad (cuda_wgrad_pad.cu) */
-            const int64_t p0 = r0 + (int64_t)g.k_align * i;
-            k = (k + g.k_align - 1) / g.k_align * g.k_align;
-            a = (const char *)g.a_pad + p0 * g.a_row_bytes;
-            b = (const char *)g.b_pad + p0 * g.b_row_bytes;
-        } else {
-            m = 0; /* done by the caller */
-        }
-    }
+    const int64_t r0 = g.offsets[i];
+    int64_t m, k;
+    const char *a, *b;
+    expert_operands(g, i, c.b[j], &m, &k, &a, &b);
     t.shapes[i] = typename G::Shape{(int)m, (int)g.n, (int)k};
     t.a[i] = (const typename G::ElementA *)a;
     t.b[i] = (const typename G::ElementB *)b;
