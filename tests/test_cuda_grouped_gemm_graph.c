@@ -27,6 +27,41 @@ gln_status_t gln_cuda_grouped_gemm_cutlass(gln_context_t *ctx, const gln_grouped
 static gln_context_t *g_cu, *g_cpu;
 
 #ifdef GLN_TEST_HAVE_CUDA
+/* Capture one grouped GEMM on the caller's stream `user` (no host synchronization may happen
+ * inside, or the capture fails); NULL when it failed (the CHECKs say how). */
+static cudaGraphExec_t capture_gemm(gln_context_t *cu, cudaStream_t user, const gln_grouped_gemm_args_t *da,
+                                    cudaGraph_t *graph) {
+    cudaGraphExec_t exec = NULL;
+    *graph = NULL;
+    CHECK_OK(gln_synchronize(cu));
+    CHECK(cudaStreamBeginCapture(user, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK_OK(gln_grouped_gemm(cu, da));
+    CHECK(cudaStreamEndCapture(user, graph) == cudaSuccess);
+    CHECK(*graph && cudaGraphInstantiate(&exec, *graph, 0) == cudaSuccess);
+    return exec;
+}
+
+/* Replay exec after writing `splits` into the device splits ds and poisoning y (NaN): y must
+ * equal the CPU's da with host operands hw and hx for those splits, bit for bit. */
+static void replay_expect(gln_context_t *cu, cudaStream_t user, cudaGraphExec_t exec, gln_twin_t *ds,
+                          const int64_t *splits, gln_gop_operand_t *y, const gln_grouped_gemm_args_t *da,
+                          const gln_tensor_t *hw, gln_tensor_t hx_packed, const char *what) {
+    gln_twin_set(g_cu, ds, splits);
+    gln_twin_set(g_cu, &y->d, y->h); /* NaN */
+    CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
+    CHECK_OK(gln_synchronize(cu));
+    void *want = malloc(y->d.bytes);
+    memcpy(want, y->h, y->d.bytes);
+    const int32_t num = da->b->num;
+    gln_grouped_tensor_t hx = {num, splits, 0, hx_packed};
+    gln_grouped_tensor_t hy = {num, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, y->rows, y->cols, want)};
+    gln_grouped_gemm_args_t ha = *da;
+    ha.a_list = hw, ha.b = &hx, ha.d_grouped = &hy;
+    CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
+    gln_twin_expect(g_cu, &y->d, want, what);
+    free(want);
+}
+
 /* Capture a bf16 fprop with device splits on a caller's stream; replay it after writing other
  * splits into the same device buffer: each replay equals the CPU's result for those splits. */
 static void test_graph_capture(void) {
@@ -54,29 +89,12 @@ static void test_graph_capture(void) {
     gln_grouped_tensor_t cy = {E, ds.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, y.d.d)};
     gln_grouped_gemm_args_t da = GLN_GROUPED_GEMM_ARGS_INIT;
     da.layout = GLN_LAYOUT_TN, da.a_list = cw, da.b = &cx, da.d_grouped = &cy;
-    CHECK_OK(gln_synchronize(cu));
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CHECK(cudaStreamBeginCapture(user, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-    CHECK_OK(gln_grouped_gemm(cu, &da));
-    CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
-    CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec = capture_gemm(cu, user, &da, &graph);
     for (int s = 0; s < 3 && exec; s++) {
-        gln_twin_set(g_cu, &ds, sets[s]);
-        gln_twin_set(g_cu, &y.d, y.h); /* NaN */
-        CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
-        CHECK_OK(gln_synchronize(cu));
-        void *want = malloc(y.d.bytes);
-        memcpy(want, y.h, y.d.bytes);
-        gln_grouped_tensor_t hx = {E, sets[s], 0, gln_gop_view(&x, 0, NULL, NULL)};
-        gln_grouped_tensor_t hy = {E, sets[s], 0, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, want)};
-        gln_grouped_gemm_args_t ha = da;
-        ha.a_list = hw, ha.b = &hx, ha.d_grouped = &hy;
-        CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "graph replay %d", s);
-        gln_twin_expect(g_cu, &y.d, want, what);
-        free(want);
+        replay_expect(cu, user, exec, &ds, sets[s], &y, &da, hw, gln_gop_view(&x, 0, NULL, NULL), what);
     }
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
@@ -217,32 +235,15 @@ static void capture_quant(gln_gop_kind_t kind) {
     gln_grouped_tensor_t cy = {E, ds.d, 1, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, y.d.d)};
     gln_grouped_gemm_args_t da = GLN_GROUPED_GEMM_ARGS_INIT;
     da.layout = GLN_LAYOUT_TN, da.a_list = cw, da.b = &cx, da.d_grouped = &cy, da.block_scales_pow2 = 1;
-    CHECK_OK(gln_synchronize(cu));
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CHECK(cudaStreamBeginCapture(user, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-    CHECK_OK(gln_grouped_gemm(cu, &da));
-    CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
-    CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec = capture_gemm(cu, user, &da, &graph);
     for (int s = 0; s < 3 && exec; s++) {
         gln_gop_qoperand_t x = gln_gop_qgrouped_new(g_cpu, g_cu, &rng, act, E, sets[s], rows, kin);
         for (int k = 0; k < 4; k++)
             if (x.db[k].bytes) CHECK_OK(gln_memcpy(cu, xd[k].d, x.hb[k], x.db[k].bytes, GLN_COPY_HOST_TO_BACKEND));
-        gln_twin_set(g_cu, &ds, sets[s]);
-        gln_twin_set(g_cu, &y.d, y.h); /* NaN */
-        CHECK(cudaGraphLaunch(exec, user) == cudaSuccess);
-        CHECK_OK(gln_synchronize(cu));
-        void *want = malloc(y.d.bytes);
-        memcpy(want, y.h, y.d.bytes);
-        gln_grouped_tensor_t hx = {E, sets[s], 0, x.h};
-        gln_grouped_tensor_t hy = {E, sets[s], 0, gln_tensor_make(GLN_DTYPE_BF16, rows, kout, want)};
-        gln_grouped_gemm_args_t ha = da;
-        ha.a_list = hw, ha.b = &hx, ha.d_grouped = &hy;
-        CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
         char what[80];
         snprintf(what, sizeof what, "%s graph replay %d", gln_gop_kind_name(kind), s);
-        gln_twin_expect(g_cu, &y.d, want, what);
-        free(want);
+        replay_expect(cu, user, exec, &ds, sets[s], &y, &da, hw, x.h, what);
         gln_gop_qoperand_free(g_cu, &x);
     }
     if (exec) cudaGraphExecDestroy(exec);
