@@ -74,6 +74,42 @@ static void operand_shapes(gln_gemm_layout_t layout, int64_t m, int64_t n, int64
     }
 }
 
+/* The output D [m, n] of one GEMM on both backends: d0 its initial values (read when
+ * accumulating), ref the CPU's result (poisoned first unless accumulating), dev the device buffer
+ * (d0 when accumulating, else poisoned) and t its device tensor. */
+typedef struct dout {
+    void *d0, *ref;
+    gln_twin_t dev;
+    gln_tensor_t t;
+} dout_t;
+
+static dout_t dout_new(gln_rng_t *rng, gln_gemm_layout_t layout, const gln_tensor_t *a, const gln_tensor_t *b,
+                       const gln_tensor_t *bias, gln_dtype_t d_dtype, int64_t m, int64_t n, int accumulate) {
+    dout_t d;
+    const size_t dn = (size_t)m * (size_t)n, dbytes = dn * gln_dtype_size(d_dtype);
+    d.d0 = gln_cmp_make_hp(rng, d_dtype, m, n, 1.0, 0);
+    d.ref = malloc(dbytes + 1);
+    memcpy(d.ref, d.d0, dbytes);
+    if (!accumulate) gln_poison(d.ref, d_dtype, dn);
+    gln_tensor_t Dh = gln_tensor_make(d_dtype, m, n, d.ref);
+    CHECK_OK(gln_gemm(g_cpu, layout, a, b, &Dh, bias, accumulate));
+    d.dev = gln_twin_upload(g_cu, accumulate ? d.d0 : NULL, dbytes);
+    d.t = gln_tensor_make(d_dtype, m, n, d.dev.d);
+    return d;
+}
+
+/* The initial values as FP32 when accumulating, else NULL (free()). */
+static float *dout_initial(const dout_t *d, int accumulate) {
+    if (!accumulate) return NULL;
+    gln_tensor_t t = gln_tensor_make(d->t.dtype, d->t.rows, d->t.cols, d->d0);
+    return gln_cmp_operand_values(&t);
+}
+
+static void dout_free(dout_t *d) {
+    gln_twin_free(g_cu, &d->dev);
+    free(d->d0), free(d->ref);
+}
+
 /* One GEMM on both backends.  fp8_a / fp8_b: 0 for high precision in `in_dtype`, else the FP8
  * format the CPU quantizes the operand to.  Returns the CUDA status. */
 static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t m, int64_t n, int64_t k,
@@ -88,38 +124,26 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
     if (fp8_b) Bq = quantize_host(&B, fp8_b);
     void *biash = use_bias ? gln_cmp_make_hp(rng, bias_dtype, 1, n, 1.0, 0) : NULL;
     gln_tensor_t bias = gln_tensor_make(bias_dtype, 1, n, biash);
-    const size_t dn = (size_t)m * (size_t)n, dbytes = dn * gln_dtype_size(d_dtype);
-    void *d0 = gln_cmp_make_hp(rng, d_dtype, m, n, 1.0, 0);
-    void *dref = malloc(dbytes + 1);
-    memcpy(dref, d0, dbytes);
-    if (!accumulate) gln_poison(dref, d_dtype, dn);
-    gln_tensor_t Dh = gln_tensor_make(d_dtype, m, n, dref);
-    CHECK_OK(gln_gemm(g_cpu, layout, &Aq, &Bq, &Dh, use_bias ? &bias : NULL, accumulate));
+    dout_t D = dout_new(rng, layout, &Aq, &Bq, use_bias ? &bias : NULL, d_dtype, m, n, accumulate);
 
     dtensor_t Ad = dtensor_upload(&Aq), Bd = dtensor_upload(&Bq);
     gln_twin_t biasd = gln_twin_upload(g_cu, biash, use_bias ? (size_t)n * gln_dtype_size(bias_dtype) : 0);
     gln_tensor_t biast = gln_tensor_make(bias_dtype, 1, n, biasd.d);
-    gln_twin_t Dd = gln_twin_upload(g_cu, accumulate ? d0 : NULL, dbytes);
-    gln_tensor_t Dt = gln_tensor_make(d_dtype, m, n, Dd.d);
-    gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &Dt, use_bias ? &biast : NULL, accumulate);
+    gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &D.t, use_bias ? &biast : NULL, accumulate);
     char what[200];
     snprintf(what, sizeof what, "gemm %s m=%lld n=%lld k=%lld %s/%s/%s -> %s bias=%d acc=%d", gln_cmp_layout_name(layout),
              (long long)m, (long long)n, (long long)k, gln_dtype_name(in_dtype), fp8_a ? gln_dtype_name(fp8_a) : "-",
              fp8_b ? gln_dtype_name(fp8_b) : "-", gln_dtype_name(d_dtype), use_bias, accumulate);
     if (expect_ok) CHECK_MSG(st == GLN_STATUS_SUCCESS, "%s: %s (%s)", what, gln_status_string(st), gln_last_error());
     if (st == GLN_STATUS_SUCCESS) {
-        void *got = gln_twin_fetch(g_cu, &Dd, what);
+        void *got = gln_twin_fetch(g_cu, &D.dev, what);
         float *av = gln_cmp_operand_values(&Aq), *bv = gln_cmp_operand_values(&Bq);
-        float *biasv = NULL, *dv = NULL;
+        float *biasv = NULL, *dv = dout_initial(&D, accumulate);
         if (use_bias) {
             gln_tensor_t bt = gln_tensor_make(bias_dtype, 1, n, biash);
             biasv = gln_cmp_operand_values(&bt);
         }
-        if (accumulate) {
-            gln_tensor_t dt = gln_tensor_make(d_dtype, m, n, d0);
-            dv = gln_cmp_operand_values(&dt);
-        }
-        gln_cmp_gemm(what, layout, av, bv, m, n, k, ac, bc, biasv, dv, got, dref, d_dtype,
+        gln_cmp_gemm(what, layout, av, bv, m, n, k, ac, bc, biasv, dv, got, D.ref, d_dtype,
                      fp8_a ? GLN_CMP_GEMM_FP8_ACC_REL : 0.0);
         free(av), free(bv), free(biasv), free(dv), free(got);
     } else {
@@ -127,10 +151,10 @@ static gln_status_t gemm_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t 
                   gln_last_error());
         printf("  note: %s -> not supported (%s)\n", what, gln_last_error());
     }
-    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), gln_twin_free(g_cu, &Dd);
+    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), dout_free(&D);
     if (fp8_a) free_host_tensor(&Aq);
     if (fp8_b) free_host_tensor(&Bq);
-    free(ah), free(bh), free(biash), free(d0), free(dref);
+    free(ah), free(bh), free(biash);
     return st;
 }
 
@@ -234,40 +258,28 @@ static void gemm_q_case(gln_rng_t *rng, gln_gemm_layout_t layout, int64_t m, int
     gln_tensor_t Aq = quantize_host_cfg(&A, ca), Bq = quantize_host_cfg(&B, cb);
     void *biash = use_bias ? gln_cmp_make_hp(rng, GLN_DTYPE_BF16, 1, n, 1.0, 0) : NULL;
     gln_tensor_t bias = gln_tensor_make(GLN_DTYPE_BF16, 1, n, biash);
-    const size_t dn = (size_t)m * (size_t)n, dbytes = dn * gln_dtype_size(d_dtype);
-    void *d0 = gln_cmp_make_hp(rng, d_dtype, m, n, 1.0, 0);
-    void *dref = malloc(dbytes + 1);
-    memcpy(dref, d0, dbytes);
-    if (!accumulate) gln_poison(dref, d_dtype, dn);
-    gln_tensor_t Dh = gln_tensor_make(d_dtype, m, n, dref);
-    CHECK_OK(gln_gemm(g_cpu, layout, &Aq, &Bq, &Dh, use_bias ? &bias : NULL, accumulate));
+    dout_t D = dout_new(rng, layout, &Aq, &Bq, use_bias ? &bias : NULL, d_dtype, m, n, accumulate);
     dtensor_t Ad = dtensor_upload_q(&Aq), Bd = dtensor_upload_q(&Bq);
     gln_twin_t biasd = gln_twin_upload(g_cu, biash, use_bias ? (size_t)n * 2 : 0);
     gln_tensor_t biast = gln_tensor_make(GLN_DTYPE_BF16, 1, n, biasd.d);
-    gln_twin_t Dd = gln_twin_upload(g_cu, accumulate ? d0 : NULL, dbytes);
-    gln_tensor_t Dt = gln_tensor_make(d_dtype, m, n, Dd.d);
     char what[220];
     snprintf(what, sizeof what, "gemm %s m=%lld n=%lld k=%lld %s(%s%s)x%s(%s%s) -> %s bias=%d acc=%d", gln_cmp_layout_name(layout),
              (long long)m, (long long)n, (long long)k, gln_scaling_name(ca->mode), gln_dtype_name(ca->fp8_dtype),
              ca->power_2_scale ? ",pow2" : "", gln_scaling_name(cb->mode), gln_dtype_name(cb->fp8_dtype),
              cb->power_2_scale ? ",pow2" : "", gln_dtype_name(d_dtype), use_bias, accumulate);
-    gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &Dt, use_bias ? &biast : NULL, accumulate);
+    gln_status_t st = gln_gemm(g_cu, layout, &Ad.t, &Bd.t, &D.t, use_bias ? &biast : NULL, accumulate);
     CHECK_MSG(st == GLN_STATUS_SUCCESS, "%s: %s (%s)", what, gln_status_string(st), gln_last_error());
     if (st == GLN_STATUS_SUCCESS) {
-        void *got = gln_twin_fetch(g_cu, &Dd, what);
+        void *got = gln_twin_fetch(g_cu, &D.dev, what);
         float *av = copy_values(&Aq, layout != GLN_LAYOUT_TN), *bv = copy_values(&Bq, layout == GLN_LAYOUT_NT);
-        float *biasv = NULL, *dv = NULL;
+        float *biasv = NULL, *dv = dout_initial(&D, accumulate);
         if (use_bias) biasv = gln_cmp_operand_values(&bias);
-        if (accumulate) {
-            gln_tensor_t dt = gln_tensor_make(d_dtype, m, n, d0);
-            dv = gln_cmp_operand_values(&dt);
-        }
-        gln_cmp_gemm(what, layout, av, bv, m, n, k, ac, bc, biasv, dv, got, dref, d_dtype, acc_rel);
+        gln_cmp_gemm(what, layout, av, bv, m, n, k, ac, bc, biasv, dv, got, D.ref, d_dtype, acc_rel);
         free(av), free(bv), free(biasv), free(dv), free(got);
     }
-    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), gln_twin_free(g_cu, &Dd);
+    dtensor_free(&Ad), dtensor_free(&Bd), gln_twin_free(g_cu, &biasd), dout_free(&D);
     free_host_tensor(&Aq), free_host_tensor(&Bq);
-    free(ah), free(bh), free(biash), free(d0), free(dref);
+    free(ah), free(bh), free(biash);
 }
 
 static gln_quant_config_t qcfg(gln_scaling_mode_t mode, gln_dtype_t fp8, int pow2) {
