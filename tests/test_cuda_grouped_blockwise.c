@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "device_twin.h"
+#include "grouped_operands.h" /* the quantized operands (host and device twins) */
 #include "harness.h"
 #include "tensor/tensor.h"
 
@@ -65,27 +66,9 @@ static void dev_put(dbuf_t b, const void *src) {
     if (b.d && b.bytes) gln_twin_set(g_cu, &b, src);
 }
 
-/* The device bytes (malloc'ed; free them); the guard after them must have survived. */
-static void *dev_get(dbuf_t b, const char *what) {
-    unsigned char *h = calloc(1, b.bytes + GLN_TWIN_GUARD);
-    if (b.d) CHECK_OK(gln_memcpy(g_cu, h, b.d, b.bytes + GLN_TWIN_GUARD, GLN_COPY_BACKEND_TO_HOST));
-    for (size_t i = 0; b.d && i < GLN_TWIN_GUARD; i++)
-        if (h[b.bytes + i] != GLN_TWIN_GUARD_BYTE) {
-            CHECK_MSG(0, "%s: guard byte %zu after the output overwritten", what, i);
-            break;
-        }
-    return h;
-}
-
 static void dev_free(dbuf_t *b) { gln_twin_free(g_cu, b); }
 
-/* ---- quantized operands, made by the CPU backend ------------------------------------------ */
-
-typedef struct qop {
-    gln_tensor_t h, d;  /* host and device views */
-    void *hb[4];        /* data, col_data, scale_inv, col_scale_inv */
-    dbuf_t db[4];
-} qop_t;
+/* ---- quantized operands, made by the CPU backend (gln_gop_qoperand_t) ---------------------- */
 
 /* bf16 normals, every third row 37x larger (different block scales), rows past `valid` zero. */
 static void *values_new(gln_rng_t *rng, int64_t rows, int64_t cols, int64_t valid) {
@@ -105,62 +88,43 @@ static gln_quant_config_t qconfig(gln_scaling_mode_t mode, int pow2) {
     return cfg;
 }
 
-static qop_t qop_alloc(gln_scaling_mode_t mode, int64_t rows, int64_t cols, const size_t bytes[4]) {
-    qop_t q;
-    memset(&q, 0, sizeof q);
-    for (int k = 0; k < 4; k++) q.hb[k] = calloc(bytes[k] + 1, 1), q.db[k].bytes = bytes[k];
-    q.h = gln_tensor_make(GLN_DTYPE_FP8_E4M3, rows, cols, q.hb[0]);
-    q.h.scaling = mode;
-    q.h.col_data = q.hb[1], q.h.scale_inv = q.hb[2], q.h.col_scale_inv = q.hb[3];
-    return q;
-}
-
-static void qop_upload(qop_t *q) {
-    for (int k = 0; k < 4; k++) q->db[k] = dev_new(q->hb[k], q->db[k].bytes);
-    q->d = q->h;
-    q->d.data = q->db[0].d, q->d.col_data = q->db[1].d, q->d.scale_inv = q->db[2].d, q->d.col_scale_inv = q->db[3].d;
-}
-
-static void qop_free(qop_t *q) {
-    for (int k = 0; k < 4; k++) dev_free(&q->db[k]), free(q->hb[k]);
-}
-
 /* A weight [rows, cols], 128×128 blocks. */
-static qop_t qweight_new(gln_rng_t *rng, int64_t rows, int64_t cols, int pow2) {
+static gln_gop_qoperand_t qweight_new(gln_rng_t *rng, int64_t rows, int64_t cols, int pow2) {
     gln_quant_layout_t lay;
     CHECK_OK(gln_quant_layout(GLN_SCALING_BLOCK_2D, GLN_DTYPE_FP8_E4M3, rows, cols, &lay));
     const size_t bytes[4] = {lay.data_bytes, lay.col_data_bytes, lay.scale_bytes, lay.col_scale_bytes};
-    qop_t q = qop_alloc(GLN_SCALING_BLOCK_2D, rows, cols, bytes);
+    gln_gop_qoperand_t q = gln_gop_qoperand_new(GLN_SCALING_BLOCK_2D, rows, cols, bytes);
     void *v = values_new(rng, rows, cols, rows);
     const gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, rows, cols, v);
     const gln_quant_config_t cfg = qconfig(GLN_SCALING_BLOCK_2D, pow2);
     CHECK_OK(gln_quantize(g_cpu, &cfg, &in, &q.h));
     free(v);
-    qop_upload(&q);
+    gln_gop_qoperand_upload(g_cu, &q);
     return q;
 }
 
 /* A grouped tensor of `rows` packed rows, 1×128 blocks rowwise and columnwise. */
-static qop_t qgrouped_new(gln_rng_t *rng, int num, const int64_t *splits, int64_t rows, int64_t cols, int pow2) {
+static gln_gop_qoperand_t qgrouped_new(gln_rng_t *rng, int num, const int64_t *splits, int64_t rows, int64_t cols,
+                                       int pow2) {
     int64_t ro[MAXE + 1], co[MAXE + 1], total = 0;
     for (int i = 0; i < num; i++) total += splits[i];
     CHECK_OK(gln_grouped_scale_offsets(GLN_SCALING_BLOCK_1D, num, splits, cols, ro, co));
     const size_t n = (size_t)(rows * cols);
     const size_t bytes[4] = {n, n, (size_t)ro[num] * 4, (size_t)co[num] * 4};
-    qop_t q = qop_alloc(GLN_SCALING_BLOCK_1D, rows, cols, bytes);
+    gln_gop_qoperand_t q = gln_gop_qoperand_new(GLN_SCALING_BLOCK_1D, rows, cols, bytes);
     void *v = values_new(rng, rows, cols, total);
     const gln_grouped_tensor_t in = {num, splits, 0, gln_tensor_make(GLN_DTYPE_BF16, rows, cols, v)};
     gln_grouped_tensor_t out = {num, splits, 0, q.h};
     const gln_quant_config_t cfg = qconfig(GLN_SCALING_BLOCK_1D, pow2);
     CHECK_OK(gln_grouped_quantize(g_cpu, &cfg, &in, &out));
     free(v);
-    qop_upload(&q);
+    gln_gop_qoperand_upload(g_cu, &q);
     return q;
 }
 
 /* |dequantized values| [rows, cols] (doubles) of a grouped operand's rowwise or columnwise copy,
  * member by member (rows past the members: 0). */
-static double *grouped_abs(const qop_t *q, int num, const int64_t *splits, int columnwise) {
+static double *grouped_abs(const gln_gop_qoperand_t *q, int num, const int64_t *splits, int columnwise) {
     const int64_t rows = q->h.rows, cols = q->h.cols;
     double *out = calloc((size_t)(rows * cols) + 1, sizeof(double));
     const gln_grouped_tensor_t g = {num, splits, 0, q->h};
@@ -248,7 +212,7 @@ static void case_tn_nn(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, in
                        const char *what) {
     const int tn = c->layout == GLN_LAYOUT_TN;
     const int64_t k = tn ? c->kin : c->kout, n = tn ? c->kout : c->kin;
-    qop_t w[MAXE], b = qgrouped_new(rng, c->num, c->splits, rows, k, c->pow2);
+    gln_gop_qoperand_t w[MAXE], b = qgrouped_new(rng, c->num, c->splits, rows, k, c->pow2);
     gln_tensor_t hw[MAXE], cw[MAXE], hbias[MAXE], cbias[MAXE];
     void *bias_h[MAXE];
     dbuf_t bias_d[MAXE];
@@ -288,7 +252,7 @@ static void case_tn_nn(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, in
         if (way == 2) setenv("GLN_CUTLASS_BLOCKWISE", "pingpong", 1);
         run_cuda(&da, way > 0, w2);
         unsetenv("GLN_CUTLASS_BLOCKWISE");
-        unsigned char *got = dev_get(dd, w2);
+        unsigned char *got = gln_twin_fetch(g_cu, &dd, w2);
         /* rows past the experts': untouched */
         gln_check_bitwise(w2, got + (size_t)(total * n) * 2, (const char *)old + (size_t)(total * n) * 2,
                           (size_t)((rows - total) * n) * 2);
@@ -316,15 +280,15 @@ static void case_tn_nn(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, in
     }
     free(ab), free(old), free(want);
     dev_free(&dd);
-    qop_free(&b);
-    for (int i = 0; i < c->num; i++) qop_free(&w[i]), free(bias_h[i]), dev_free(&bias_d[i]);
+    gln_gop_qoperand_free(g_cu, &b);
+    for (int i = 0; i < c->num; i++) gln_gop_qoperand_free(g_cu, &w[i]), free(bias_h[i]), dev_free(&bias_d[i]);
 }
 
 /* wgrad NT: dW_i [kout, kin] = dy_iᵀ · x_i into fp32. */
 static void case_nt(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, int64_t rows, const char *what) {
     const int64_t m = c->kout, n = c->kin, dn = m * n;
-    qop_t x = qgrouped_new(rng, c->num, c->splits, rows, n, c->pow2);
-    qop_t dy = qgrouped_new(rng, c->num, c->splits, rows, m, c->pow2);
+    gln_gop_qoperand_t x = qgrouped_new(rng, c->num, c->splits, rows, n, c->pow2);
+    gln_gop_qoperand_t dy = qgrouped_new(rng, c->num, c->splits, rows, m, c->pow2);
     gln_tensor_t hd[MAXE], cd[MAXE];
     float *old[MAXE], *want[MAXE];
     dbuf_t dd[MAXE];
@@ -353,7 +317,7 @@ static void case_nt(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, int64
         run_cuda(&da, direct, w2);
         int64_t r0 = 0;
         for (int i = 0; i < c->num; i++) {
-            float *got = dev_get(dd[i], w2);
+            float *got = gln_twin_fetch(g_cu, &dd[i], w2);
             int bad = 0;
             for (int64_t a = 0; a < m; a++)
                 for (int64_t b = 0; b < n; b++) {
@@ -378,7 +342,7 @@ static void case_nt(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, int64
     }
     free(ax), free(ady);
     for (int i = 0; i < c->num; i++) free(old[i]), free(want[i]), dev_free(&dd[i]);
-    qop_free(&x), qop_free(&dy);
+    gln_gop_qoperand_free(g_cu, &x), gln_gop_qoperand_free(g_cu, &dy);
 }
 
 static void run_case(gln_rng_t *rng, const bcase_t *c) {
@@ -437,7 +401,7 @@ static gln_tensor_t device_bound_new(int num, int64_t rows, int64_t cols, dbuf_t
     return t;
 }
 
-static void upload_into(gln_context_t *cu, const qop_t *q, dbuf_t d[4]) {
+static void upload_into(gln_context_t *cu, const gln_gop_qoperand_t *q, dbuf_t d[4]) {
     for (int k = 0; k < 4; k++)
         if (q->db[k].bytes) CHECK_OK(gln_memcpy(cu, d[k].d, q->hb[k], q->db[k].bytes, GLN_COPY_HOST_TO_BACKEND));
 }
@@ -457,7 +421,7 @@ static void test_graph_capture(void) {
     if (!cu) return;
     gln_context_t *saved = g_cu;
     g_cu = cu;
-    qop_t w[E];
+    gln_gop_qoperand_t w[E];
     gln_tensor_t hw[E], cw[E];
     for (int i = 0; i < E; i++) {
         w[i] = qweight_new(&rng, kout, kin, 0);
@@ -490,7 +454,8 @@ static void test_graph_capture(void) {
     CHECK(cudaStreamEndCapture(user, &graph) == cudaSuccess);
     CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
     for (int s = 0; s < 3 && exec; s++) {
-        qop_t x = qgrouped_new(&rng, E, sets[s], rows, kin, 0), dy = qgrouped_new(&rng, E, sets[s], rows, kout, 0);
+        gln_gop_qoperand_t x = qgrouped_new(&rng, E, sets[s], rows, kin, 0);
+        gln_gop_qoperand_t dy = qgrouped_new(&rng, E, sets[s], rows, kout, 0);
         upload_into(cu, &x, xd), upload_into(cu, &dy, dyd);
         dev_put(ds, sets[s]);
         for (int i = 0; i < E; i++) dev_put(dwd[i], dw_old), memcpy(dw_want[i], dw_old, (size_t)(kout * kin) * 4);
@@ -510,7 +475,7 @@ static void test_graph_capture(void) {
         snprintf(what, sizeof what, "graph replay %d", s);
         /* loose check of the replay (the matrix checks the element bounds): relative to the
          * largest |y| / |dW|, FP8_ACC_REL-sized differences, plus two bf16 ulps (2^-6) for y */
-        unsigned char *y = dev_get(yd, what);
+        unsigned char *y = gln_twin_fetch(g_cu, &yd, what);
         double ymax = 0.0, yerr = 0.0;
         for (int64_t e = 0; e < total * kout; e++) {
             const double r = gln_load(ywant, GLN_DTYPE_BF16, (size_t)e), g = gln_load(y, GLN_DTYPE_BF16, (size_t)e);
@@ -520,7 +485,7 @@ static void test_graph_capture(void) {
         CHECK_MSG(yerr <= (1.0 / 64.0 + 8.0 * FP8_ACC_REL) * ymax, "%s: fprop max error %.3g (max |y| %.3g)", what,
                   yerr, ymax);
         for (int i = 0; i < E; i++) {
-            float *dw = dev_get(dwd[i], what);
+            float *dw = gln_twin_fetch(g_cu, &dwd[i], what);
             double dmax = 0.0, derr = 0.0;
             for (int64_t e = 0; e < kout * kin; e++) {
                 dmax = fmax(dmax, fabs(dw_want[i][e]));
@@ -531,14 +496,14 @@ static void test_graph_capture(void) {
             free(dw);
         }
         free(y), free(ywant);
-        qop_free(&x), qop_free(&dy);
+        gln_gop_qoperand_free(g_cu, &x), gln_gop_qoperand_free(g_cu, &dy);
     }
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     CHECK_OK(gln_context_async_error(cu));
     dev_free(&ds), dev_free(&yd);
     for (int k = 0; k < 4; k++) dev_free(&xd[k]), dev_free(&dyd[k]);
-    for (int i = 0; i < E; i++) qop_free(&w[i]), dev_free(&dwd[i]), free(dw_want[i]);
+    for (int i = 0; i < E; i++) gln_gop_qoperand_free(g_cu, &w[i]), dev_free(&dwd[i]), free(dw_want[i]);
     free(dw_old);
     g_cu = saved;
     gln_context_destroy(cu);
