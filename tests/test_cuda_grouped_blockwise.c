@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_compare.h" /* the GEMM tolerance */
 #include "device_twin.h"
 #include "grouped_operands.h" /* the quantized operands (host and device twins) */
 #include "harness.h"
@@ -38,16 +39,9 @@ gln_status_t gln_cuda_grouped_gemm_blockwise(gln_context_t *ctx, const gln_group
  * sums per 128-wide K block, in a different order (CPU: OpenBLAS on raw values per block, or on
  * exactly dequantized values for power-of-two scales), and round the output once:
  *   |cuda - cpu| <= OUT_ULPS · ulp(cpu) + (2 · (k + 2) · u + FP8_ACC_REL) · S,
- * S = Σ|a·b| over the dequantized operands (+ |bias| + |old D|), u = 2^-24.  OUT_ULPS = 2 and
- * the summation term are test_cuda_backend.c's GEMM tolerance (a rounding boundary straddled,
- * one ulp of margin for the order of the scale products).  FP8_ACC_REL: inside each 128-block
- * the Hopper FP8 tensor cores accumulate with ~14-bit precision before CUTLASS promotes the
- * partial sum to FP32 (DeepSeek-V3 §3.3.2); test_cuda_backend.c measured 2^-14.7·S on the H200
- * for per-tensor FP8 and allows 2^-10·S, which still catches a wrong scale (>= 2^-8 relative). */
-#define OUT_ULPS 2.0
-#define FP8_ACC_REL (1.0 / 1024.0)
-#define SUM_TERMS_EXTRA 2.0
-#define U32 (1.0 / 16777216.0)
+ * S = Σ|a·b| over the dequantized operands (+ |bias| + |old D|), u = 2^-24: the per-tensor FP8
+ * GEMM tolerance of tests/harness/cuda_compare.h (GLN_CMP_GEMM_*), whose FP8_ACC_REL covers the
+ * FP8 tensor cores' reduced-precision accumulation inside each 128-block as well. */
 
 #define MAXE 80
 
@@ -153,17 +147,11 @@ static double *tensor_abs(const gln_tensor_t *t, int columnwise) {
     return out;
 }
 
-static double ulp_of(double x, gln_dtype_t dtype) {
-    const int mbits = dtype == GLN_DTYPE_FP32 ? 23 : 7;
-    int e = x != 0.0 ? (int)floor(log2(fabs(x))) : -126;
-    if (e < -126) e = -126;
-    return ldexp(1.0, e - mbits);
-}
-
 /* One output element: within the tolerance above (S given), NaN only where the CPU has NaN. */
 static int close_enough(double got, double ref, gln_dtype_t dtype, int64_t k, double s) {
     if (isnan(got) || isnan(ref)) return isnan(got) && isnan(ref);
-    const double tol = OUT_ULPS * ulp_of(ref, dtype) + (2.0 * ((double)k + SUM_TERMS_EXTRA) * U32 + FP8_ACC_REL) * s;
+    const double tol = GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(ref, dtype) +
+                       (2.0 * ((double)k + GLN_CMP_GEMM_SUM_TERMS_EXTRA) * GLN_CMP_U32 + GLN_CMP_GEMM_FP8_ACC_REL) * s;
     return fabs(got - ref) <= tol;
 }
 
@@ -474,7 +462,7 @@ static void test_graph_capture(void) {
         char what[80];
         snprintf(what, sizeof what, "graph replay %d", s);
         /* loose check of the replay (the matrix checks the element bounds): relative to the
-         * largest |y| / |dW|, FP8_ACC_REL-sized differences, plus two bf16 ulps (2^-6) for y */
+         * largest |y| / |dW|, GLN_CMP_GEMM_FP8_ACC_REL-sized differences, plus two bf16 ulps (2^-6) for y */
         unsigned char *y = gln_twin_fetch(g_cu, &yd, what);
         double ymax = 0.0, yerr = 0.0;
         for (int64_t e = 0; e < total * kout; e++) {
@@ -482,8 +470,8 @@ static void test_graph_capture(void) {
             ymax = fmax(ymax, fabs(r));
             yerr = isnan(g) ? INFINITY : fmax(yerr, fabs(g - r));
         }
-        CHECK_MSG(yerr <= (1.0 / 64.0 + 8.0 * FP8_ACC_REL) * ymax, "%s: fprop max error %.3g (max |y| %.3g)", what,
-                  yerr, ymax);
+        CHECK_MSG(yerr <= (1.0 / 64.0 + 8.0 * GLN_CMP_GEMM_FP8_ACC_REL) * ymax,
+                  "%s: fprop max error %.3g (max |y| %.3g)", what, yerr, ymax);
         for (int i = 0; i < E; i++) {
             float *dw = gln_twin_fetch(g_cu, &dwd[i], what);
             double dmax = 0.0, derr = 0.0;
@@ -491,8 +479,8 @@ static void test_graph_capture(void) {
                 dmax = fmax(dmax, fabs(dw_want[i][e]));
                 derr = isnan(dw[e]) ? INFINITY : fmax(derr, fabs((double)dw[e] - dw_want[i][e]));
             }
-            CHECK_MSG(derr <= 8.0 * FP8_ACC_REL * dmax, "%s: wgrad expert %d max error %.3g (max %.3g)", what, i, derr,
-                      dmax);
+            CHECK_MSG(derr <= 8.0 * GLN_CMP_GEMM_FP8_ACC_REL * dmax, "%s: wgrad expert %d max error %.3g (max %.3g)",
+                      what, i, derr, dmax);
             free(dw);
         }
         free(y), free(ywant);
