@@ -17,17 +17,18 @@
  *     two layers must be bitwise equal, and the recorded amaxes must equal those of our own
  *     quantization; (b) we quantize x, dy (gln_grouped_quantize) and W (gln_quantize) ourselves
  *     with the recipe's configuration on both backends and compare every byte;
- *   - y, dx, main_grad: CUDA vs CPU within the GEMM tolerances of test_cuda_backend.c (below),
+ *   - y, dx, main_grad: CUDA vs CPU within the GEMM tolerances of cuda_compare.h (below),
  *     and the CPU result vs a float64 reference computed from our own dequantized operands;
  *   - bias gradients: bit for bit (both backends sum dy in FP32 in row order, one rounding);
  *   - outputs are poisoned (NaN) before each run, so unwritten elements fail. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_compare.h" /* the GEMM tolerances */
 #include "harness.h"
 #include "tensor/tensor.h"
 
-/* ---- tolerances (the ones test_cuda_backend.c established for each GEMM kind) ---------------
+/* ---- tolerances (tests/harness/cuda_compare.h's GLN_CMP_GEMM_*, for each GEMM kind) ----------
  * Both backends multiply the same exactly-represented operand values with FP32 accumulation in a
  * different order: |cuda - cpu| <= GEMM_OUT_ULPS ulps of the output dtype (a rounding boundary
  * straddled, plus one of margin) + 2·(k + 2)·u·S, S = Σ|a·b| (+ |bias| + |old D|), u = 2^-24.
@@ -37,10 +38,6 @@
  * GEMMs on exactly dequantized operands: no extra term.
  * The CPU result against the float64 reference of the same dequantized operands: the same bound
  * without the FP8 term. */
-#define GEMM_OUT_ULPS 2.0
-#define GEMM_FP8_ACC_REL (1.0 / 1024.0)
-#define GEMM_SUM_TERMS_EXTRA 2.0
-#define U32 (1.0 / 16777216.0)
 
 #define NE 4
 #define KIN 128
@@ -58,14 +55,6 @@ static int64_t g_rows = 151; /* Σ k_splits */
 static gln_context_t *g_cpu, *g_cu;
 
 /* ---- small helpers ------------------------------------------------------------------------- */
-
-static double ulp_of(double x, gln_dtype_t dtype) {
-    const int mbits = dtype == GLN_DTYPE_FP32 ? 23 : dtype == GLN_DTYPE_BF16 ? 7 : 10;
-    const int emin = dtype == GLN_DTYPE_FP16 ? -14 : -126;
-    int e = x != 0.0 ? (int)floor(log2(fabs(x))) : emin;
-    if (e < emin) e = emin;
-    return ldexp(1.0, e - mbits);
-}
 
 static void *host_rand(gln_rng_t *rng, gln_dtype_t dt, size_t n, double sigma) {
     void *h = calloc(n ? n : 1, gln_dtype_size(dt));
@@ -131,7 +120,7 @@ static double acc_rel_of(const variant_t *v) {
     /* FP8 block scaling runs on the FP8 tensor cores too (CUTLASS's block-scaled kernels) */
     return v->recipe == GLN_RECIPE_FP8_DELAYED || v->recipe == GLN_RECIPE_FP8_CURRENT ||
                    v->recipe == GLN_RECIPE_FP8_BLOCK
-               ? GEMM_FP8_ACC_REL
+               ? GLN_CMP_GEMM_FP8_ACC_REL
                : 0.0;
 }
 
@@ -486,9 +475,10 @@ static void check_y(const char *label, const operands_t *o, void *const *bh, con
                 ref += b, s += fabs(b);
                 const size_t idx = (size_t)((r0 + r) * KOUT + j);
                 const double g = gln_load(cu->y, GLN_DTYPE_BF16, idx), h = gln_load(cpu->y, GLN_DTYPE_BF16, idx);
-                const double base = 2.0 * ((double)KIN + GEMM_SUM_TERMS_EXTRA) * U32 * s;
-                cmp_elem(&c, idx, g, h, ref, GEMM_OUT_ULPS * ulp_of(h, GLN_DTYPE_BF16) + base + acc_rel * s,
-                         GEMM_OUT_ULPS * ulp_of(ref, GLN_DTYPE_BF16) + base);
+                const double base = 2.0 * ((double)KIN + GLN_CMP_GEMM_SUM_TERMS_EXTRA) * GLN_CMP_U32 * s;
+                cmp_elem(&c, idx, g, h, ref,
+                         GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(h, GLN_DTYPE_BF16) + base + acc_rel * s,
+                         GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(ref, GLN_DTYPE_BF16) + base);
             }
     }
     cmp_done(&c);
@@ -509,9 +499,10 @@ static void check_dx(const char *label, const operands_t *o, const results_t *cu
                 }
                 const size_t idx = (size_t)((r0 + r) * KIN + j);
                 const double g = gln_load(cu->dx, GLN_DTYPE_BF16, idx), h = gln_load(cpu->dx, GLN_DTYPE_BF16, idx);
-                const double base = 2.0 * ((double)KOUT + GEMM_SUM_TERMS_EXTRA) * U32 * s;
-                cmp_elem(&c, idx, g, h, ref, GEMM_OUT_ULPS * ulp_of(h, GLN_DTYPE_BF16) + base + acc_rel * s,
-                         GEMM_OUT_ULPS * ulp_of(ref, GLN_DTYPE_BF16) + base);
+                const double base = 2.0 * ((double)KOUT + GLN_CMP_GEMM_SUM_TERMS_EXTRA) * GLN_CMP_U32 * s;
+                cmp_elem(&c, idx, g, h, ref,
+                         GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(h, GLN_DTYPE_BF16) + base + acc_rel * s,
+                         GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(ref, GLN_DTYPE_BF16) + base);
             }
     }
     cmp_done(&c);
@@ -534,10 +525,10 @@ static void check_main_grad(const char *label, const operands_t *o, double **mg_
                     ref += p, s += fabs(p);
                 }
                 mg_ref[i][idx] += ref;
-                const double base = 2.0 * ((double)m + GEMM_SUM_TERMS_EXTRA) * U32 * s;
+                const double base = 2.0 * ((double)m + GLN_CMP_GEMM_SUM_TERMS_EXTRA) * GLN_CMP_U32 * s;
                 const double g = cu->mg[i][idx], h = cpu->mg[i][idx];
-                tol_pair[i][idx] += GEMM_OUT_ULPS * ulp_of(h, GLN_DTYPE_FP32) + base + acc_rel * s;
-                tol_ref[i][idx] += GEMM_OUT_ULPS * ulp_of(mg_ref[i][idx], GLN_DTYPE_FP32) + base;
+                tol_pair[i][idx] += GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(h, GLN_DTYPE_FP32) + base + acc_rel * s;
+                tol_ref[i][idx] += GLN_CMP_GEMM_OUT_ULPS * gln_cmp_ulp(mg_ref[i][idx], GLN_DTYPE_FP32) + base;
                 cmp_elem(&c, idx, g, h, mg_ref[i][idx], tol_pair[i][idx], tol_ref[i][idx]);
             }
         cmp_done(&c);
