@@ -1,6 +1,7 @@
 /* gln_activation_forward_quantize on the CUDA backend: the fused activation-on-load quantizers
- * (cuda_act.cuh, cuda_quant_group.cu, cuda_block.cu) against the unfused composition on the same
- * device, BIT FOR BIT, and against the CPU within the activation's tolerance.
+ * (cuda_act.cuh, run by the general kernels of cuda_quant_tensor.cu, cuda_quant_mxfp8.cu and
+ * cuda_block_act.cu) against the unfused composition on the same device, BIT FOR BIT, and against
+ * the CPU within the activation's tolerance.
  *
  *   - SwiGLU and GELU; per-tensor current scaling (rowwise + columnwise), per-tensor delayed
  *     scaling (given scales, amax accumulated onto a prior value), MXFP8 (both copies), block 1D,
