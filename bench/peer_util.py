@@ -38,7 +38,7 @@ def make_splits(kind, e, tokens):
         on = e - e // 4 if e >= 4 else e
         s = [0 if (e >= 4 and i % 4 == 3) else rows // on // 16 * 16 for i in range(e)]
         left, i = rows - on * (rows // on // 16 * 16), 0
-        while left >= 16:              # the remainder 16 rows at a time
+        while left >= 16 and rows // on >= 16:     # the remainder 16 rows at a time
             if s[i]:
                 s[i], left = s[i] + 16, left - 16
             i = (i + 1) % e
