@@ -80,7 +80,7 @@ static inline void *device_random_fast(gln_context_t *ctx, gln_dtype_t dt, size_
  *   zipf     expert i gets a share ∝ 1/(i+1), the last quarter of the experts nothing, each count
  *            rounded down to a multiple of 16 (a caller padding its routing to 16);
  *   empty    every fourth expert (3, 7, ...) nothing, the others an equal share in multiples of 16
- *            (the remainder spread 16 rows at a time);
+ *            (the remainder spread 16 rows at a time; fewer than 16 rows an expert: all to expert 0);
  *   router   the zipf shares as a router gives them: no rounding, so almost no count is a multiple
  *            of 16, the last quarter empty (the remainder spread one row at a time);
  *   random   every expert a random share (weights uniform in [0.25, 1.75), fixed seed), no
@@ -116,7 +116,7 @@ static inline void bench_make_splits(bench_splits_t kind, int64_t *splits, int32
     } else if (kind == SPLITS_EMPTY) {
         const int32_t on = E >= 4 ? E - E / 4 : E;
         for (int32_t i = 0; i < E; i++) splits[i] = (E >= 4 && i % 4 == 3) ? 0 : rows / on / 16 * 16;
-        for (int64_t left = rows - on * (rows / on / 16 * 16), i = 0; left >= 16; i = (i + 1) % E)
+        for (int64_t left = rows - on * (rows / on / 16 * 16), i = 0; left >= 16 && rows / on >= 16; i = (i + 1) % E)
             if (splits[i]) splits[i] += 16, left -= 16; /* the remainder 16 rows at a time */
     } else if (kind == SPLITS_RANDOM) {
         uint64_t st = 0x9E3779B97F4A7C15ull;

@@ -2,7 +2,7 @@
  * wgrad into an FP32 main_grad (NT, bf16 operands; and, for the FP8 recipes, the FP8 wgrad from
  * the transposed copies) — on the CUDA backend, through the public API only, for the MoE shapes
  * of docs/performance.md (Mixtral FC1, DeepSeek-like, Qwen3-like, DeepGEMM's), each with uniform,
- * Zipf-skewed and partly empty splits (bench_util.h).
+ * Zipf-skewed, partly empty, router-like (unaligned Zipf) and random splits (bench_util.h).
  *
  * Recipes: bf16 operands, and per-tensor FP8 (E4M3 activations and weights, E4M3 or — HYBRID —
  * E5M2 gradients); the FP8 operand bytes are random finite codes with decode scale 1 (the time of
@@ -20,12 +20,12 @@
  * Each sample runs a stage `inner` times back to back between two device synchronisations and
  * divides (launch overhead counts, as it does in a training step); the figure is the median of
  * `repeat` samples after `warmup`.  GLN_CUDA_GROUPED_LOOP=1 times the per-expert cuBLASLt loop;
- * GLN_CUTLASS_TILES=small|medium|large forces a tile regime.  The default table (4 shapes × 3
- * split sets × bf16 and e4m3) runs in well under 4 minutes on an H200; --quick: uniform splits
- * only, fewer samples.
+ * GLN_CUTLASS_TILES=small|medium|large forces a tile regime.  The default table (4 shapes × 5
+ * split sets × bf16 and e4m3) takes about 5/3 of the time of the former 3-set table (well under 4
+ * minutes on an H200); --quick: uniform splits only, fewer samples.
  *
  * usage: gpu_grouped_gemm [--repeat N] [--warmup N] [--inner N] [--shape NAME] [--recipe bf16|e4m3|hybrid|all]
- *                         [--splits uniform|zipf|empty|all] [--host-splits] [--peer FILE] [--quick]
+ *                         [--splits uniform|zipf|empty|router|random|all] [--host-splits] [--peer FILE] [--quick]
  *                         (exit 77 without a GPU) */
 #include "bench_util.h"
 
@@ -198,14 +198,14 @@ static double stage_bytes(const problem_t *p, int stage) {
 int main(int argc, char **argv) {
     int repeat = 8, warmup = 2, inner = 3, device_splits = 1, quick = 0;
     const char *only = NULL, *peer = NULL;
-    int recipes[R_COUNT_] = {1, 1, 0}, splits_on[SPLITS_COUNT_] = {1, 1, 1};
+    int recipes[R_COUNT_] = {1, 1, 0}, splits_on[SPLITS_COUNT_] = {1, 1, 1, 1, 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--inner") && i + 1 < argc) inner = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer = argv[++i];
-        else if (!strcmp(argv[i], "--zipf")) splits_on[0] = splits_on[2] = 0, splits_on[1] = 1; /* old flag */
+        else if (!strcmp(argv[i], "--zipf")) bench_splits_parse("zipf", splits_on); /* old flag */
         else if (!strcmp(argv[i], "--device-splits")) device_splits = 1; /* the default now */
         else if (!strcmp(argv[i], "--host-splits")) device_splits = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -218,12 +218,12 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: %s [--repeat N] [--warmup N] [--inner N] [--shape NAME] [--recipe bf16|e4m3|hybrid|all]"
-                    " [--splits uniform|zipf|empty|all] [--host-splits] [--peer FILE] [--quick]\n",
+                    " [--splits uniform|zipf|empty|router|random|all] [--host-splits] [--peer FILE] [--quick]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (quick) repeat = 3, warmup = 1, inner = 2, splits_on[1] = splits_on[2] = 0;
+    if (quick) repeat = 3, warmup = 1, inner = 2, bench_splits_parse("uniform", splits_on);
     if (repeat < 1 || warmup < 0 || inner < 1) return 2;
     gln_context_t *ctx = bench_cuda_context();
     printf("# grouped GEMM, %s, %s splits; per stage ms, TFLOP/s, %%roof (bf16 800 / fp8 1560 TFLOP/s or %.2f TB/s),"

@@ -1,7 +1,7 @@
 """Torch peers of bench/gpu_grouped_gemm.c and bench/gpu_layer.c, same machine, same run.
 
 Per shape (Mixtral FC1, DeepSeek-like, Qwen3-like, DeepGEMM's) and split set (uniform, zipf,
-empty: the same sets as bench_util.h, every split a multiple of 16), per recipe:
+empty, router, random: the same sets and numbers as bench_util.h), per recipe:
   bf16  torch._grouped_mm: fprop, dgrad, wgrad (out_dtype FP32 where torch has it) plus the
         main_grad add, all3 = the three; layer = autograd forward + backward of _grouped_mm
         followed by main_grad += the weights' gradient; forward = the forward alone.
@@ -18,45 +18,11 @@ import sys
 
 import torch
 
+from peer_util import SPLIT_KINDS, make_splits, timed_cuda
+
 SHAPES = [("mixtral-fc1", 8, 4096, 4096, 14336), ("deepseek", 32, 512, 7168, 2048),
           ("qwen3", 128, 128, 2048, 768), ("deepgemm", 8, 4096, 7168, 4096)]
 E4M3 = torch.float8_e4m3fn
-
-
-def make_splits(kind, e, tokens):
-    """bench_make_splits of bench_util.h."""
-    rows = e * tokens
-    if kind == "zipf":
-        live = e - e // 4 if e > 4 else e
-        h = sum(1.0 / (i + 1) for i in range(live))
-        s = [int(rows / h / (i + 1)) // 16 * 16 if i < live else 0 for i in range(e)]
-    elif kind == "empty":
-        live = e - e // 4 if e >= 4 else e
-        s = [0 if (e >= 4 and i % 4 == 3) else rows // live // 16 * 16 for i in range(e)]
-        left, i = rows - live * (rows // live // 16 * 16), 0
-        while left >= 16:
-            if s[i]:
-                s[i], left = s[i] + 16, left - 16
-            i = (i + 1) % e
-    else:
-        s = [tokens] * e
-    s[0] += rows - sum(s)
-    return s
-
-
-def timed(fn, warmup, repeat):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def rowwise(t):
@@ -89,7 +55,7 @@ def bench_shape(name, e, t, k, n, splits_kinds, warmup, repeat, out):
 
         def put(recipe, stage, fn, f):
             try:
-                sec = timed(fn, warmup, repeat)
+                sec = timed_cuda(fn, warmup, repeat)
             except Exception as exc:  # an op this torch lacks
                 print(f"  {name} {kind} {recipe} {stage}: unavailable ({str(exc).splitlines()[0][:90]})")
                 return
@@ -178,7 +144,7 @@ def main():
             quick, i = True, i + 1
         else:
             only, i = args[i], i + 1
-    kinds = ["uniform"] if quick else ["uniform", "zipf", "empty"]
+    kinds = ["uniform"] if quick else SPLIT_KINDS
     warmup, repeat = (1, 3) if quick else (2, 8)
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}; fp8 = _scaled_grouped_mm rowwise")
     out = open(out_path, "w") if out_path else None

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+from peer_util import timed_cuda
+
 SHAPES = {"mixtral-fc1": (8, 4096, 4096, 14336), "deepseek": (32, 512, 7168, 2048), "qwen3": (128, 128, 2048, 768)}
 RECIPES = ["bf16", "fp8-current", "fp8-delayed", "mxfp8", "fp8-block"]
 MODES = ["eager", "graph", "compile"]
@@ -68,22 +70,6 @@ def recipe_object(name):
 
 
 # ---- timing ------------------------------------------------------------------------------------
-def timed_cuda(torch, fn, warmup, repeat):
-    """Median seconds of fn() between two CUDA events, the device idle at the start."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(times)
-
-
 def graphed(torch, fn, warmup=3):
     """fn captured in a CUDA graph (warm-up on the capture stream first); returns replay."""
     s = torch.cuda.Stream()
@@ -240,9 +226,9 @@ def run_gpu(a):
         splits = torch.full((e,), t, dtype=torch.int64, device="cuda")
         mg_torch = torch.zeros(e * n * k, device="cuda", dtype=torch.float32)
         t_step = torch_step(torch, e, t, x, dy, mg_torch)
-        torch_t = {"eager": timed_cuda(torch, t_step, a.warmup, a.repeat)}
+        torch_t = {"eager": timed_cuda(t_step, a.warmup, a.repeat)}
         if "graph" in a.mode_list:
-            torch_t["graph"] = timed_cuda(torch, graphed(torch, t_step), a.warmup, a.repeat)
+            torch_t["graph"] = timed_cuda(graphed(torch, t_step), a.warmup, a.repeat)
         for recipe in a.recipes:
             layer, m_step = module_step(torch, e, rows, k, n, recipe, a.cached_weights, x, dy, splits)
             c_step, c_close = c_api_step(torch, e, rows, k, n, recipe, a.cached_weights, layer.weight.detach(),
@@ -252,19 +238,18 @@ def run_gpu(a):
             for mode in a.mode_list:
                 try:
                     if mode == "eager":
-                        tm, tc = timed_cuda(torch, m_step, a.warmup, a.repeat), timed_cuda(torch, c_step, a.warmup,
-                                                                                         a.repeat)
+                        tm, tc = timed_cuda(m_step, a.warmup, a.repeat), timed_cuda(c_step, a.warmup, a.repeat)
                         allocs = scratch_allocs_per_step(torch, m_step)
                     elif mode == "graph":
-                        tm = timed_cuda(torch, graphed(torch, m_step), a.warmup, a.repeat)
+                        tm = timed_cuda(graphed(torch, m_step), a.warmup, a.repeat)
                         try:
-                            tc = timed_cuda(torch, graphed(torch, c_step), a.warmup, a.repeat)
+                            tc = timed_cuda(graphed(torch, c_step), a.warmup, a.repeat)
                         except Exception as exc:   # the C API's own pool under capture
                             print("  C API under a CUDA graph: %s" % str(exc).splitlines()[0][:100])
                             tc = None
                     else:
                         compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
-                        tm = timed_cuda(torch, lambda: m_step(compiled), a.warmup, a.repeat)
+                        tm = timed_cuda(lambda: m_step(compiled), a.warmup, a.repeat)
                         tc = None
                 except Exception as exc:
                     print("%-11s %-12s %-7s | failed: %s" % (shape, recipe, mode, str(exc).splitlines()[0][:100]))

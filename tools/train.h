@@ -98,6 +98,8 @@ gln_status_t train_gather_loss_sum(train_run_t *tr, int64_t count, double *sum);
 /* After a recipe's steps: *seconds = the most `busy` seconds of any rank (a collective, run only
  * when st is GLN_STATUS_SUCCESS; else *seconds = busy).  Returns st or the collective's status. */
 gln_status_t train_max_seconds(train_run_t *tr, gln_status_t st, double busy, double *seconds);
+/* The progress line of a recipe's run after step `done` of `total`, showing its loss. */
+void train_progress_loss(const char *name, int64_t done, int64_t total, double loss);
 /* CUDA: whether the expert weights' group communicates over NCCL (else MPI on device memory with
  * --comm mpi on several ranks, else the self communicator), its name for the banner, and that
  * communicator, bound to tr->ctx (collective over the ranks). */

@@ -82,6 +82,12 @@ gln_status_t train_max_seconds(train_run_t *tr, gln_status_t st, double busy, do
     return st;
 }
 
+void train_progress_loss(const char *name, int64_t done, int64_t total, double loss) {
+    char extra[64];
+    snprintf(extra, sizeof extra, "loss %.4g", loss);
+    report_progress(stderr, name, done, total, extra);
+}
+
 int train_device_comm_nccl(const train_opts_t *o) { return o->comm == 0 && (o->comm_given || gln_nccl_available()); }
 
 const char *train_device_comm_name(const train_run_t *tr) {

@@ -191,9 +191,7 @@ static gln_status_t dev_train(train_run_t *tr, lm_model_t *m, const dev_run_t *d
         const int show = tr->show_progress && ((s + 1) % o->sync_every == 0 || s + 1 == o->steps);
         if (st == GLN_STATUS_SUCCESS && show) {
             st = dev_read_losses(tr, d, s + 1, losses);
-            char extra[64];
-            snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
-            report_progress(stderr, name, s + 1, o->steps, extra);
+            train_progress_loss(name, s + 1, o->steps, losses[s]);
         }
     }
     if (st == GLN_STATUS_SUCCESS) st = gln_synchronize(tr->ctx);
@@ -269,11 +267,7 @@ static gln_status_t lm_recipe(train_run_t *tr, int r, double *losses, double *se
         const double t0 = train_now_s();
         st = lm_step(tr, m, s, &losses[s]);
         busy += train_now_s() - t0;
-        if (tr->show_progress) {
-            char extra[64];
-            snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
-            report_progress(stderr, rec->name, s + 1, o->steps, extra);
-        }
+        if (tr->show_progress) train_progress_loss(rec->name, s + 1, o->steps, losses[s]);
     }
     if (tr->show_progress) report_progress_end(stderr);
     if (st == GLN_STATUS_SUCCESS) st = lm_validate(tr, m, &k->val_loss[r]);

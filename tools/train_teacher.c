@@ -153,11 +153,7 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
         st = moe_model_step(student);
         if (st == GLN_STATUS_SUCCESS && k->on_device) st = gln_synchronize(tr->ctx); /* the step's time */
         busy += train_now_s() - t0;
-        if (tr->show_progress) {
-            char extra[64];
-            snprintf(extra, sizeof extra, "loss %.4g", losses[s]);
-            report_progress(stderr, rec->name, s + 1, o->steps, extra);
-        }
+        if (tr->show_progress) train_progress_loss(rec->name, s + 1, o->steps, losses[s]);
     }
     if (tr->show_progress) report_progress_end(stderr);
     if (st == GLN_STATUS_SUCCESS && k->on_device) st = gln_context_async_error(tr->ctx);
