@@ -39,9 +39,10 @@ typedef struct gln_backend_ops {
     void *(*get_stream)(const gln_context_t *ctx);
     gln_status_t (*async_error)(gln_context_t *ctx);
     /* Host staging for transports that move host memory only (the MPI communicator on a device
-     * context, src/backend/stage.h): page-locked host memory that copies to and from the device
-     * run at full speed (NULL: malloc / free), and whether the context's stream is being captured
-     * into a graph, where a synchronizing transport must refuse (NULL: never). */
+     * context, through ops.h's gln_op_host_alloc and its neighbours): page-locked host memory
+     * that copies to and from the device run at full speed (NULL: malloc / free), and whether the
+     * context's stream is being captured into a graph, where a synchronizing transport must
+     * refuse (NULL: never). */
     gln_status_t (*host_alloc)(gln_context_t *ctx, size_t bytes, void **ptr);
     void (*host_free)(gln_context_t *ctx, void *ptr);
     gln_status_t (*stream_capturing)(gln_context_t *ctx, int *capturing);

@@ -1,6 +1,8 @@
 /* The one funnel from a validated call into the backend's table (ops.h). */
 #include "backend/ops.h"
 
+#include <stdlib.h>
+
 #include "backend/backend.h"
 #include "backend/context.h"
 #include "common/error.h"
@@ -121,6 +123,29 @@ gln_status_t gln_op_activation_forward_quantize(gln_context_t *ctx, gln_activati
 
 gln_status_t gln_op_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes, gln_copy_kind_t kind) {
     return ctx->ops->memcpy(ctx, dst, src, bytes, kind);
+}
+
+gln_status_t gln_op_host_alloc(gln_context_t *ctx, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (bytes == 0) return GLN_STATUS_SUCCESS;
+    if (ctx->ops->host_alloc) return ctx->ops->host_alloc(ctx, bytes, ptr);
+    *ptr = malloc(bytes);
+    GLN_REQUIRE(*ptr != NULL, GLN_STATUS_OUT_OF_MEMORY,
+                "grouplin: staging buffer: cannot allocate %zu bytes of host memory", bytes);
+    return GLN_STATUS_SUCCESS;
+}
+
+void gln_op_host_free(gln_context_t *ctx, void *ptr) {
+    if (!ptr) return;
+    if (ctx->ops->host_free) ctx->ops->host_free(ctx, ptr);
+    else free(ptr);
+}
+
+gln_status_t gln_op_synchronize(gln_context_t *ctx) { return ctx->ops->synchronize(ctx); }
+
+gln_status_t gln_op_stream_capturing(gln_context_t *ctx, int *capturing) {
+    *capturing = 0;
+    return ctx->ops->stream_capturing ? ctx->ops->stream_capturing(ctx, capturing) : GLN_STATUS_SUCCESS;
 }
 
 /* The slot's name (its field in gln_backend_ops_t) and whether ctx's table sets it. */

@@ -56,8 +56,20 @@ gln_status_t gln_op_activation_forward_quantize_composed(gln_context_t *ctx, gln
                                                          gln_dtype_t hp_dtype, const gln_quant_config_t *cfg,
                                                          const gln_grouped_tensor_t *in, gln_grouped_tensor_t *out);
 
-/* Memory: every backend has memcpy (no slot check). */
+/* Memory: every backend has memcpy (no slot check).  Copies that involve host memory return once
+ * the host side may be read or reused (backend.h). */
 gln_status_t gln_op_memcpy(gln_context_t *ctx, void *dst, const void *src, size_t bytes, gln_copy_kind_t kind);
+
+/* Host staging, for a transport that moves host memory only (the MPI communicator on a device
+ * context when MPI is not CUDA-aware).  On a CPU context these are malloc / free, a no-op drain
+ * and "never capturing", so the staged path runs and is tested on the CPU too.
+ * Host memory for staging (page-locked where the backend has it); 0 bytes gives NULL. */
+gln_status_t gln_op_host_alloc(gln_context_t *ctx, size_t bytes, void **ptr);
+void gln_op_host_free(gln_context_t *ctx, void *ptr);
+/* Wait for everything enqueued on the context's stream. */
+gln_status_t gln_op_synchronize(gln_context_t *ctx);
+/* *capturing = 1 while the context's stream is being captured into a graph (never on the CPU). */
+gln_status_t gln_op_stream_capturing(gln_context_t *ctx, int *capturing);
 
 /* The optional slots a caller asks about before dispatching, when its own checks must come after
  * the "not implemented" answer (the MoE index contents, a multi-launch sequence). */

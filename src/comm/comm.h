@@ -151,7 +151,7 @@ gln_mpi_path_t gln_mpi_choose_path(int on_host, int cuda_context, int cuda_aware
 int gln_mpi_cuda_aware(void);
 
 /* The device-memory paths' access to the context: the backend's staging functions
- * (backend/stage.h) unless a test substitutes its own (a fake "device" on host memory). */
+ * (backend/ops.h) unless a test substitutes its own (a fake "device" on host memory). */
 typedef struct gln_mpi_mover {
     gln_status_t (*host_alloc)(gln_context_t *ctx, size_t bytes, void **ptr);
     void (*host_free)(gln_context_t *ctx, void *ptr);

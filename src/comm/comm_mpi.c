@@ -26,10 +26,9 @@
 #endif
 #endif
 
-#include "backend/stage.h"
-
 #include "comm/comm.h"
 #include "backend/context.h"
+#include "backend/ops.h"
 #include "common/error.h"
 
 typedef struct mpi_state {
@@ -294,13 +293,22 @@ static const gln_comm_ops_t mpi_device_ops = {
     .destroy = mpi_destroy,
 };
 
+/* The mover's copies name no direction: the backend's memcpy does. */
+static gln_status_t backend_to_host(gln_context_t *ctx, void *dst, const void *src, size_t bytes) {
+    return gln_op_memcpy(ctx, dst, src, bytes, GLN_COPY_BACKEND_TO_HOST);
+}
+
+static gln_status_t host_to_backend(gln_context_t *ctx, void *dst, const void *src, size_t bytes) {
+    return gln_op_memcpy(ctx, dst, src, bytes, GLN_COPY_HOST_TO_BACKEND);
+}
+
 static const gln_mpi_mover_t backend_mover = {
-    .host_alloc = gln_stage_host_alloc,
-    .host_free = gln_stage_host_free,
-    .to_host = gln_stage_to_host,
-    .to_backend = gln_stage_to_backend,
-    .synchronize = gln_stage_synchronize,
-    .capturing = gln_stage_capturing,
+    .host_alloc = gln_op_host_alloc,
+    .host_free = gln_op_host_free,
+    .to_host = backend_to_host,
+    .to_backend = host_to_backend,
+    .synchronize = gln_op_synchronize,
+    .capturing = gln_op_stream_capturing,
 };
 
 int gln_mpi_cuda_aware(void) {

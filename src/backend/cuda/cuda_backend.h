@@ -218,6 +218,10 @@ gln_status_t gln_cutlass_run_e5m2_e4m3_wgrad(gln_context_t *ctx, const gln_cutla
  * there.  Aligned experts are skipped on the device.  k_align <= 1: nothing (NULL pads).  Release
  * with gln_cuda_wgrad_pad_release after the GEMM is enqueued (stream-ordered). */
 gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, gln_cutlass_grouped_t *g, const char *call);
+/* The k_align of a wgrad over dy's splits: 16 (a TMA stride), or 1 when the host holds the
+ * splits and every one is a multiple of 16 (nothing to pad: no scratch, no pad launch; with
+ * device splits the pad kernel skips the aligned experts on the device). */
+int32_t gln_cuda_wgrad_k_align(const gln_grouped_tensor_t *dy);
 void gln_cuda_wgrad_pad_release(gln_context_t *ctx, gln_cutlass_grouped_t *g);
 
 /* cuda_grouped_gemm.c: the grouped GEMM through one CUTLASS launch when the arguments fit a

@@ -421,13 +421,15 @@ static __device__ void bq_store_tpose(const bq_args_t &a, const bq_tile_t &tl, c
 
 /* NaN elements: the reference's code (sign | 0x7F) into row word p byte j (rw) or column word j
  * byte p (cw).  Two functions rather than an optional pointer, so the word arrays stay in
- * registers. */
+ * registers.  bq_fix_nan8: the same for one word and the 8 values it encodes. */
+__device__ __forceinline__ void bq_fix_nan8(const float x[8], uint2 *word) {
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (gln_f32_isnan(x[j])) bq_set_byte(word, j, bq_nan_byte(x[j]));
+}
 __device__ __forceinline__ void bq_fix_nan_rows(const float v[8][8], uint2 rw[8]) {
 #pragma unroll
-    for (int p = 0; p < 8; p++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (gln_f32_isnan(v[p][j])) bq_set_byte(&rw[p], j, bq_nan_byte(v[p][j]));
+    for (int p = 0; p < 8; p++) bq_fix_nan8(v[p], &rw[p]);
 }
 __device__ __forceinline__ void bq_fix_nan_cols(const float v[8][8], uint2 cw[8]) {
 #pragma unroll
@@ -501,29 +503,6 @@ __device__ __forceinline__ void bq_pk_store_rows(const bq_args_t &a, const bq_ti
     }
 }
 
-/* bq_fix_nan_rows / bq_fix_nan_cols on the packed codes (each element widened where it is
- * tested, so no FP32 copy of the tile stays live). */
-template <int IN>
-__device__ __forceinline__ void bq_pk_fix_nan_rows(const uint32_t w[8][4], uint2 rw[8]) {
-#pragma unroll
-    for (int p = 0; p < 8; p++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float x = bq_pk_elem<IN>(w, p, j);
-            if (gln_f32_isnan(x)) bq_set_byte(&rw[p], j, bq_nan_byte(x));
-        }
-}
-template <int IN>
-__device__ __forceinline__ void bq_pk_fix_nan_cols(const uint32_t w[8][4], uint2 cw[8]) {
-#pragma unroll
-    for (int p = 0; p < 8; p++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float x = bq_pk_elem<IN>(w, p, j);
-            if (gln_f32_isnan(x)) bq_set_byte(&cw[j], p, bq_nan_byte(x));
-        }
-}
-
 /* The FP32 values of row p (x[j] = column j) or of column j (x[p] = row p). */
 template <int IN>
 __device__ __forceinline__ void bq_pk_row(const uint32_t w[8][4], int p, float x[8]) {
@@ -537,7 +516,8 @@ __device__ __forceinline__ void bq_pk_col(const uint32_t w[8][4], int j, float x
 }
 
 /* The thread's 8 packed row words under row p's scale rs[p] / 8 packed column words under column
- * j's scale cs[j], NaN codes fixed where the thread holds a NaN (the packed kernels' finish steps). */
+ * j's scale cs[j], NaN codes fixed where the thread holds a NaN (the packed kernels' finish steps;
+ * each element widened where it is used, so no FP32 copy of the tile stays live). */
 template <int IN, bool E5M2>
 __device__ __forceinline__ void bq_pk_enc_rows(const uint32_t w[8][4], const float rs[8], bool has_nan, uint2 rw[8]) {
 #pragma unroll
@@ -546,7 +526,13 @@ __device__ __forceinline__ void bq_pk_enc_rows(const uint32_t w[8][4], const flo
         bq_pk_row<IN>(w, p, x);
         rw[p] = bq_enc8<E5M2>(x, rs[p]);
     }
-    if (has_nan) bq_pk_fix_nan_rows<IN>(w, rw);
+    if (!has_nan) return;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+        float x[8];
+        bq_pk_row<IN>(w, p, x);
+        bq_fix_nan8(x, &rw[p]);
+    }
 }
 template <int IN, bool E5M2>
 __device__ __forceinline__ void bq_pk_enc_cols(const uint32_t w[8][4], const float cs[8], bool has_nan, uint2 cw[8]) {
@@ -556,7 +542,13 @@ __device__ __forceinline__ void bq_pk_enc_cols(const uint32_t w[8][4], const flo
         bq_pk_col<IN>(w, j, x);
         cw[j] = bq_enc8<E5M2>(x, cs[j]);
     }
-    if (has_nan) bq_pk_fix_nan_cols<IN>(w, cw);
+    if (!has_nan) return;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float x[8];
+        bq_pk_col<IN>(w, j, x);
+        bq_fix_nan8(x, &cw[j]);
+    }
 }
 
 /* ---- launchers: one per kernel file, called by the dispatch in cuda_block.cu ------------------ */

@@ -149,12 +149,7 @@ static int plan_nt(const gln_grouped_gemm_args_t *args, gln_cutlass_blockwise_t 
     g->b = x->col_data, g->b_row_bytes = n;
     g->d_list = d_ptrs;
     g->accumulate = args->accumulate;
-    g->k_align = 16;
-    if (!gdy->splits_on_backend) { /* host splits all multiples of 16: nothing to pad */
-        int unaligned = 0;
-        for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
-        if (!unaligned) g->k_align = 1;
-    }
+    g->k_align = gln_cuda_wgrad_k_align(gdy);
     g->split_rows = dy->rows;
     bw->a_sf = (const float *)dy->col_scale_inv;
     bw->b_sf = (const float *)x->col_scale_inv;

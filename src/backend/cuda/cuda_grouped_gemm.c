@@ -292,14 +292,7 @@ static int plan_nt_fp8(const gln_grouped_gemm_args_t *args, gln_cutlass_grouped_
     g->a_scale = (const float *)dy->col_scale_inv;
     g->b_scale_list = x_scales;
     g->accumulate = args->accumulate;
-    g->k_align = 16;
-    /* host splits all multiples of 16: nothing to pad, no scratch, no pad launch (with device
-     * splits the pad kernel runs and skips the aligned experts on the device) */
-    if (!gdy->splits_on_backend) {
-        int unaligned = 0;
-        for (int32_t i = 0; i < gdy->num; i++) unaligned |= gdy->splits[i] % 16 != 0;
-        if (!unaligned) g->k_align = 1;
-    }
+    g->k_align = gln_cuda_wgrad_k_align(gdy);
     tile_regime(g, dy->rows, gdy->num, GLN_CUTLASS_SMALL_ROWS);
     return 1;
 }

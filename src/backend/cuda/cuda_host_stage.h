@@ -1,5 +1,5 @@
 /* CUDA slots of the host staging (backend.h: host_alloc, host_free, stream_capturing), used by
- * the MPI communicator on a CUDA context when MPI is not CUDA-aware (src/backend/stage.h). */
+ * the MPI communicator on a CUDA context when MPI is not CUDA-aware (ops.h, gln_op_host_alloc). */
 #ifndef GLN_BACKEND_CUDA_HOST_STAGE_H
 #define GLN_BACKEND_CUDA_HOST_STAGE_H
 

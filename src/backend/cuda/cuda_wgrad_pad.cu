@@ -30,6 +30,7 @@ extern "C" {
 #include "common/error.h"
 }
 
+#define WGRAD_K_ALIGN 16 /* bytes: TMA's row-stride granule */
 #define PAD_THREADS 256
 #define PAD_WARPS (PAD_THREADS / 32)
 #define PAD_BLOCKS 1056 /* 8 a multiprocessor on an H200: every warp walks a share of the rows */
@@ -71,6 +72,13 @@ static gln_status_t pad_launch(gln_context_t *ctx, const gln_cutlass_grouped_t *
         g->offsets, g->num, g->k_align, (const uint8_t *)g->a, g->m, (uint8_t *)a_pad, (const uint8_t *)g->b, g->n,
         (uint8_t *)b_pad);
     return gln_cuda_check_launch(call, "wgrad_pad_kernel");
+}
+
+extern "C" int32_t gln_cuda_wgrad_k_align(const gln_grouped_tensor_t *dy) {
+    if (dy->splits_on_backend) return WGRAD_K_ALIGN;
+    for (int32_t i = 0; i < dy->num; i++)
+        if (dy->splits[i] % WGRAD_K_ALIGN != 0) return WGRAD_K_ALIGN;
+    return 1;
 }
 
 extern "C" gln_status_t gln_cuda_wgrad_pad(gln_context_t *ctx, gln_cutlass_grouped_t *g, const char *call) {
