@@ -564,30 +564,54 @@ typedef struct gln_sharded_weights_config {
      *   BLOCK_2D (FP8 block scaling): each expert is padded to a multiple of 128 rows in the flat
      *     layout (zero rows; gln_sharded_weights_shard's offsets count them) and shards hold
      *     whole 128-row tiles; the tile scales are gathered with the data.
-     * materialize_backward still gathers the working dtype (the layer quantizes it columnwise). */
+     * Without quantized_shard each forward materialization quantizes the working shard anew and
+     * materialize_backward gathers the working dtype (the layer quantizes it columnwise). */
     int fp8_gather;
     gln_quant_config_t fp8_quant;
+    /* --- version 3 (version 2 ends here: size = GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE) */
+    /* 1 (needs fp8_gather = 1): the group keeps this rank's shard QUANTIZED — the FP8 bytes of
+     * the working shard and their scales, as fp8_gather makes them — and refreshes it only when
+     * the working shard changes: in gln_sharded_weights_load_full, gln_sharded_weights_sync_working
+     * and gln_sharded_weights_requantize (all three collective then).  Both materializations then
+     * gather the stored FP8 shards and nothing is quantized per step: materialize_forward hands
+     * the rowwise copies (the bytes and scales fp8_gather gives), materialize_backward the same
+     * rowwise copies plus the columnwise copy the dgrad needs, made by transposing them (the
+     * layout of gln_tensor_t: per-tensor col_data [K_in, K_out], col_scale_inv the same decode
+     * scale; 128x128 col_data transposed, col_scale_inv the transposed tile grid
+     * [ceil(K_in/128), pad4(ceil(K_out/128))]).  The transposition is exact: a per-tensor scale
+     * and a 128x128 tile's amax do not depend on the direction, so every byte and scale equals
+     * gln_quantize (rowwise, resp. columnwise) of the gathered working weight.  Supported for
+     * fp8_quant TENSOR with delayed 0 and BLOCK_2D.  MXFP8_1D is NOT_SUPPORTED: its columnwise
+     * copy has 1x32 blocks along K_out, other bytes and scales than the rowwise copy, so it would
+     * need shards of whole 32-row groups of every expert and a second, columnwise quantized
+     * shard.  0 (default): fp8_gather as described above. */
+    int quantized_shard;
 } gln_sharded_weights_config_t;
 #define GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE offsetof(gln_sharded_weights_config_t, fp8_gather)
+#define GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE offsetof(gln_sharded_weights_config_t, quantized_shard)
 #define GLN_SHARDED_WEIGHTS_CONFIG_INIT                                                         \
-    {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0, 0, GLN_QUANT_CONFIG_INIT}
+    {sizeof(gln_sharded_weights_config_t), 0, 0, 0, GLN_DTYPE_BF16, 1, 0, 0, GLN_QUANT_CONFIG_INIT, 0}
 
 /* Collective over comm: every rank passes the same configuration.  Every argument is checked
  * before any allocation (num_experts >= 1; out_features and in_features in [1, GLN_MAX_DIM];
- * working_dtype bf16 or fp32; requires_grad, async_finalize, fp8_gather 0 or 1; every buffer of
+ * working_dtype bf16 or fp32; requires_grad, async_finalize, fp8_gather, quantized_shard 0 or 1
+ * (quantized_shard 1 with fp8_gather 0 is INVALID_ARGUMENT, with a mode it does not implement
+ * NOT_SUPPORTED); every buffer of
  * the group, the padded experts of a 128x128 gather and all ranks' padded shards included, at
  * most GLN_MAX_ELEMS elements; with fp8_gather, fp8_quant valid for gln_quantize — mode NONE,
  * a NaN or negative amax_epsilon, ... are INVALID_ARGUMENT — and one the gather implements, else
  * NOT_SUPPORTED).  Then one agreement: a refusal on any rank (a NULL sw included) fails create on
  * every rank, and so does any difference between ranks in the sizes, dtypes, flags, the
- * context's backend or any field of fp8_quant (COMM_ERROR "ranks disagree on <field>").  comm
+ * context's backend, quantized_shard or any field of fp8_quant (COMM_ERROR "ranks disagree on
+ * <field>").  comm
  * NULL fails on that rank alone (see "Multi-rank calls fail together"). */
 GLN_API gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
                                         gln_sharded_weights_t **sw);
 GLN_API gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw);
 /* Load from a full FP32 [N, K_out, K_in] host array (identical on every rank): each rank keeps
- * its slice as FP32 master and refreshes its working copy. */
+ * its slice as FP32 master and refreshes its working copy (and, with quantized_shard, its
+ * quantized shard: then collective, like sync_working). */
 GLN_API gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full);
 /* This rank's FP32 master shard / main_grad shard (shard_len elements each, padding included;
  * elements past the real weights are zero and stay zero) and its offset in the flat buffer. */
@@ -595,7 +619,9 @@ GLN_API gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float 
                                        int64_t *shard_len, int64_t *shard_offset);
 /* After the optimizer changed the master shard: refresh the working copy (working[i] = master[i]
  * rounded to nearest even in the working dtype, for every i of the shard, padding included).
- * INVALID_STATE while a prefetched gather is outstanding (it still reads the working shard). */
+ * INVALID_STATE while a prefetched gather is outstanding (it still reads the working shard).
+ * With quantized_shard it then refreshes the quantized shard as gln_sharded_weights_requantize
+ * does, and is collective (every rank calls it; a refusal on one rank fails it on every rank). */
 GLN_API gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw);
 /* This rank's working-dtype shard, for an optimizer that writes it itself in the pass that
  * updates the master (no separate sync_working pass): *working = the buffer (backend memory,
@@ -607,9 +633,12 @@ GLN_API gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw)
  * The padding elements hold zero in both buffers; writing them (as the rounded zero master) or
  * skipping them keeps them zero.  For an FP32 working dtype the working copy may alias the
  * master (the optimizer's write is then a no-op); callers must work whether or not it does.
- * What the group derives from the working shard is recomputed from it at every materialization
- * (the gathered copies, the FP8 shard and its scales of fp8_gather), never cached across
- * materializations, so the next materialize sees the new values.  Rules, the same as for
+ * Without quantized_shard, what the group derives from the working shard is recomputed from it
+ * at every materialization (the gathered copies, the FP8 shard and its scales of fp8_gather),
+ * never cached across materializations, so the next materialize sees the new values.  With
+ * quantized_shard the quantized shard IS such a cache: after writing the working shard call
+ * gln_sharded_weights_requantize (or write the master and call sync_working instead), else the
+ * next materializations gather the old FP8 values.  Rules, the same as for
  * sync_working: write only while no prefetched gather is outstanding (this call fails with
  * INVALID_STATE while one is, and a prefetch issued after it and before the write would gather
  * the old or a torn shard); write in the order of the context's stream (on a GPU: a kernel on
@@ -619,6 +648,15 @@ GLN_API gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw)
  * gln_grouped_linear_weights_updated after the step exactly as with sync_working. */
 GLN_API gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw, void **working,
                                                gln_dtype_t *dtype, int64_t *len);
+/* With quantized_shard: quantize the working shard into the group's quantized shard (per-tensor:
+ * expert e's scale from the MAX over ranks of their amaxes of expert e, so the scales are the
+ * same on every rank; 128x128: the shard's tile scales), the refresh an optimizer that wrote the
+ * working shard itself (gln_sharded_weights_working_shard) must call before the next
+ * materialization.  Collective: every rank calls it; it agrees first, so a refusal on one rank
+ * fails it on every rank.  INVALID_STATE while a prefetched gather is outstanding (as
+ * sync_working).  Enqueued in the context's stream order.  A group without quantized_shard has
+ * nothing to refresh: the call returns SUCCESS at once, on every rank alike, without a collective. */
+GLN_API gln_status_t gln_sharded_weights_requantize(gln_sharded_weights_t *sw);
 /* Gather the full FP32 masters [N, K_out, K_in] / main_grads into a host array on every rank. */
 GLN_API gln_status_t gln_sharded_weights_gather_master(gln_sharded_weights_t *sw, float *full);
 GLN_API gln_status_t gln_sharded_weights_gather_main_grad(gln_sharded_weights_t *sw, float *full);

@@ -8,6 +8,7 @@
 #ifndef GLN_BACKEND_H
 #define GLN_BACKEND_H
 
+#include "backend/transpose.h"
 #include "grouplin.h"
 
 typedef struct gln_backend_ops {
@@ -109,6 +110,9 @@ typedef struct gln_backend_ops {
     gln_status_t (*add_f32)(gln_context_t *ctx, float *y, const float *x, int64_t n);
     gln_status_t (*scales_from_amax)(gln_context_t *ctx, const float *amax, int32_t n, float fp8_max,
                                      int power_2_scale, float epsilon, float *scale, float *scale_inv);
+    /* transpose.h's batched transpose, in stream order on backend arrays (the quantized shard's
+     * columnwise copies); bit for bit gln_transpose_batched_ref. */
+    gln_status_t (*transpose_batched)(gln_context_t *ctx, const gln_transpose_t *t);
 
     /* MoE building blocks (src/moe validates, including the contents of experts and row_of, and
      * returns empty calls before dispatching) */

@@ -218,6 +218,10 @@ gln_status_t gln_op_scales_from_amax(gln_context_t *ctx, const char *call, const
     return DISPATCH(scales_from_amax, call, amax, n, fp8_max, power_2_scale, epsilon, scale, scale_inv);
 }
 
+gln_status_t gln_op_transpose_batched(gln_context_t *ctx, const char *call, const gln_transpose_t *t) {
+    return DISPATCH(transpose_batched, call, t);
+}
+
 gln_status_t gln_op_moe_router_forward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,
                                        int32_t k, const float *logits, int32_t *experts, float *gates) {
     return DISPATCH(moe_router_forward, call, tokens, num_experts, k, logits, experts, gates);

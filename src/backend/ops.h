@@ -14,6 +14,7 @@
 #ifndef GLN_BACKEND_OPS_H
 #define GLN_BACKEND_OPS_H
 
+#include "backend/transpose.h"
 #include "grouplin.h"
 
 gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
@@ -109,6 +110,9 @@ gln_status_t gln_op_add_f32(gln_context_t *ctx, const char *call, float *y, cons
 gln_status_t gln_op_scales_from_amax(gln_context_t *ctx, const char *call, const float *amax, int32_t n,
                                      float fp8_max, int power_2_scale, float epsilon, float *scale,
                                      float *scale_inv);
+
+/* The batched transpose (transpose.h; backend.h, transpose_batched) under the caller's `call`. */
+gln_status_t gln_op_transpose_batched(gln_context_t *ctx, const char *call, const gln_transpose_t *t);
 
 /* MoE building blocks (backend.h, moe_* and activation_*), after src/moe validated. */
 gln_status_t gln_op_moe_router_forward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,

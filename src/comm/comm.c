@@ -64,6 +64,7 @@ static const char *const call_names[GLN_CALL_COUNT_] = {
     "gln_grouped_linear_forward",
     "gln_grouped_linear_backward",
     "prefetch",
+    "requantize",
 };
 
 const char *gln_call_name(int64_t call) {

@@ -99,6 +99,7 @@ typedef enum gln_call {
     GLN_CALL_LAYER_FORWARD,
     GLN_CALL_LAYER_BACKWARD,
     GLN_CALL_PREFETCH,
+    GLN_CALL_REQUANTIZE,
     GLN_CALL_COUNT_
 } gln_call_t;
 enum { GLN_AGREE_FIELDS = 6 };

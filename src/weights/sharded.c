@@ -23,13 +23,13 @@
  * bits; all 0 without fp8_gather, which ignores fp8_quant). */
 enum { FP_OK, FP_NUM, FP_OUT, FP_IN, FP_DTYPE, FP_ASYNC, FP_GRAD, FP_BACKEND, FP_FP8, FP_FP8_MODE,
        FP_FP8_DTYPE, FP_FP8_ROWWISE, FP_FP8_COLUMNWISE, FP_FP8_DELAYED, FP_FP8_EPSILON,
-       FP_FP8_POW2, FP_FP8_E8M0, FP_FP8_NAN, FP_COUNT };
+       FP_FP8_POW2, FP_FP8_E8M0, FP_FP8_NAN, FP_QSHARD, FP_COUNT };
 static const char *const fingerprint_names[FP_COUNT] = {
     "success", "num_experts", "out_features", "in_features", "working_dtype", "async_finalize",
     "requires_grad", "the context's backend", "fp8_gather", "fp8_quant.mode",
     "fp8_quant.fp8_dtype", "fp8_quant.rowwise", "fp8_quant.columnwise", "fp8_quant.delayed",
     "fp8_quant.amax_epsilon (its FP32 bits)", "fp8_quant.power_2_scale",
-    "fp8_quant.e8m0_rounding", "fp8_quant.amax_nan_propagate"};
+    "fp8_quant.e8m0_rounding", "fp8_quant.amax_nan_propagate", "quantized_shard"};
 
 size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw) {
     return (size_t)sw->ranks * (size_t)sw->shard_len * gln_dtype_size(sw->cfg.working_dtype);
@@ -57,6 +57,27 @@ size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw) {
     return rows * (size_t)(sw->cfg.in_features / 32);
 }
 
+size_t gln_sharded_col_offset(const gln_sharded_weights_t *sw) {
+    return (gln_sharded_fp8_bytes(sw) + 15) & ~(size_t)15;
+}
+
+int64_t gln_sharded_col_grid_elems(const gln_sharded_weights_t *sw) {
+    int64_t tr = (sw->cfg.out_features + 127) / 128, tc = (sw->cfg.in_features + 127) / 128;
+    return tc * ((tr + 3) / 4 * 4);
+}
+
+size_t gln_sharded_col_scales_offset(const gln_sharded_weights_t *sw) {
+    size_t col = (size_t)sw->cfg.num_experts * (size_t)sw->expert_elems;
+    return (gln_sharded_col_offset(sw) + col + 15) & ~(size_t)15;
+}
+
+size_t gln_sharded_qshard_backward_bytes(const gln_sharded_weights_t *sw) {
+    size_t grids = gln_sharded_fp8_2d(sw) ? (size_t)sw->cfg.num_experts *
+                                                (size_t)gln_sharded_col_grid_elems(sw) * sizeof(float)
+                                          : 0;
+    return gln_sharded_col_scales_offset(sw) + grids;
+}
+
 size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw) {
     size_t n = (size_t)sw->cfg.num_experts;
     if (gln_sharded_fp8_mx(sw))
@@ -68,16 +89,18 @@ size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw) {
 }
 
 /* Copy a versioned config: exactly the sizes of known versions are accepted (version 1 ends
- * before fp8_gather; its missing fields keep their defaults). */
+ * before fp8_gather, version 2 before quantized_shard; missing fields keep their defaults). */
 static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
                                 gln_sharded_weights_config_t *out) {
     gln_sharded_weights_config_t def = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     *out = def;
     GLN_REQUIRE_NOT_NULL(FN, cfg);
-    GLN_REQUIRE_ARG(cfg->size == sizeof def || cfg->size == GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE,
-                    "%s: cfg->size %zu is not a known version (expected %zu, or %zu for version 1; "
-                    "start from GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
-                    FN, cfg->size, sizeof def, (size_t)GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE);
+    GLN_REQUIRE_ARG(cfg->size == sizeof def || cfg->size == GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE ||
+                        cfg->size == GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE,
+                    "%s: cfg->size %zu is not a known version (expected %zu, %zu for version 2 or "
+                    "%zu for version 1; start from GLN_SHARDED_WEIGHTS_CONFIG_INIT)",
+                    FN, cfg->size, sizeof def, (size_t)GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE,
+                    (size_t)GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE);
     memcpy(out, cfg, cfg->size);
     out->size = sizeof def;
     return GLN_STATUS_SUCCESS;
@@ -86,12 +109,35 @@ static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
 /* fp8_quant is checked by the validator of every quantization call (one definition of a valid
  * config; the copy replaces the caller's, normalized to the current version), then limited to
  * what the FP8 all-gather implements: per-tensor current scaling, MXFP8 and 128x128 blocks. */
+/* quantized_shard: what the stored quantized shard implements (after fp8_quant was read). */
+static gln_status_t validate_quantized_shard(const gln_sharded_weights_config_t *c) {
+    const gln_quant_config_t *q = &c->fp8_quant;
+    GLN_REQUIRE(q->mode != GLN_SCALING_MXFP8_1D, GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->quantized_shard is not supported with MXFP8 (fp8_quant.mode MXFP8_1D): "
+                "its columnwise copy has 1x32 blocks along out_features, other bytes and scales "
+                "than the rowwise copy, so it would need shards of whole 32-row groups of every "
+                "expert and a second, columnwise quantized shard; use quantized_shard 0 (fp8_gather "
+                "alone) or per-tensor current scaling / 128x128 blocks", FN);
+    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_BLOCK_2D,
+                GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
+                "TENSOR, delayed 0) and 128x128 blocks (BLOCK_2D); mode %d delayed %d is not "
+                "supported", FN, (int)q->mode, q->delayed);
+    return GLN_STATUS_SUCCESS;
+}
+
 static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
+    GLN_REQUIRE_ARG(c->quantized_shard == 0 || c->quantized_shard == 1,
+                    "%s: cfg->quantized_shard %d must be 0 or 1", FN, c->quantized_shard);
+    GLN_REQUIRE_ARG(!c->quantized_shard || c->fp8_gather == 1,
+                    "%s: cfg->quantized_shard 1 needs cfg->fp8_gather = 1 (fp8_gather %d): the "
+                    "quantized shard is what the FP8 all-gather gathers", FN, c->fp8_gather);
     if (!c->fp8_gather) return GLN_STATUS_SUCCESS;
     GLN_REQUIRE_ARG(c->fp8_gather == 1, "%s: cfg->fp8_gather %d must be 0 or 1", FN, c->fp8_gather);
     gln_quant_config_t q;
     GLN_TRY(gln_quant_config_read(FN, "cfg->fp8_quant.", &c->fp8_quant, &q));
     c->fp8_quant = q;
+    if (c->quantized_shard) GLN_TRY(validate_quantized_shard(c));
     GLN_REQUIRE((q.mode == GLN_SCALING_TENSOR && !q.delayed) || q.mode == GLN_SCALING_MXFP8_1D ||
                     q.mode == GLN_SCALING_BLOCK_2D,
                 GLN_STATUS_NOT_SUPPORTED,
@@ -204,7 +250,8 @@ static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, grid));
     } else if (sw->cfg.fp8_gather) {
-        size_t work = 4 * (size_t)sw->cfg.num_experts * sizeof(float);
+        /* amax, scale, two sinks; + the stored decode scales with quantized_shard */
+        size_t work = (sw->cfg.quantized_shard ? 5 : 4) * (size_t)sw->cfg.num_experts * sizeof(float);
         GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
         GLN_TRY(gln_ctx_alloc(ctx, work, (void **)&sw->fp8_work));
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n)); /* padding stays zero */
@@ -222,7 +269,8 @@ static gln_status_t create_local(gln_context_t *ctx, gln_comm_t *comm,
     sw->ctx = ctx;
     GLN_TRY(plan_layout(sw, comm->size));
     sw->shard_offset = (int64_t)comm->rank * sw->shard_len;
-    return allocate_shards(sw);
+    GLN_TRY(allocate_shards(sw));
+    return gln_sharded_quantize_initial(sw);
 }
 
 /* fp8_quant's fields (validated: small non-negative values; amax_epsilon finite, >= 0). */
@@ -255,6 +303,7 @@ static gln_status_t check_agreement(gln_comm_t *comm, const gln_sharded_weights_
         v[FP_BACKEND] = sw->ctx->kind;
         v[FP_FP8] = c->fp8_gather;
         if (c->fp8_gather) fingerprint_fp8(&c->fp8_quant, v);
+        v[FP_QSHARD] = c->quantized_shard;
     }
     for (int i = 0; i < FP_COUNT; i++) v[FP_COUNT + i] = -v[i];
     /* host memory on every transport (NCCL keeps a host path for this handshake) */

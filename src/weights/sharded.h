@@ -8,7 +8,12 @@
  * writes the padding of the full-size gradient buffer.
  *
  * Files: sharded.c (create / destroy / cross-rank consistency), sharded_data.c (load, shard
- * access, sync, gathers), sharded_protocol.c (the hooks the layer calls).
+ * access, sync, gathers), sharded_fp8.c (the FP8 shard: quantization, the quantized shard's
+ * refresh and columnwise copies), sharded_protocol.c (the hooks the layer calls).
+ *
+ * quantized_shard: the FP8 shard (+ its scales) is kept across materializations and refreshed
+ * only by load_full / sync_working / requantize; every materialization gathers it, and a
+ * backward one adds the columnwise copies by transposing the gathered bytes and tile grids.
  *
  * Memory lives in the context's backend, and the communicator is bound to that same context
  * (a CPU context: self or MPI over host memory; a CUDA context: NCCL, or self).  Everything the
@@ -67,7 +72,8 @@ struct gln_sharded_weights {
      * shard quantized as [shard_len/128, 128] (its first shard_len/32 bytes are the block scales
      * in flat order) */
     uint8_t *fp8_shard;
-    float *fp8_work;
+    float *fp8_work;      /* quantized_shard per-tensor: one more [N] block, the stored decode
+                             scales of the quantized shard (fp8_work + 4·N) */
     uint8_t *fp8_sscale;  /* MXFP8 codes, or the 128x128 shard's FP32 tile-scale grid */
     size_t sscale_bytes;  /* its size */
 
@@ -100,6 +106,16 @@ size_t gln_sharded_full_bytes(const gln_sharded_weights_t *sw);
 size_t gln_sharded_fp8_bytes(const gln_sharded_weights_t *sw);
 size_t gln_sharded_fp8_scales_offset(const gln_sharded_weights_t *sw);
 size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw);
+/* Bytes of one backward materialization with quantized_shard: the forward's FP8 buffer, then
+ * (16-byte aligned, at gln_sharded_col_offset) the columnwise FP8 copies, N [K_in, K_out] back
+ * to back, and for 128x128 (16-byte aligned, at gln_sharded_col_scales_offset) their N
+ * transposed tile grids of gln_sharded_col_grid_elems floats each.  Per-tensor columnwise copies
+ * share the rowwise decode scales. */
+size_t gln_sharded_qshard_backward_bytes(const gln_sharded_weights_t *sw);
+size_t gln_sharded_col_offset(const gln_sharded_weights_t *sw);
+size_t gln_sharded_col_scales_offset(const gln_sharded_weights_t *sw);
+/* ceil(K_in/128) · pad4(ceil(K_out/128)): one columnwise 128x128 grid */
+int64_t gln_sharded_col_grid_elems(const gln_sharded_weights_t *sw);
 /* 1 when the FP8 all-gather is MXFP8 / 128x128 blocks (else per-tensor, or none) */
 int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
 int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw);
@@ -109,6 +125,31 @@ int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw);
 void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
 /* INVALID_STATE naming `fn` while a prefetched gather still reads the working shard. */
 gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw);
+/* sharded_fp8.c: the FP8 shard.  Quantize the working shard into sw->fp8_shard: per-tensor with
+ * global per-expert scales (decode scales to scale_inv; local_amax as gln_sharded_requantize's,
+ * or NULL), MXFP8 (codes to fp8_sscale), 128x128 tiles (tile grid to fp8_sscale).  Collective
+ * where they exchange amaxes (per-tensor), after the caller's agreement. */
+gln_status_t gln_sharded_quantize_tensor(gln_sharded_weights_t *sw, float *scale_inv, const float *local_amax);
+gln_status_t gln_sharded_quantize_mx(gln_sharded_weights_t *sw);
+gln_status_t gln_sharded_quantize_tiles(gln_sharded_weights_t *sw);
+/* create: the quantized shard of the zero working shard (no exchange needed: every amax is 0). */
+gln_status_t gln_sharded_quantize_initial(gln_sharded_weights_t *sw);
+/* quantized_shard per-tensor: the stored decode scales into a gather buffer (a local copy). */
+gln_status_t gln_sharded_copy_scales(gln_sharded_weights_t *sw, float *scale_inv);
+/* quantized_shard: the columnwise copies of a gathered backward buffer (stream-ordered after the
+ * gathers; see gln_sharded_qshard_backward_bytes for the layout). */
+gln_status_t gln_sharded_columnwise(gln_sharded_weights_t *sw, char *buf);
+/* Refresh the FP8 shard from the working shard (quantized_shard; a no-op success without it).
+ * local_amax: backend array [N] = per expert, the amax (NaN ignored, as fmaxf) of this rank's
+ * part of the working shard (0 for an expert without elements in this shard), or NULL to compute
+ * it here.  Collective: agrees first, under fn, with this rank's verdict (INVALID_STATE while a
+ * prefetched gather is outstanding).  local_amax is ignored (computed anyway) when
+ * fp8_quant.amax_nan_propagate = 1 or the mode is BLOCK_2D. */
+gln_status_t gln_sharded_requantize(gln_sharded_weights_t *sw, const char *fn, const float *local_amax);
+/* The same with this rank's verdict so far (`local`) joining the agreement: a caller that did
+ * local work first (sync_working's cast) fails together with the other ranks. */
+gln_status_t gln_sharded_requantize_after(gln_sharded_weights_t *sw, const char *fn, gln_status_t local,
+                                          const float *local_amax);
 /* Fill sw->protocol with the hooks of sharded_protocol.c. */
 void gln_sharded_protocol_init(gln_sharded_weights_t *sw);
 /* Complete an in-flight finalize (no-op when none); used by wait() and destroy(). */

@@ -17,10 +17,8 @@ static void real_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo
     *hi = b < s1 ? b : s1;
 }
 
-gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
-    static const char *fn = "gln_sharded_weights_sync_working";
-    GLN_REQUIRE_NOT_NULL(fn, sw);
-    GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
+/* working = master rounded to the working dtype (local). */
+static gln_status_t cast_working(gln_sharded_weights_t *sw, const char *fn) {
     gln_context_t *ctx = sw->ctx;
     size_t n = (size_t)sw->shard_len;
     if (sw->cfg.working_dtype == GLN_DTYPE_FP32)
@@ -38,10 +36,26 @@ gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
     return gln_op_cast(ctx, &in, &out);
 }
 
-/* The working shard for an optimizer that writes it itself (grouplin.h): nothing is cached from
- * the working copy across materializations (each one gathers it, or quantizes it into the FP8
- * shard, anew), so writing it directly is the same as sync_working; only an outstanding prefetch
- * still reads it. */
+/* With quantized_shard the refresh of the quantized shard follows, collective: this rank's
+ * verdict so far (a prefetch outstanding, a failed cast, or a failure of load_full) joins its
+ * agreement, so every rank fails together. */
+static gln_status_t sync_working(gln_sharded_weights_t *sw, const char *fn, gln_status_t local) {
+    if (local == GLN_STATUS_SUCCESS) local = gln_sharded_require_no_prefetch(fn, sw);
+    if (local == GLN_STATUS_SUCCESS) local = cast_working(sw, fn);
+    return gln_sharded_requantize_after(sw, fn, local, NULL);
+}
+
+gln_status_t gln_sharded_weights_sync_working(gln_sharded_weights_t *sw) {
+    static const char *fn = "gln_sharded_weights_sync_working";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    return sync_working(sw, fn, GLN_STATUS_SUCCESS);
+}
+
+/* The working shard for an optimizer that writes it itself (grouplin.h): without quantized_shard
+ * nothing is cached from the working copy across materializations (each one gathers it, or
+ * quantizes it into the FP8 shard, anew), so writing it directly is the same as sync_working;
+ * only an outstanding prefetch still reads it.  With quantized_shard the writer refreshes the
+ * quantized shard itself (gln_sharded_weights_requantize). */
 gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw, void **working,
                                                gln_dtype_t *dtype, int64_t *len) {
     static const char *fn = "gln_sharded_weights_working_shard";
@@ -55,9 +69,7 @@ gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw, void *
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full) {
-    static const char *fn = "gln_sharded_weights_load_full";
-    GLN_REQUIRE_NOT_NULL(fn, sw);
+static gln_status_t load_master(gln_sharded_weights_t *sw, const char *fn, const float *full) {
     GLN_REQUIRE_NOT_NULL(fn, full);
     GLN_TRY(gln_sharded_require_no_prefetch(fn, sw));
     gln_context_t *ctx = sw->ctx;
@@ -71,7 +83,13 @@ gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const floa
         GLN_TRY(gln_op_memcpy(ctx, sw->master + (lo - sw->shard_offset), src,
                               (size_t)(hi - lo) * sizeof(float), GLN_COPY_HOST_TO_BACKEND));
     }
-    return gln_sharded_weights_sync_working(sw);
+    return GLN_STATUS_SUCCESS;
+}
+
+gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full) {
+    static const char *fn = "gln_sharded_weights_load_full";
+    GLN_REQUIRE_NOT_NULL(fn, sw);
+    return sync_working(sw, fn, load_master(sw, fn, full));
 }
 
 gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,

@@ -1,7 +1,9 @@
 /* Sharded weight group: the gln_dist_weights_t hooks the layer calls.
  *
  * materialize: one all-gather of the working shards (or, forward with fp8_gather, of the FP8
- *              shards quantized with global per-expert scales) into a gather buffer; the N
+ *              shards quantized with global per-expert scales; with quantized_shard, in both
+ *              directions, of the stored FP8 shards, backward adding the columnwise copies by a
+ *              transpose) into a gather buffer; the N
  *              returned tensors point into it and release() hands it back to the group's free
  *              list, so steady-state steps allocate nothing.  A gathered group is live (counted)
  *              exactly from materialize (or prefetch) to release.
@@ -86,95 +88,22 @@ static gln_status_t track_live(gln_sharded_weights_t *sw, void *base, size_t byt
     return GLN_STATUS_SUCCESS;
 }
 
-/* ---- the FP8 shard: global per-expert amax, scales, quantization -------------------------- */
-
-/* Expert e's part of this rank's shard: [*lo, *hi) in flat elements (empty when lo >= hi). */
-static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
-    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
-    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
-    *lo = a > s0 ? a : s0;
-    *hi = b < s1 ? b : s1;
-}
-
-/* The shard as a grouped tensor of its experts' segments (member e = expert e's part, empty for
- * the experts outside the shard; they tile the shard from its start, in order, as per-tensor
- * experts lie back to back): rows of `cols` elements, cols the largest power of two <= 1024
- * that divides every segment boundary, so that every member is whole rows and the grouped
- * kernels get wide rows (16-byte chunks) whenever the sizes allow.  The element-wise encode does
- * not see the shape, so the bytes are those of quantizing each segment as a vector. */
-static int64_t shard_members(const gln_sharded_weights_t *sw, int64_t *splits) {
-    int64_t cols = 1024;
-    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
-        int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
-        if (lo >= hi) continue;
-        while ((lo - sw->shard_offset) % cols || (hi - sw->shard_offset) % cols) cols /= 2;
-    }
-    for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
-        int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
-        splits[e] = lo < hi ? (hi - lo) / cols : 0;
-    }
-    return cols;
-}
-
-/* Quantize the working shard into sw->fp8_shard with expert e's scale computed from the MAX over
- * ranks of their amaxes of expert e, and write the N decode scales to `scale_inv` (inside the
- * gather buffer).  The bytes equal gln_quantize of the full working weight: the amax of a
- * tensor is the max of its parts' amaxes, and the quantization is element-wise given the scale.
- * A fixed number of launches whatever N: one grouped amax, the all-reduce, the scales, one
- * grouped quantize.  Every rank runs the amax all-reduce (the caller agreed on the call already). */
-static gln_status_t fp8_quantize_shard(gln_sharded_weights_t *sw, float *scale_inv) {
-    gln_context_t *ctx = sw->ctx;
-    const gln_quant_config_t *q = &sw->cfg.fp8_quant;
-    const int32_t n = sw->cfg.num_experts;
-    float *amax = sw->fp8_work, *scale = amax + n, *sink_amax = scale + n, *sink_sinv = sink_amax + n;
-    const gln_dtype_t wd = sw->cfg.working_dtype;
-    GLN_TRY(gln_op_require(ctx, "materialize (FP8 gather)", GLN_SLOT_GROUPED_AMAX));
-    GLN_TRY(gln_op_require(ctx, "materialize (FP8 gather)", GLN_SLOT_SCALES_FROM_AMAX));
-    /* segments lie back to back only without per-expert padding (the 128x128 layout's) */
-    GLN_REQUIRE(sw->expert_stride == sw->expert_elems, GLN_STATUS_INTERNAL_ERROR,
-                "materialize (FP8 gather): per-tensor experts must not be padded");
-    int64_t *splits = malloc((size_t)n * sizeof *splits);
-    GLN_REQUIRE(splits != NULL, GLN_STATUS_OUT_OF_MEMORY, "materialize (FP8 gather): out of host memory");
-    const int64_t cols = shard_members(sw, splits);
-    int64_t rows = 0;
-    for (int32_t e = 0; e < n; e++) rows += splits[e];
-    gln_grouped_tensor_t in = {n, splits, 0, gln_tensor_make(wd, rows, cols, sw->working)};
-    gln_grouped_tensor_t out = {n, splits, 0, gln_tensor_make(q->fp8_dtype, rows, cols, sw->fp8_shard)};
-    out.packed.scaling = GLN_SCALING_TENSOR;
-    out.packed.scale = scale;
-    out.packed.amax = sink_amax;
-    out.packed.scale_inv = sink_sinv;
-    /* Delayed mode = "quantize with this scale": the same element-wise encode as current
-     * scaling once the scale is the full tensor's (its decode-scale and amax writes go to sinks). */
-    gln_quant_config_t cfg = *q;
-    cfg.rowwise = 1;
-    cfg.columnwise = 0;
-    cfg.delayed = 1;
-    gln_status_t st;
-    GLN_CHECK(st, done, rows ? gln_op_grouped_amax(ctx, "materialize (FP8 gather)", &in, q->amax_nan_propagate, amax)
-                             : gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float))); /* a padding-only shard */
-    GLN_CHECK(st, done, gln_comm_allreduce_transport(sw->comm, amax, amax, (size_t)n, GLN_DTYPE_FP32,
-                                                     GLN_REDUCE_MAX));
-    /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
-    GLN_CHECK(st, done, gln_op_scales_from_amax(ctx, "materialize (FP8 gather)", amax, n, gln_fp8_max(q->fp8_dtype),
-                                                q->power_2_scale, q->amax_epsilon, scale, scale_inv));
-    if (rows) st = gln_op_grouped_quantize(ctx, &cfg, &in, &out);
-done:
-    free(splits);
-    return st;
-}
-
 /* ---- materialize and prefetch ------------------------------------------------------------- */
 
 enum { DIR_FORWARD = 0, DIR_BACKWARD = 1 };
 
+/* FP8 is gathered forward with fp8_gather, and in both directions with quantized_shard. */
 static int gathers_fp8(const gln_sharded_weights_t *sw, int dir) {
-    return dir == DIR_FORWARD && sw->cfg.fp8_gather;
+    return dir == DIR_FORWARD ? sw->cfg.fp8_gather : sw->cfg.quantized_shard;
+}
+
+/* 1 when the buffer also carries the columnwise copies (backward, quantized shard). */
+static int has_columnwise(const gln_sharded_weights_t *sw, int dir) {
+    return dir == DIR_BACKWARD && sw->cfg.quantized_shard;
 }
 
 static size_t gather_bytes(const gln_sharded_weights_t *sw, int dir) {
+    if (has_columnwise(sw, dir)) return gln_sharded_qshard_backward_bytes(sw);
     return gathers_fp8(sw, dir) ? gln_sharded_fp8_bytes(sw) : gln_sharded_full_bytes(sw);
 }
 
@@ -186,36 +115,6 @@ static gln_status_t gather(gln_sharded_weights_t *sw, const void *send, void *re
                    : gln_comm_allgather_agreed(sw->comm, send, recv, n, dt);
 }
 
-/* The MXFP8 shard: quantized as [shard_len/128, 128] rowwise.  Blocks are 32 consecutive
- * elements of one weight row (K_in % 128 == 0, shards of whole 128-element rows), so each block
- * and its E8M0 code equal those of the full weight's quantization; the codes come out in flat
- * block order (4 per row of the shard view, no column padding). */
-static gln_status_t mx_quantize_shard(gln_sharded_weights_t *sw) {
-    gln_quant_config_t cfg = sw->cfg.fp8_quant;
-    cfg.rowwise = 1;
-    cfg.columnwise = 0;
-    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, sw->shard_len / 128, 128, sw->working);
-    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, sw->shard_len / 128, 128, sw->fp8_shard);
-    out.scaling = GLN_SCALING_MXFP8_1D;
-    out.scale_inv = sw->fp8_sscale;
-    return gln_op_quantize(sw->ctx, &cfg, &in, &out);
-}
-
-/* The 128x128 shard: whole 128-row tiles of whole rows ([shard_len / K_in, K_in]; experts padded
- * to 128-row multiples with zero rows, which leave a tile's amax as it is), so each tile and its
- * scale equal those of the full weight's quantization. */
-static gln_status_t tile_quantize_shard(gln_sharded_weights_t *sw) {
-    gln_quant_config_t cfg = sw->cfg.fp8_quant;
-    cfg.rowwise = 1;
-    cfg.columnwise = 0;
-    int64_t rows = sw->shard_len / sw->cfg.in_features, cols = sw->cfg.in_features;
-    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, rows, cols, sw->working);
-    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, rows, cols, sw->fp8_shard);
-    out.scaling = GLN_SCALING_BLOCK_2D;
-    out.scale_inv = sw->fp8_sscale;
-    return gln_op_quantize(sw->ctx, &cfg, &in, &out);
-}
-
 /* The gathers of a materialization (after the agreement): the working shards, or the FP8
  * shards (+ the MXFP8 block codes, a second gather into the tail of the buffer). */
 static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
@@ -223,8 +122,9 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
     if (!gathers_fp8(sw, dir))
         return gather(sw, sw->working, buf, n, sw->cfg.working_dtype, request);
     gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
+    const int stored = sw->cfg.quantized_shard; /* the FP8 shard is current: no quantization */
     if (gln_sharded_fp8_2d(sw)) {
-        GLN_TRY(tile_quantize_shard(sw));
+        if (!stored) GLN_TRY(gln_sharded_quantize_tiles(sw));
         GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
         gln_status_t st = gather(sw, sw->fp8_sscale, buf + gln_sharded_fp8_scales_offset(sw),
                                  sw->sscale_bytes / sizeof(float), GLN_DTYPE_FP32,
@@ -236,10 +136,11 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
         return st;
     }
     if (!gln_sharded_fp8_mx(sw)) { /* per-tensor */
-        GLN_TRY(fp8_quantize_shard(sw, (float *)(buf + gln_sharded_fp8_scales_offset(sw))));
+        float *scales = (float *)(buf + gln_sharded_fp8_scales_offset(sw));
+        GLN_TRY(stored ? gln_sharded_copy_scales(sw, scales) : gln_sharded_quantize_tensor(sw, scales, NULL));
         return gather(sw, sw->fp8_shard, buf, n, f8, request);
     }
-    GLN_TRY(mx_quantize_shard(sw));
+    GLN_TRY(gln_sharded_quantize_mx(sw));
     char *codes = buf + gln_sharded_fp8_scales_offset(sw) +
                   (size_t)sw->cfg.num_experts * gln_sharded_mx_grid_bytes(sw);
     GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
@@ -251,9 +152,11 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
     return st;
 }
 
-/* After the gathers completed (in stream order): the MXFP8 scale grid of each expert, the
- * layout gln_quantize writes — K_out rows of K_in/32 codes, then zero rows to pad128(K_out). */
+/* After the gathers completed (in stream order): the columnwise copies of a backward
+ * materialization of the quantized shard; the MXFP8 scale grid of each expert, the layout
+ * gln_quantize writes — K_out rows of K_in/32 codes, then zero rows to pad128(K_out). */
 static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf) {
+    if (has_columnwise(sw, dir)) return gln_sharded_columnwise(sw, buf);
     if (!gathers_fp8(sw, dir) || !gln_sharded_fp8_mx(sw)) return GLN_STATUS_SUCCESS;
     gln_context_t *ctx = sw->ctx;
     size_t grid = gln_sharded_mx_grid_bytes(sw);
@@ -268,8 +171,9 @@ static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf)
     return GLN_STATUS_SUCCESS;
 }
 
-/* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales or
- * MXFP8 scale grids. */
+/* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales,
+ * MXFP8 or 128x128 scale grids, and in a backward buffer of the quantized shard also the
+ * columnwise copies (per-tensor: sharing the decode scale). */
 static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_tensor_t *weights) {
     int fp8 = gathers_fp8(sw, dir), mx = fp8 && gln_sharded_fp8_mx(sw);
     gln_dtype_t dt = fp8 ? sw->cfg.fp8_quant.fp8_dtype : sw->cfg.working_dtype;
@@ -287,6 +191,14 @@ static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_te
             t.scaling = mx ? GLN_SCALING_MXFP8_1D : GLN_SCALING_TENSOR;
             t.scale_inv = mx ? (void *)(scales + (size_t)i * gln_sharded_mx_grid_bytes(sw))
                              : (void *)((float *)scales + i);
+        }
+        if (has_columnwise(sw, dir)) {
+            size_t elems = (size_t)sw->expert_elems;
+            t.col_data = buf + gln_sharded_col_offset(sw) + (size_t)i * elems;
+            t.col_scale_inv = gln_sharded_fp8_2d(sw)
+                                  ? (void *)((float *)(buf + gln_sharded_col_scales_offset(sw)) +
+                                             (size_t)i * (size_t)gln_sharded_col_grid_elems(sw))
+                                  : t.scale_inv;
         }
         weights[i] = t;
     }
@@ -360,8 +272,9 @@ static gln_status_t hook_prefetch(void *impl, int direction) {
     void *buf = NULL, *req[2] = {NULL, NULL};
     size_t bytes = gather_bytes(sw, dir);
     gln_status_t st = prefetch_local(fn, sw, direction, &buf);
-    gln_agree_t shape = {{GLN_CALL_PREFETCH, sw->shard_len, direction, sw->cfg.fp8_gather != 0, 0, 0},
-                         {"call", "shard_len", "direction", "fp8_gather", "", ""}};
+    gln_agree_t shape = {{GLN_CALL_PREFETCH, sw->shard_len, direction, sw->cfg.fp8_gather != 0,
+                          sw->cfg.quantized_shard != 0, 0},
+                         {"call", "shard_len", "direction", "fp8_gather", "quantized_shard", ""}};
     GLN_CHECK(st, fail, gln_sharded_agree(sw, fn, st, &shape));
     GLN_CHECK(st, fail, gather_into(sw, dir, buf, req));
     st = track_live(sw, buf, bytes);

@@ -149,6 +149,7 @@ static const gln_backend_ops_t cpu_ops = {
     .cast = cpu_cast,
     .add_f32 = gln_cpu_add_f32,
     .scales_from_amax = gln_cpu_scales_from_amax,
+    .transpose_batched = gln_cpu_transpose_batched,
     .moe_router_forward = gln_cpu_moe_router_forward,
     .moe_router_backward = gln_cpu_moe_router_backward,
     .moe_permute_plan = gln_cpu_moe_permute_plan,

@@ -356,6 +356,7 @@ static const gln_backend_ops_t cuda_ops = {
     .cast = gln_cuda_cast,
     .add_f32 = gln_cuda_add_f32,
     .scales_from_amax = gln_cuda_scales_from_amax,
+    .transpose_batched = gln_cuda_transpose_batched,
     .moe_router_forward = gln_cuda_moe_router_forward,
     .moe_router_backward = gln_cuda_moe_router_backward,
     .moe_permute_plan = gln_cuda_moe_permute_plan,
