@@ -1,8 +1,8 @@
 /* gln_sharded_weights_create's configuration checks on one rank (self communicator): sizes
  * held to GLN_MAX_DIM / GLN_MAX_ELEMS with INVALID_ARGUMENT before any allocation (the 128x128
  * FP8 gather pads each expert to whole 128-row tiles: its padded stride and shard unit must not
- * wrap), fp8_quant checked field by field by the quantization calls' validator, and a NULL
- * out-pointer refused. */
+ * wrap), fp8_quant checked field by field by the quantization calls' validator, quantized_shard's
+ * requirements, and a NULL out-pointer refused. */
 #include <math.h>
 #include <string.h>
 
@@ -139,6 +139,48 @@ static void test_fp8_quant_fields(void) {
     expect_created(c);
 }
 
+/* quantized_shard: 0 or 1, only with fp8_gather, only for the modes whose columnwise copy is a
+ * transpose of the rowwise one (per-tensor current scaling, 128x128 blocks); MXFP8's refusal
+ * says what it would need. */
+static void test_quantized_shard(void) {
+    gln_sharded_weights_config_t c = config(2, 3, 5);
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "cfg->quantized_shard 1 needs cfg->fp8_gather = 1");
+    c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
+    c.quantized_shard = 2;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "cfg->quantized_shard 2 must be 0 or 1");
+    c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
+    c.quantized_shard = -1;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "gln_sharded_weights_create: cfg->quantized_shard -1");
+    c = fp8(GLN_SCALING_MXFP8_1D, 2, 3, 128);
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->quantized_shard is not supported with MXFP8");
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "second, columnwise quantized shard");
+    c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
+    c.fp8_quant.delayed = 1;
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->quantized_shard supports per-tensor current scaling");
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "delayed 1");
+    c = fp8(GLN_SCALING_BLOCK_1D, 2, 3, 5);
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->quantized_shard supports");
+    /* fp8_quant is still validated first, field by field */
+    c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
+    c.fp8_quant.amax_epsilon = NAN;
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "cfg->fp8_quant.amax_epsilon");
+    c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
+    c.quantized_shard = 1;
+    expect_created(c);
+    c.fp8_quant.power_2_scale = 1;
+    c.fp8_quant.amax_epsilon = 1e-3f;
+    c.fp8_quant.amax_nan_propagate = 1;
+    expect_created(c);
+    c = fp8(GLN_SCALING_BLOCK_2D, 2, 130, 129);
+    c.quantized_shard = 1;
+    expect_created(c);
+}
+
 static void test_flags_and_out_pointer(void) {
     gln_sharded_weights_config_t c = config(2, 3, 5);
     c.fp8_gather = 2;
@@ -166,4 +208,4 @@ static void test_flags_and_out_pointer(void) {
 
 GLN_TEST_MAIN(GLN_CASE(test_dims_past_max_dim), GLN_CASE(test_elements_past_max_elems),
               GLN_CASE(test_block_2d_padded_stride), GLN_CASE(test_fp8_quant_fields),
-              GLN_CASE(test_flags_and_out_pointer))
+              GLN_CASE(test_quantized_shard), GLN_CASE(test_flags_and_out_pointer))

@@ -99,6 +99,34 @@ static void test_sharded_config_size(void) {
     CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
                  GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
     CHECK(sw == NULL);
+    /* version 2 (ends before quantized_shard) and version 1 (before fp8_gather) are read up to
+     * their size: the garbage past it is never looked at */
+    sc.fp8_gather = 1;
+    sc.fp8_quant.mode = GLN_SCALING_TENSOR;
+    sc.quantized_shard = 7;
+    sc.size = GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE;
+    CHECK(GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE == offsetof(gln_sharded_weights_config_t, quantized_shard));
+    CHECK_OK(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw));
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    sw = NULL;
+    sc.fp8_gather = 9;
+    sc.size = GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE;
+    CHECK_OK(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw));
+    CHECK_OK(gln_sharded_weights_destroy(sw));
+    sw = NULL;
+    /* the current size reads quantized_shard */
+    sc.size = sizeof sc;
+    sc.fp8_gather = 1;
+    CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
+                 GLN_STATUS_INVALID_ARGUMENT, "cfg->quantized_shard 7");
+    /* sizes between versions and past the current one are refused */
+    sc.size = GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE + 1;
+    CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
+                 GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    sc.size = sizeof sc + 8;
+    CHECK_STATUS(gln_sharded_weights_create(gln_test_cpu_context(), comm, &sc, &sw),
+                 GLN_STATUS_INVALID_ARGUMENT, NOT_KNOWN);
+    CHECK(sw == NULL);
     gln_comm_destroy(comm);
 }
 
