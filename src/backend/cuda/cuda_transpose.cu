@@ -7,6 +7,7 @@
  * column-wise pass hits 32 distinct banks.  Elements move as raw bits (uint8_t / uint32_t), so
  * the result equals gln_transpose_batched_ref bit for bit, NaN payloads included.  A grid-stride
  * loop over all tiles of all matrices takes any batch and shape with one launch. */
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
