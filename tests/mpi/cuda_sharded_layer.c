@@ -11,7 +11,10 @@
  *                  = 2^13, so shards are uneven on 3 ranks, and the 128x128 gather's two tiles
  *                  leave a rank with an empty shard on 3 and 4 ranks.
  *   fp8 gather     the gathered FP8 weights (data and scales) equal gln_quantize of each full
- *                  bf16 expert on the CPU, per-tensor, MXFP8 and 128x128.
+ *                  bf16 expert on the CPU, per-tensor, MXFP8 and 128x128; with the quantized
+ *                  shard (quantized_shard) also the backward's columnwise copies (the CUDA
+ *                  transpose) equal the CPU's columnwise gln_quantize.  The layer variants
+ *                  include the quantized shard (per-tensor and 128x128, prefetch, async).
  *   refusals       delay_wgrad_compute is refused with a sharded group; one rank's bad argument
  *                  (an x with the wrong row count, a NULL buffer) fails the call on every rank;
  *                  a collective inside a graph capture of the context's stream is refused on every
@@ -32,6 +35,7 @@ typedef struct variant {
     const char *name;
     gln_recipe_t recipe;
     int pow2, prefetch, async, fp8g, exact;
+    int qshard; /* quantized_shard (with fp8g) */
 } variant_t;
 
 static const variant_t kVariants[] = {
@@ -44,6 +48,10 @@ static const variant_t kVariants[] = {
     {"mxfp8 fp8gather prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1},
     {"fp8_block", GLN_RECIPE_FP8_BLOCK, 1, 0, 1, 0, 1},
     {"fp8_block fp8gather prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1},
+    {"fp8_current/pow2 qshard prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1, 1, 0},
+    {"fp8_current qshard", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0, 1, 0},
+    {"fp8_block qshard prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1, 1, 0},
+    {"fp8_block/fp32 qshard", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 1, 0, 1, 0},
 };
 #define NVARIANTS (sizeof kVariants / sizeof kVariants[0])
 
@@ -118,6 +126,7 @@ static int side_new(side_t *s, gln_backend_kind_t kind, const variant_t *v, gln_
     sc.num_experts = NE, sc.out_features = KO, sc.in_features = KI;
     sc.async_finalize = v->async;
     sc.fp8_gather = v->fp8g;
+    sc.quantized_shard = v->qshard;
     sc.fp8_quant = weight_quant(v);
     CHECK_OK(gln_sharded_weights_create(s->ctx, s->comm, &sc, &s->sw));
     if (!s->sw) return 0;
@@ -248,10 +257,46 @@ static void test_layer_grouped(void) {
 
 /* The gathered FP8 experts equal the CPU's gln_quantize of each full bf16 expert, data and
  * scales, on random weights whose amaxes sit in different ranks' shards. */
-static void gather_case(gln_scaling_mode_t mode, int pow2) {
+/* The backward copies of a quantized shard: the columnwise copy equals the CPU's gln_quantize
+ * (columnwise) of each full bf16 expert, data and scales (the CUDA transpose of the gathered
+ * rowwise bytes and tile grids). */
+static void check_columnwise(side_t *cu, const variant_t *v, gln_scaling_mode_t mode, const float *full) {
+    gln_quant_config_t q = weight_quant(v);
+    q.rowwise = 0;
+    q.columnwise = 1;
+    gln_quant_layout_t lay;
+    CHECK_OK(gln_quant_layout(mode, GLN_DTYPE_FP8_E4M3, KO, KI, &lay));
+    gln_tensor_t g[NE];
+    CHECK_OK(cu->p->materialize_backward(cu->p->impl, g));
+    void *bf = malloc((size_t)KO * KI * 2);
+    uint8_t *ref = malloc((size_t)KO * KI), *cs = malloc(lay.col_scale_bytes);
+    for (int e = 0; e < NE; e++) {
+        for (int64_t i = 0; i < (int64_t)KO * KI; i++) gln_store(bf, GLN_DTYPE_BF16, (size_t)i, full[(int64_t)e * KO * KI + i]);
+        gln_tensor_t in = gln_tensor_make(GLN_DTYPE_BF16, KO, KI, bf), out = gln_tensor_make(GLN_DTYPE_FP8_E4M3, KO, KI, NULL);
+        float scale = 0.0f, amax = 0.0f;
+        out.scaling = mode;
+        out.col_data = ref;
+        out.col_scale_inv = cs;
+        if (mode == GLN_SCALING_TENSOR) out.scale = &scale, out.amax = &amax;
+        CHECK_OK(gln_quantize(gln_test_cpu_context(), &q, &in, &out));
+        CHECK(g[e].col_data && g[e].col_scale_inv);
+        if (!g[e].col_data || !g[e].col_scale_inv) continue;
+        uint8_t *gd = to_host(cu->ctx, g[e].col_data, (size_t)KO * KI), *gs = to_host(cu->ctx, g[e].col_scale_inv, lay.col_scale_bytes);
+        char what[96];
+        snprintf(what, sizeof what, "qshard mode %d expert %d: columnwise data", (int)mode, e);
+        CHECK(gln_check_bitwise(what, gd, ref, (size_t)KO * KI));
+        snprintf(what, sizeof what, "qshard mode %d expert %d: columnwise scales", (int)mode, e);
+        CHECK(gln_check_bitwise(what, gs, cs, lay.col_scale_bytes));
+        free(gd), free(gs);
+    }
+    CHECK_OK(cu->p->release(cu->p->impl, g));
+    free(bf), free(ref), free(cs);
+}
+
+static void gather_case(gln_scaling_mode_t mode, int pow2, int qshard) {
     variant_t v = {"gather", mode == GLN_SCALING_MXFP8_1D ? GLN_RECIPE_MXFP8
                              : mode == GLN_SCALING_BLOCK_2D ? GLN_RECIPE_FP8_BLOCK : GLN_RECIPE_FP8_CURRENT,
-                   pow2, 0, 0, 1, 1};
+                   pow2, 0, 0, 1, 1, qshard};
     float *full = malloc((size_t)TOTAL * sizeof(float));
     gln_rng_t r = gln_rng_seed(99);
     for (int64_t i = 0; i < TOTAL; i++) full[i] = (float)(gln_rng_normal(&r) * ldexp(1.0, (int)(i / 32 % 9) - 4));
@@ -285,17 +330,23 @@ static void gather_case(gln_scaling_mode_t mode, int pow2) {
         }
         CHECK_OK(cu.p->release(cu.p->impl, g));
         free(bf), free(ref), free(rs);
+        if (qshard) check_columnwise(&cu, &v, mode, full);
     }
     side_free(&cu);
     free(full);
 }
 
 static void test_fp8_gather_bytes(void) {
-    gather_case(GLN_SCALING_TENSOR, 0);
-    gather_case(GLN_SCALING_TENSOR, 1);
-    gather_case(GLN_SCALING_MXFP8_1D, 0);
-    gather_case(GLN_SCALING_BLOCK_2D, 1);
-    gather_case(GLN_SCALING_BLOCK_2D, 0);
+    gather_case(GLN_SCALING_TENSOR, 0, 0);
+    gather_case(GLN_SCALING_TENSOR, 1, 0);
+    gather_case(GLN_SCALING_MXFP8_1D, 0, 0);
+    gather_case(GLN_SCALING_BLOCK_2D, 1, 0);
+    gather_case(GLN_SCALING_BLOCK_2D, 0, 0);
+    /* the quantized shard: forward and backward copies */
+    gather_case(GLN_SCALING_TENSOR, 0, 1);
+    gather_case(GLN_SCALING_TENSOR, 1, 1);
+    gather_case(GLN_SCALING_BLOCK_2D, 1, 1);
+    gather_case(GLN_SCALING_BLOCK_2D, 0, 1);
 }
 
 /* ---- refusals ------------------------------------------------------------------------------- */
@@ -337,7 +388,7 @@ static void test_local_bad_arguments(void) {
     if (side_new(&cu, GLN_BACKEND_CUDA, v, GLN_PATH_GROUPED, full)) {
         int64_t m[NE], rows;
         rank_splits(me, m, &rows);
-        const variant_t plain = {"no prefetch", v->recipe, v->pow2, 0, v->async, v->fp8g, v->exact};
+        const variant_t plain = {"no prefetch", v->recipe, v->pow2, 0, v->async, v->fp8g, v->exact, v->qshard};
         /* the grouped path takes x with rows past the splits' sum, so the refusal names y's rows */
         expect_together("x rows on one rank", step(&cu, &plain, GLN_MICROBATCH_FIRST, me == bad ? rows + 1 : rows), bad,
                         "rows");
