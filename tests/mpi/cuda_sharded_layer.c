@@ -39,19 +39,19 @@ typedef struct variant {
 } variant_t;
 
 static const variant_t kVariants[] = {
-    {"none/bf16", GLN_RECIPE_NONE, 0, 0, 0, 0, 1},
-    {"none/bf16 prefetch async", GLN_RECIPE_NONE, 0, 1, 1, 0, 1},
-    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, 0, 0, 0, 0, 0},
-    {"fp8_current/pow2 fp8gather prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1},
-    {"fp8_current fp8gather", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0},
-    {"mxfp8", GLN_RECIPE_MXFP8, 0, 0, 0, 0, 1},
-    {"mxfp8 fp8gather prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1},
-    {"fp8_block", GLN_RECIPE_FP8_BLOCK, 1, 0, 1, 0, 1},
-    {"fp8_block fp8gather prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1},
-    {"fp8_current/pow2 qshard prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1, 1, 0},
-    {"fp8_current qshard", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0, 1, 0},
-    {"fp8_block qshard prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1, 1, 0},
-    {"fp8_block/fp32 qshard", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 1, 0, 1, 0},
+    {"none/bf16", GLN_RECIPE_NONE, 0, 0, 0, 0, 1, 0},
+    {"none/bf16 prefetch async", GLN_RECIPE_NONE, 0, 1, 1, 0, 1, 0},
+    {"fp8_delayed", GLN_RECIPE_FP8_DELAYED, 0, 0, 0, 0, 0, 0},
+    {"fp8_current/pow2 fp8gather prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1, 0},
+    {"fp8_current fp8gather", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0, 0},
+    {"mxfp8", GLN_RECIPE_MXFP8, 0, 0, 0, 0, 1, 0},
+    {"mxfp8 fp8gather prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1, 0},
+    {"fp8_block", GLN_RECIPE_FP8_BLOCK, 1, 0, 1, 0, 1, 0},
+    {"fp8_block fp8gather prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1, 0},
+    {"fp8_current/pow2 qshard prefetch async", GLN_RECIPE_FP8_CURRENT, 1, 1, 1, 1, 1, 1},
+    {"fp8_current qshard", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0, 1},
+    {"fp8_block qshard prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1, 1},
+    {"fp8_block/fp32 qshard", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 1, 0, 1},
 };
 #define NVARIANTS (sizeof kVariants / sizeof kVariants[0])
 
