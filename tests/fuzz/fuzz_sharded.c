@@ -12,6 +12,9 @@
  *     implement (BLOCK_1D, delayed TENSOR, MXFP8 with in_features % 128 != 0); else SUCCESS —
  *     never OUT_OF_MEMORY for a size the limits refuse, never a crash;
  *   - *sw is NULL after a failure;
+ *   - quantized_shard: INVALID_ARGUMENT unless 0 / 1 or without fp8_gather = 1, NOT_SUPPORTED
+ *     with MXFP8; a created group's backward copies carry the columnwise copy, and requantize
+ *     succeeds (a no-op without it);
  *   - created: one rank's shard covers the whole (padded) flat buffer from offset 0, of whole
  *     128-row tiles (128x128) or 128-element rows (MXFP8); load_full / gather_master round trip
  *     bit for bit; materialize_forward / _backward hand out N tensors of [K_out, K_in] that
@@ -54,6 +57,9 @@ static gln_status_t expected(const gln_sharded_weights_config_t *c, int null_arg
     if (c->working_dtype != GLN_DTYPE_BF16 && c->working_dtype != GLN_DTYPE_FP32) return GLN_STATUS_INVALID_ARGUMENT;
     if ((unsigned)c->requires_grad > 1 || (unsigned)c->async_finalize > 1) return GLN_STATUS_INVALID_ARGUMENT;
     int fp8 = size == sizeof *c && c->fp8_gather;
+    int qshard = size == sizeof *c && c->quantized_shard;
+    if (size == sizeof *c && (unsigned)c->quantized_shard > 1) return GLN_STATUS_INVALID_ARGUMENT;
+    if (qshard && c->fp8_gather != 1) return GLN_STATUS_INVALID_ARGUMENT;
     if (size == sizeof *c && (unsigned)c->fp8_gather > 1) return GLN_STATUS_INVALID_ARGUMENT;
     const gln_quant_config_t *q = &c->fp8_quant;
     if (fp8) {
@@ -72,6 +78,7 @@ static gln_status_t expected(const gln_sharded_weights_config_t *c, int null_arg
     if (fp8 && ((q->mode == GLN_SCALING_TENSOR && q->delayed) || q->mode == GLN_SCALING_BLOCK_1D ||
                 (q->mode == GLN_SCALING_MXFP8_1D && c->in_features % 128 != 0)))
         return GLN_STATUS_NOT_SUPPORTED;
+    if (qshard && q->mode == GLN_SCALING_MXFP8_1D) return GLN_STATUS_NOT_SUPPORTED;
     int two_d = fp8 && q->mode == GLN_SCALING_BLOCK_2D;
     int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : c->out_features;
     if (too_many(c->num_experts, rows, c->in_features)) return GLN_STATUS_INVALID_ARGUMENT;
@@ -103,6 +110,9 @@ static void materialize(gln_sharded_weights_t *sw, const gln_sharded_weights_con
     for (int e = 0; e < c->num_experts; e++)
         FZ_ASSERT(w[e].rows == c->out_features && w[e].cols == c->in_features && w[e].data,
                   "materialized expert %d is [%lld, %lld]", e, (long long)w[e].rows, (long long)w[e].cols);
+    /* the quantized shard's backward also hands the columnwise copy the dgrad needs */
+    if (backward && c->quantized_shard)
+        for (int e = 0; e < c->num_experts; e++) FZ_ASSERT(w[e].col_data && w[e].col_scale_inv, "no columnwise copy");
     FZ_ASSERT(p->release(p->impl, w) == GLN_STATUS_SUCCESS, "release: %s", gln_last_error());
     size_t live = 1;
     FZ_ASSERT(gln_sharded_weights_materialized_bytes(sw, &live, NULL) == GLN_STATUS_SUCCESS && live == 0,
@@ -152,6 +162,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (version == 1) c.size = sizeof c + 8;
     int null_arg = fz_pick(&f, 16); /* 1: ctx, 2: cfg, 3: sw NULL */
     null_arg = null_arg <= 3 ? null_arg : 0;
+    /* the quantized shard: mostly where it is valid (with fp8_gather), sometimes anything */
+    int qs = fz_pick(&f, 8);
+    c.quantized_shard = qs == 0 ? (int)(int8_t)fz_u8(&f) : qs < 4 ? c.fp8_gather == 1 : 0;
 
     /* a group the limits accept but memory could not hold (a wild dimension or expert count):
      * shrunk to a tame one with the same options, so the fuzzer never asks for petabytes */
@@ -162,6 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         c.in_features = 128;
     }
     if (c.size == GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE) c.fp8_gather = 0; /* what the library reads */
+    if (c.size != sizeof c) c.quantized_shard = 0;
 
     gln_sharded_weights_t *sw = (gln_sharded_weights_t *)&sw; /* poisoned */
     gln_status_t st = gln_sharded_weights_create(null_arg == 1 ? NULL : ctx, comm, null_arg == 2 ? NULL : &c,
@@ -175,6 +189,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_ASSERT((st == GLN_STATUS_SUCCESS) == (sw != NULL), "*sw %p after %s", (void *)sw, gln_status_string(st));
         if (st == GLN_STATUS_SUCCESS) {
             use_group(&f, sw, &c);
+            FZ_ASSERT(gln_sharded_weights_requantize(sw) == GLN_STATUS_SUCCESS, "requantize: %s", gln_last_error());
+            if (c.quantized_shard) materialize(sw, &c, 1);
             FZ_ASSERT(gln_sharded_weights_destroy(sw) == GLN_STATUS_SUCCESS, "destroy: %s", gln_last_error());
         }
     }
