@@ -838,6 +838,12 @@ GLN_API gln_status_t gln_grouped_linear_forward(gln_grouped_linear_t *layer,
  * NONE and FP8_DELAYED (see args->x_quantized). */
 GLN_API gln_status_t gln_grouped_linear_input_quant_config(const gln_grouped_linear_t *layer, int columnwise,
                                                            gln_quant_config_t *out);
+/* The quantization a layer created from `cfg` applies to its weights (rowwise = 1,
+ * columnwise = 0), for creating a sharded group with fp8_gather / quantized_shard before the
+ * layer (the layer refuses a group whose fp8_quant differs).  out->size as above.
+ * GLN_STATUS_NOT_SUPPORTED for recipe NONE. */
+GLN_API gln_status_t gln_grouped_linear_weight_quant_config(const gln_grouped_linear_config_t *cfg,
+                                                            gln_quant_config_t *out);
 
 GLN_API gln_status_t gln_grouped_linear_backward(gln_grouped_linear_saved_t *saved, const gln_tensor_t *dy,
                                          gln_tensor_t *dx);

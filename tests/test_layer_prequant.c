@@ -408,6 +408,71 @@ static void test_input_quant_config(void) {
     CHECK_OK(gln_grouped_linear_destroy(layer));
 }
 
+/* The weights' config from a layer configuration: per recipe, and a sharded group with
+ * quantized_shard created from it is accepted by the layer (one with another scale rule is not). */
+static void test_weight_quant_config(void) {
+    gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
+    lc.num_experts = N;
+    lc.in_features = KIN;
+    lc.out_features = KOUT;
+    lc.fuse_wgrad_accumulation = 1;
+    gln_quant_config_t q = GLN_QUANT_CONFIG_INIT;
+    lc.recipe = GLN_RECIPE_FP8_BLOCK;
+    CHECK_OK(gln_grouped_linear_weight_quant_config(&lc, &q));
+    CHECK(q.mode == GLN_SCALING_BLOCK_2D && q.fp8_dtype == GLN_DTYPE_FP8_E4M3 && q.power_2_scale == 1);
+    CHECK(q.rowwise == 1 && q.columnwise == 0 && q.delayed == 0);
+    lc.block_fp32_scales = 1;
+    CHECK_OK(gln_grouped_linear_weight_quant_config(&lc, &q));
+    CHECK(q.power_2_scale == 0);
+    lc.recipe = GLN_RECIPE_FP8_DELAYED; /* HYBRID: the weights stay E4M3 */
+    CHECK_OK(gln_grouped_linear_weight_quant_config(&lc, &q));
+    CHECK(q.mode == GLN_SCALING_TENSOR && q.fp8_dtype == GLN_DTYPE_FP8_E4M3 && q.delayed == 1);
+    lc.recipe = GLN_RECIPE_MXFP8;
+    lc.e8m0_rounding = GLN_E8M0_ROUND_FLOOR;
+    CHECK_OK(gln_grouped_linear_weight_quant_config(&lc, &q));
+    CHECK(q.mode == GLN_SCALING_MXFP8_1D && q.e8m0_rounding == GLN_E8M0_ROUND_FLOOR);
+    lc.recipe = GLN_RECIPE_NONE;
+    CHECK_STATUS(gln_grouped_linear_weight_quant_config(&lc, &q), GLN_STATUS_NOT_SUPPORTED, "recipe none");
+    lc.recipe = (gln_recipe_t)9;
+    CHECK_STATUS(gln_grouped_linear_weight_quant_config(&lc, &q), GLN_STATUS_INVALID_ARGUMENT, "cfg->recipe 9");
+    CHECK_STATUS(gln_grouped_linear_weight_quant_config(NULL, &q), GLN_STATUS_INVALID_ARGUMENT, "cfg");
+    lc.recipe = GLN_RECIPE_FP8_CURRENT;
+    q.size = 5;
+    CHECK_STATUS(gln_grouped_linear_weight_quant_config(&lc, &q), GLN_STATUS_INVALID_ARGUMENT, "out->size 5");
+    q.size = sizeof q;
+    lc.power_2_scales = 1;
+    CHECK_OK(gln_grouped_linear_weight_quant_config(&lc, &q));
+    CHECK(q.mode == GLN_SCALING_TENSOR && q.delayed == 0 && q.power_2_scale == 1);
+
+    gln_context_t *ctx = gln_test_cpu_context();
+    gln_comm_t *comm = NULL;
+    CHECK_OK(gln_comm_create_self(ctx, &comm));
+    for (int other = 0; other < 2 && comm; other++) {
+        gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+        sc.num_experts = N;
+        sc.out_features = KOUT;
+        sc.in_features = KIN;
+        sc.fp8_gather = 1;
+        sc.quantized_shard = 1;
+        sc.fp8_quant = q;
+        sc.fp8_quant.power_2_scale = other ? 0 : q.power_2_scale;
+        gln_sharded_weights_t *sw = NULL;
+        CHECK_OK(gln_sharded_weights_create(ctx, comm, &sc, &sw));
+        if (!sw) break;
+        gln_grouped_linear_config_t dc = lc;
+        dc.params.distributed = gln_sharded_weights_protocol(sw);
+        gln_grouped_linear_t *layer = NULL;
+        if (other)
+            CHECK_STATUS(gln_grouped_linear_create(ctx, &dc, &layer), GLN_STATUS_INVALID_ARGUMENT, "fp8_gather");
+        else
+            CHECK_OK(gln_grouped_linear_create(ctx, &dc, &layer));
+        if (layer) CHECK_OK(gln_grouped_linear_destroy(layer));
+        CHECK_OK(gln_sharded_weights_destroy(sw));
+    }
+    if (comm) CHECK_OK(gln_comm_destroy(comm));
+}
+
 GLN_TEST_MAIN(GLN_CASE(test_bitwise_equal), GLN_CASE(test_bitwise_equal_delayed_wgrad),
               GLN_CASE(test_refusals_shape_and_format), GLN_CASE(test_columnwise_copy),
-              GLN_CASE(test_unsupported_recipes), GLN_CASE(test_input_quant_config))
+              GLN_CASE(test_unsupported_recipes), GLN_CASE(test_input_quant_config),
+              GLN_CASE(test_weight_quant_config))

@@ -52,6 +52,44 @@ gln_status_t gln_grouped_linear_input_quant_config(const gln_grouped_linear_t *l
     return GLN_STATUS_SUCCESS;
 }
 
+/* The weights' quantization from a layer configuration, before any layer exists: a sharded
+ * group with fp8_gather / quantized_shard is created first and must quantize exactly as the
+ * layer would (the layer checks it at create). */
+gln_status_t gln_grouped_linear_weight_quant_config(const gln_grouped_linear_config_t *cfg, gln_quant_config_t *out) {
+    static const char *fn = "gln_grouped_linear_weight_quant_config";
+    GLN_REQUIRE_NOT_NULL(fn, cfg);
+    GLN_REQUIRE_NOT_NULL(fn, out);
+    const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
+    GLN_REQUIRE_ARG(out->size == v1 || out->size == sizeof *out,
+                    "%s: out->size %zu is not a known version of gln_quant_config_t (%zu or %zu; start "
+                    "from GLN_QUANT_CONFIG_INIT)",
+                    fn, out->size, v1, sizeof *out);
+    const size_t c1 = offsetof(gln_grouped_linear_config_t, always_roll);
+    GLN_REQUIRE_ARG(cfg->size == c1 || cfg->size == sizeof(gln_grouped_linear_config_t),
+                    "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
+                    "GLN_GROUPED_LINEAR_CONFIG_INIT)",
+                    fn, cfg->size, c1, sizeof(gln_grouped_linear_config_t));
+    gln_grouped_linear_config_t c;
+    GLN_TRY(gln_layer_config_load(cfg, &c));
+    GLN_REQUIRE_ARG(c.recipe >= GLN_RECIPE_NONE && c.recipe <= GLN_RECIPE_FP8_BLOCK,
+                    "%s: cfg->recipe %d must be 0..4 (none, fp8_delayed, fp8_current, mxfp8, fp8_block)", fn,
+                    (int)c.recipe);
+    GLN_REQUIRE(c.recipe != GLN_RECIPE_NONE, GLN_STATUS_NOT_SUPPORTED,
+                "%s: recipe none does not quantize weights", fn);
+    gln_layer_recipe_t r;
+    gln_layer_recipe_init(&c, &r);
+    gln_quant_config_t q = r.weight;
+    GLN_REQUIRE_ARG(out->size == sizeof q || !q.amax_nan_propagate,
+                    "%s: cfg->amax_nan_propagate = 1 cannot be expressed in a version-1 out (size %zu); "
+                    "pass out->size = %zu",
+                    fn, out->size, sizeof q);
+    q.rowwise = 1;
+    q.columnwise = 0;
+    q.size = out->size;
+    memcpy(out, &q, out->size);
+    return GLN_STATUS_SUCCESS;
+}
+
 gln_status_t gln_validate_x_quantized(const gln_grouped_linear_t *L, const gln_grouped_linear_forward_args_t *a,
                                       int need_col) {
     static const char *name = "args->x_quantized";
