@@ -94,22 +94,6 @@ static gln_status_t layer_shard(moe_model_t *m, int idx, float **master, float *
  * grouped linear layer on top of it, and its Adam moments. */
 static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t out) {
     const int32_t E = m->E;
-    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
-    sc.num_experts = E;
-    sc.out_features = out;
-    sc.in_features = in;
-    sc.working_dtype = m->adt;
-    sc.requires_grad = m->cfg.trainable;
-    TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
-
-    const int64_t n = E * out * in;
-    float *full = tool_alloc((size_t)n, sizeof *full, "the initial expert weights");
-    if (!full) return GLN_STATUS_OUT_OF_MEMORY;
-    task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
-    gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
-    free(full);
-    TRY(st);
-
     gln_grouped_linear_config_t lc = GLN_GROUPED_LINEAR_CONFIG_INIT;
     lc.num_experts = E;
     lc.in_features = in;
@@ -121,6 +105,31 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     lc.path = m->cfg.path;
     lc.fuse_wgrad_accumulation = 1;
     lc.weights_require_grad = m->cfg.trainable;
+
+    gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
+    sc.num_experts = E;
+    sc.out_features = out;
+    sc.in_features = in;
+    sc.working_dtype = m->adt;
+    sc.requires_grad = m->cfg.trainable;
+    /* The shards stored quantized with the layer's own weight rule (refreshed once per optimizer
+     * step): FP8 current scaling and 128x128 blocks, the modes the group keeps quantized. */
+    if (m->cfg.quantized_weights &&
+        (lc.recipe == GLN_RECIPE_FP8_CURRENT || lc.recipe == GLN_RECIPE_FP8_BLOCK)) {
+        TRY(gln_grouped_linear_weight_quant_config(&lc, &sc.fp8_quant));
+        sc.fp8_gather = 1;
+        sc.quantized_shard = 1;
+    }
+    TRY(gln_sharded_weights_create(m->ctx, m->comm, &sc, &m->sw[idx]));
+
+    const int64_t n = E * out * in;
+    float *full = tool_alloc((size_t)n, sizeof *full, "the initial expert weights");
+    if (!full) return GLN_STATUS_OUT_OF_MEMORY;
+    task_weights(m->cfg.seed, 10 + (uint64_t)idx, E, out, in, 1.0 / sqrt((double)in), m->cfg.exact, full);
+    gln_status_t st = gln_sharded_weights_load_full(m->sw[idx], full);
+    free(full);
+    TRY(st);
+
     lc.params.distributed = gln_sharded_weights_protocol(m->sw[idx]);
     TRY(gln_grouped_linear_create(m->ctx, &lc, &m->fc[idx]));
 
@@ -393,6 +402,7 @@ gln_status_t moe_model_step(moe_model_t *m) {
                      wdt));
         if (m->cfg.exact) TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
         if (!working) TRY(gln_sharded_weights_sync_working(m->sw[i]));
+        else TRY(gln_sharded_weights_requantize(m->sw[i])); /* a no-op without a quantized shard */
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;

@@ -42,6 +42,7 @@ typedef struct moe_model_config {
     int exact;          /* --exact-data grids (exact.h) */
     int trainable;      /* 0: forward only (the teacher) */
     float lr;           /* Adam */
+    int quantized_weights; /* FP8 current / block: the expert shards stored quantized (quantized_shard) */
     /* Adam's bias corrections from this clock (backend memory, advanced on the device: a captured
      * step replays right) instead of the model's own step count; NULL: the model's count. */
     const top_clock_t *clock;
@@ -57,8 +58,10 @@ void moe_model_destroy(moe_model_t *m);
  * Megatron runs TE's is_first_microbatch): 0 runs the expert layers with GLN_MICROBATCH_FIRST and
  * its backward overwrites the gradients, a later one runs them with GLN_MICROBATCH_NEXT and its
  * backward adds to them.  The expert weights are a distributed group, whose gathered copies the
- * layer never caches (docs/design.md, distributed weights): every microbatch gathers (and, under
- * an FP8 recipe, quantizes) them again. */
+ * layer never caches (docs/design.md, distributed weights): every microbatch gathers them again
+ * — FP8 bytes when the shards are stored quantized (cfg.quantized_weights under FP8 current /
+ * block scaling: quantized once per optimizer step, in moe_model_step), else the working dtype,
+ * which the layer quantizes. */
 gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y, int64_t microbatch);
 /* Gradients of the loss for dy [tokens, H] of the last forward: expert grads into the shards'
  * main_grad, the router grad into this rank's own sum (overwritten by microbatch 0, added to by

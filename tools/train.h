@@ -32,6 +32,7 @@ typedef struct train_opts {
     const tool_recipe_t *recipes[TOOL_MAX_RECIPES];
     int nrec;
     int64_t steps, tokens, hidden, ffn, experts, topk, seed, batches, threads, context;
+    int quantized_weights;            /* --quantized-weights: the group's quantized_shard where supported */
     int64_t microbatches;             /* per optimizer step, --tokens each (gradient accumulation) */
     const train_preset_t *preset;     /* --preset, or NULL */
     unsigned given;                   /* the shape options given explicitly (they override the preset) */

@@ -30,6 +30,7 @@ moe_model_config_t train_model_config(const train_opts_t *o, const tool_recipe_t
     c.exact = o->exact;
     c.trainable = 1;
     c.lr = (float)o->lr;
+    c.quantized_weights = o->quantized_weights;
     return c;
 }
 

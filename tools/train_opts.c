@@ -11,7 +11,8 @@ static const char *const CMD = "train";
 enum {
     O_RECIPES = 256, O_STEPS, O_TOKENS, O_HIDDEN, O_FFN, O_EXPERTS, O_TOPK, O_LR, O_SEED, O_PATH,
     O_ACT, O_BACKEND, O_OUT, O_EXACT, O_NOPLOT, O_QUIET, O_PROGRESS, O_EXPECT, O_DUMP, O_BATCHES,
-    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY, O_COMM, O_MICROBATCHES, O_PRESET
+    O_THREADS, O_TASK, O_DATA, O_CONTEXT, O_GRAPH, O_SYNC_EVERY, O_COMM, O_MICROBATCHES, O_PRESET,
+    O_QWEIGHTS
 };
 
 /* The expert dimensions of real MoE models, one MoE layer each (the models stack 32 to 61), so
@@ -45,6 +46,7 @@ static const struct option longopts[] = {
     {"comm", required_argument, NULL, O_COMM},
     {"microbatches", required_argument, NULL, O_MICROBATCHES},
     {"preset", required_argument, NULL, O_PRESET},
+    {"quantized-weights", required_argument, NULL, O_QWEIGHTS},
     {NULL, 0, NULL, 0}};
 
 static const char help[] =
@@ -78,8 +80,15 @@ static const char help[] =
     "                         over the M, each scaled by 1/M, so the step sees the mean.  The\n"
     "                         expert weights are a sharded (distributed) group, on one rank too,\n"
     "                         and the layer never caches a gathered copy: every microbatch gathers\n"
-    "                         (and, under an FP8 recipe, quantizes) them again.  The loss of a\n"
+    "                         them again (FP8 bytes under --quantized-weights, else the working\n"
+    "                         dtype, quantized in the layer).  The loss of a\n"
     "                         step is the mean over its microbatches; tokens/s counts all of them\n"
+    "  --quantized-weights on|off  fp8-current, fp8-block (default on): the expert weight shards\n"
+    "                         are stored quantized, refreshed once per optimizer step after\n"
+    "                         Adam, so every microbatch's forward and backward gather FP8 and no\n"
+    "                         weight is quantized inside a microbatch (the sharded group's\n"
+    "                         quantized_shard).  off: gather the working dtype and quantize it\n"
+    "                         in every forward and backward.  Other recipes: ignored\n"
     "  --preset NAME          the expert dimensions of a real MoE model, one MoE layer:\n"
     "                           mixtral   Mixtral-8x7B-like   H 4096, F 14336, E 8, top-2\n"
     "                           qwen3     Qwen3-30B-A3B-like  H 2048, F 768, E 128, top-8\n"
@@ -175,6 +184,10 @@ static int handle(int code, const char *arg, void *user) {
     case O_SEED: return opt_i64(CMD, "seed", arg, 0, INT64_MAX, &o->seed);
     case O_PATH: o->path_given = 1; return opt_choice(CMD, "path", arg, paths, 2, &o->path);
     case O_GRAPH: o->graph = 1; return CLI_OK;
+    case O_QWEIGHTS: {
+        static const char *const onoff[] = {"off", "on"};
+        return opt_choice(CMD, "quantized-weights", arg, onoff, 2, &o->quantized_weights);
+    }
     case O_SYNC_EVERY: return opt_i64(CMD, "sync-every", arg, 1, INT64_MAX, &o->sync_every);
     case O_COMM: o->comm_given = 1; return opt_choice(CMD, "comm", arg, comms, 3, &o->comm);
     case O_ACT: return opt_choice(CMD, "activation", arg, acts, 2, &o->act);
@@ -211,6 +224,7 @@ int train_parse(int argc, char **argv, train_opts_t *o, int *help_shown) {
     o->context = 8;
     o->sync_every = 50;
     o->microbatches = 1;
+    o->quantized_weights = 1;
     o->plot = 1;
     o->out_dir = ".";
     int rc = opt_parse(CMD, argc, argv, longopts, help, handle, o, help_shown);

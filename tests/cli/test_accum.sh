@@ -14,6 +14,10 @@
 #    while a lost or doubled microbatch, or a gradient not scaled by 1/M, moves the loss by far
 #    more.  FP8 recipes are not compared: their per-tensor scales follow each microbatch's amax,
 #    so the quantization itself differs from one big batch's.
+#  * --quantized-weights on (the shards stored quantized, refreshed by each optimizer step) gives
+#    the loss curve of off (the working dtype gathered and quantized in every forward and
+#    backward) BITWISE, fp8-current and fp8-block, with 2 microbatches, one rank and (with an
+#    mpiexec) 2 ranks: the stored FP8 equals quantizing the gathered weight byte for byte.
 #  * --preset: a preset's banner, an explicit option overriding it (qwen3 with --experts 8 and
 #    16 tokens: 38 M parameters, one step runs in seconds on the CPU), and an unknown name (exit 2).
 # usage: bash test_accum.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
@@ -113,6 +117,18 @@ else
             echo "FAIL: mpirun -np $np failed"; fails=$((fails + 1))
         fi
     done
+fi
+
+# the quantized shard against quantizing in every microbatch
+QW="--recipes fp8-current,fp8-block --tokens 32 --microbatches 2 --steps 8"
+run qon.txt $QW --quantized-weights on || { echo "FAIL: --quantized-weights on"; exit 1; }
+run qoff.txt $QW --quantized-weights off || { echo "FAIL: --quantized-weights off"; exit 1; }
+same "--quantized-weights on = off, fp8-current and fp8-block, 2 microbatches" "$S/qoff.txt" "$S/qon.txt"
+if [ -n "$MPIEXEC" ]; then
+    for q in on off; do
+        runN 2 q2$q.txt $QW --quantized-weights $q || { echo "FAIL: -np 2 --quantized-weights $q"; fails=$((fails + 1)); }
+    done
+    same "-np 2: --quantized-weights on = off" "$S/q2off.txt" "$S/q2on.txt"
 fi
 
 # presets
