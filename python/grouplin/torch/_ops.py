@@ -65,8 +65,11 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
     for mg, real in zip(main_grads, h.keep[2]):
         if mg.data_ptr() != real.data_ptr():
             mg.copy_(real)
-    none = dy.new_empty((0,))
-    return (none if dx is None else dx), (none if wgrads is None else wgrads), (none if bgrads is None else bgrads)
+    # a fresh empty tensor for each output left out: torch refuses a custom op whose outputs
+    # alias each other (checked when inductor calls the op in place of auto_functionalized)
+    none = dy.new_empty
+    return (none((0,)) if dx is None else dx), (none((0,)) if wgrads is None else wgrads), \
+        (none((0,)) if bgrads is None else bgrads)
 
 
 @grouped_linear_backward.register_fake
@@ -75,8 +78,8 @@ def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
     weights, biases = st.params_fn()[:2]
     dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
     flat = lambda ps: dy.new_empty((sum(p.numel() for p in ps),), dtype=ps[0].dtype)  # noqa: E731
-    none = dy.new_empty((0,))
-    return dx, (flat(weights) if want_wgrad else none), (flat(biases) if want_bgrad else none.clone())
+    none = dy.new_empty
+    return dx, (flat(weights) if want_wgrad else none((0,))), (flat(biases) if want_bgrad else none((0,)))
 
 
 def _setup_context(ctx, inputs, output):
