@@ -206,6 +206,7 @@ def test_torch_compile_reduce_overhead_replays_new_splits(bias):
     runs them every call between its graphs (their saved context is host state and library
     scratch that cudagraph trees cannot track); each result is read before the next call, as a
     CUDA-graph output must be."""
+    torch._dynamo.reset()        # each new layer is a recompile: stay under dynamo's limit of 8
     layer, eager = fused_single_layer("none"), fused_single_layer("none")
     if bias:
         layer, eager = (GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.bfloat16, device="cuda",

@@ -479,6 +479,7 @@ def test_compiled_fused_layer_gives_eager_bytes_with_new_splits(backend, bias):
     # the benchmark's layer (one packed bf16 weight, fused wgrad into main_grad) with and without
     # a bias: without one, the backward op once returned one empty tensor for both gradients,
     # which torch refuses (outputs may not alias) in every compiled backward
+    torch._dynamo.reset()        # each new layer is a recompile: stay under dynamo's limit of 8
     layers = []
     for _ in range(2):
         m = make("none", "cpu", bias=bias, dtype=torch.bfloat16, single_grouped_weight=True,
