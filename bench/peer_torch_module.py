@@ -351,6 +351,7 @@ def measure_recipe(torch, a, shape, recipe, x, dy, splits, torch_t, results, fai
                                         lambda: timed_cuda(graphed(torch, capi), a.warmup, a.repeat), log)
             elif m_step:
                 def compiled_time():
+                    torch._dynamo.reset()        # each layer is a recompile: stay under dynamo's limit
                     compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
                     return timed_cuda(lambda: m_step(compiled), a.warmup, a.repeat)
                 r["module"] = attempt(tag + " module, torch.compile(reduce-overhead)", compiled_time, log)
