@@ -199,21 +199,35 @@ def test_cuda_graph_of_fused_single_weight_layer_replays_new_splits(recipe):
         assert torch.equal(layer.weight.main_grad, eager.weight.main_grad)
 
 
-def test_torch_compile_reduce_overhead_replays_new_splits():
+@pytest.mark.parametrize("bias", [False, True])
+def test_torch_compile_reduce_overhead_replays_new_splits(bias):
+    """mode="reduce-overhead" gives eager's bytes, main_grad included, as the splits change
+    (gradient accumulation: FIRST, then NEXT).  The grouplin ops are cudagraph_unsafe: inductor
+    runs them every call between its graphs (their saved context is host state and library
+    scratch that cudagraph trees cannot track); each result is read before the next call, as a
+    CUDA-graph output must be."""
+    torch._dynamo.reset()        # each new layer is a recompile: stay under dynamo's limit of 8
     layer, eager = fused_single_layer("none"), fused_single_layer("none")
+    if bias:
+        layer, eager = (GroupedLinear(N, K_IN, K_OUT, params_dtype=torch.bfloat16, device="cuda",
+                                      single_grouped_weight=True, fuse_wgrad_accumulation=True) for _ in range(2))
+        eager.load_state_dict(layer.state_dict())
+        for m in (layer, eager):
+            m.weight.main_grad = torch.zeros(m.weight.shape, dtype=torch.float32, device="cuda")
     compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
     dy = torch.randn(512, K_OUT, dtype=torch.bfloat16, device="cuda")
-    for new in ([100, 0, 250, 130], [10, 300, 0, 150], [0, 0, 0, 480], [128, 128, 128, 128]):
+    for step, new in enumerate(([100, 0, 250, 130], [10, 300, 0, 150], [0, 0, 0, 480], [128, 128, 128, 128])):
         splits = torch.tensor(new, dtype=torch.int64, device="cuda")
         x = torch.randn(512, K_IN, dtype=torch.bfloat16, device="cuda", requires_grad=True)
         xe = x.detach().clone().requires_grad_()
-        layer.weight.main_grad.zero_()
-        eager.weight.main_grad.zero_()
-        y = compiled(x, splits, is_first_microbatch=False)
+        first = step % 2 == 0                    # FIRST overwrites main_grad, NEXT accumulates
+        y = compiled(x, splits, is_first_microbatch=first)
         y.backward(dy)
-        ye = eager(xe, splits, is_first_microbatch=False)
+        ye = eager(xe, splits, is_first_microbatch=first)
         ye.backward(dy)
         torch.cuda.synchronize()
         m = sum(new)
         assert torch.equal(y[:m], ye[:m]) and torch.equal(x.grad[:m], xe.grad[:m])
         assert torch.equal(layer.weight.main_grad, eager.weight.main_grad)
+        if bias:
+            assert torch.equal(layer.bias0.grad, eager.bias0.grad)

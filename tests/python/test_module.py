@@ -471,3 +471,43 @@ def test_eager_and_compiled_give_the_same_bytes_on_the_grouped_path(fused):
         if fused:
             for a, b in zip(layers[0].weights(), layers[1].weights()):
                 assert torch.equal(a.main_grad, b.main_grad)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_compiled_fused_layer_gives_eager_bytes_with_new_splits(backend, bias):
+    # the benchmark's layer (one packed bf16 weight, fused wgrad into main_grad) with and without
+    # a bias: without one, the backward op once returned one empty tensor for both gradients,
+    # which torch refuses (outputs may not alias) in every compiled backward
+    torch._dynamo.reset()        # each new layer is a recompile: stay under dynamo's limit of 8
+    layers = []
+    for _ in range(2):
+        m = make("none", "cpu", bias=bias, dtype=torch.bfloat16, single_grouped_weight=True,
+                 fuse_wgrad_accumulation=True)
+        m.weight.main_grad = torch.zeros(m.weight.shape, dtype=torch.float32)
+        layers.append(m)
+    compiled = torch.compile(layers[1], fullgraph=True, backend=backend)
+    torch.manual_seed(10)
+    dy = torch.randn(64, K_OUT, dtype=torch.bfloat16)
+    for mb, splits in enumerate(([7, 0, 33, 17], [20, 20, 0, 5], [0, 0, 0, 64])):
+        x = torch.randn(64, K_IN, dtype=torch.bfloat16)
+        outs = []
+        for run in (layers[0], compiled):
+            xi = x.clone().requires_grad_()
+            y = run(xi, torch.tensor(splits), is_first_microbatch=(mb == 0))
+            y.backward(dy)
+            outs.append((y.detach(), xi.grad))
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+        assert torch.equal(layers[0].weight.main_grad, layers[1].weight.main_grad)   # accumulated
+        if bias:
+            assert torch.equal(layers[0].bias0.grad, layers[1].bias0.grad)
+
+
+def test_custom_ops_stay_out_of_inductor_cuda_graphs():
+    # the saved context is host state plus library scratch that cudagraph trees cannot track:
+    # under mode="reduce-overhead" the ops must run every call, between inductor's graphs
+    unsafe = getattr(torch.Tag, "cudagraph_unsafe", None)
+    if unsafe is None:
+        pytest.skip("this torch has no cudagraph_unsafe tag")
+    for op in (torch.ops.grouplin.grouped_linear_forward, torch.ops.grouplin.grouped_linear_backward):
+        assert unsafe in op.default.tags

@@ -153,7 +153,11 @@ def dummy_grad(p, cached=True):
     key = (p.dtype, p.device)
     z = _zeros.get(key)
     if z is None:
-        z = _zeros[key] = torch.zeros((), dtype=p.dtype, device=p.device)
+        z = torch.zeros((), dtype=p.dtype, device=p.device)
+        # made inside a CUDA graph capture, it lives in the graph's pool and holds 0 only once
+        # the graph replays: not one to hand out eagerly later
+        if not (z.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _zeros[key] = z
     return z.expand(p.shape)
 
 

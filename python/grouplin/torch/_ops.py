@@ -12,6 +12,17 @@ object is ever a saved tensor, so saved_tensors_hooks (activation offloading) on
 token (plus, under torch.compile with fused wgrad accumulation, the main_grad buffers, which the
 compiled backward must receive as inputs; and with allow_repeated_backward, the input and the
 splits).
+
+Under torch.compile(mode="reduce-overhead") both ops are tagged cudagraph_unsafe: inductor runs
+them between its CUDA graphs, every call, as eager does.  Inside cudagraph trees they could not
+be right: the library's saved activations are scratch blocks taken from torch's allocator, not
+tensors the trees track (their pool check after the warm-up run fails on them, and a block the
+backward frees would be handed to the next graph while a replayed forward still writes it), the
+forward and the backward are captured or skipped separately (a forward replayed without its
+Python would give a backward the token of a context released long ago), and the token is host
+memory.  To capture a whole step, use torch.cuda.graph around the eager module (or around a
+torch.compile'd one in the default mode): there the forward's saved context and its backward
+are captured together.
 """
 from typing import List, Optional, Tuple
 
@@ -23,7 +34,18 @@ from .. import _lib
 from . import _core, _layer
 
 
-@torch.library.custom_op("grouplin::grouped_linear_forward", mutates_args=())
+_CUDAGRAPH_UNSAFE = getattr(torch.Tag, "cudagraph_unsafe", None)   # absent in older torch
+
+
+def _custom_op(name, mutates_args):
+    """torch.library.custom_op, tagged cudagraph_unsafe where torch knows the tag (older torch
+    skips CUDA graphs for these graphs anyway: the token is a CPU tensor)."""
+    if _CUDAGRAPH_UNSAFE is None:
+        return torch.library.custom_op(name, mutates_args=mutates_args)
+    return torch.library.custom_op(name, mutates_args=mutates_args, tags=(_CUDAGRAPH_UNSAFE,))
+
+
+@_custom_op("grouplin::grouped_linear_forward", mutates_args=())
 def grouped_linear_forward(inp: Tensor, weights: List[Tensor], biases: List[Tensor], main_grads: List[Tensor],
                            m_splits: Optional[Tensor], splits: List[int], layer_id: int, microbatch: int,
                            need_saved: bool, input_requires_grad: bool) -> Tuple[Tensor, Tensor]:
@@ -49,7 +71,7 @@ def _(inp, weights, biases, main_grads, m_splits, splits, layer_id, microbatch, 
     return y, torch.empty(1, dtype=torch.int64)
 
 
-@torch.library.custom_op("grouplin::grouped_linear_backward", mutates_args=("main_grads",))
+@_custom_op("grouplin::grouped_linear_backward", mutates_args=("main_grads",))
 def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor], layer_id: int, want_dx: bool,
                             want_wgrad: bool, want_bgrad: bool) -> Tuple[Tensor, Tensor, Tensor]:
     """dx ([0] when not wanted), the weight gradients and the bias gradients, each list flattened
@@ -65,8 +87,11 @@ def grouped_linear_backward(dy: Tensor, token: Tensor, main_grads: List[Tensor],
     for mg, real in zip(main_grads, h.keep[2]):
         if mg.data_ptr() != real.data_ptr():
             mg.copy_(real)
-    none = dy.new_empty((0,))
-    return (none if dx is None else dx), (none if wgrads is None else wgrads), (none if bgrads is None else bgrads)
+    # a fresh empty tensor for each output left out: torch refuses a custom op whose outputs
+    # alias each other (checked when inductor calls the op in place of auto_functionalized)
+    none = dy.new_empty
+    return (none((0,)) if dx is None else dx), (none((0,)) if wgrads is None else wgrads), \
+        (none((0,)) if bgrads is None else bgrads)
 
 
 @grouped_linear_backward.register_fake
@@ -75,8 +100,8 @@ def _(dy, token, main_grads, layer_id, want_dx, want_wgrad, want_bgrad):
     weights, biases = st.params_fn()[:2]
     dx = dy.new_empty((dy.shape[0], st.fields["in_features"])) if want_dx else dy.new_empty((0,))
     flat = lambda ps: dy.new_empty((sum(p.numel() for p in ps),), dtype=ps[0].dtype)  # noqa: E731
-    none = dy.new_empty((0,))
-    return dx, (flat(weights) if want_wgrad else none), (flat(biases) if want_bgrad else none.clone())
+    none = dy.new_empty
+    return dx, (flat(weights) if want_wgrad else none((0,))), (flat(biases) if want_bgrad else none((0,)))
 
 
 def _setup_context(ctx, inputs, output):
