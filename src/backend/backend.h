@@ -9,6 +9,7 @@
 #define GLN_BACKEND_H
 
 #include "grouplin.h"
+#include "numerics/optimizer_rule.h"
 
 typedef struct gln_backend_ops {
     const char *name;
@@ -109,6 +110,19 @@ typedef struct gln_backend_ops {
     gln_status_t (*add_f32)(gln_context_t *ctx, float *y, const float *x, int64_t n);
     gln_status_t (*scales_from_amax)(gln_context_t *ctx, const float *amax, int32_t n, float fp8_max,
                                      int power_2_scale, float epsilon, float *scale, float *scale_inv);
+    /* The optimizer step (gln_optimizer_step; numerics/optimizer_rule.h is the per-element rule,
+     * p already resolved): master, exp_avg, exp_avg_sq updated in place over n elements (the
+     * moments the kind does not use may be NULL), working (NULL: none) written in the same pass
+     * with each new master rounded to working_dtype (fp32: a copy; working may be master).  With
+     * nseg > 0, also amax[s] = max |working value| over segment s = [bounds[s], bounds[s+1]) for
+     * s < nseg (NaN ignored, 0 for an empty segment; the FP32 master when working is NULL):
+     * bounds non-decreasing in [0, n], host memory or (bounds_on_backend) backend memory; amax a
+     * backend array, written in stream order.  Elements outside [bounds[0], bounds[nseg]) are
+     * updated but counted nowhere. */
+    gln_status_t (*optimizer_step)(gln_context_t *ctx, const gln_optimizer_params_t *p, float *master,
+                                   const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, void *working,
+                                   gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
+                                   int bounds_on_backend, float *amax);
 
     /* MoE building blocks (src/moe validates, including the contents of experts and row_of, and
      * returns empty calls before dispatching) */

@@ -129,5 +129,6 @@ gln_status_t gln_sharded_agree(gln_sharded_weights_t *sw, const char *fn, gln_st
 void gln_sharded_call_begin(gln_sharded_weights_t *sw, const char *fn);
 void gln_sharded_call_plan(gln_sharded_weights_t *sw, int more);
 gln_status_t gln_sharded_call_end(gln_sharded_weights_t *sw, gln_status_t st);
+gln_status_t gln_sharded_requantize(gln_sharded_weights_t *sw, const char *fn, const float *local_amax);
 
 #endif
