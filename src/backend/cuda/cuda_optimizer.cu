@@ -14,6 +14,7 @@
  * last elements; when they are the same, the block reduces its max in registers and shared memory
  * and issues one atomicMax on the segment's bits; a chunk that crosses a boundary (at most one per
  * boundary) looks up each element's segment and issues an atomicMax per nonzero element. */
+#include <cublasLt.h> /* outside extern "C": cuda_backend.h includes it */
 #include <cuda_runtime.h>
 #include <math.h> /* before the C headers: optimizer_rule.h includes it in host code */
 #include <stdint.h>
@@ -113,8 +114,10 @@ __device__ __forceinline__ void opt_group(const gln_optimizer_params_t &p, float
         *(float4 *)g = *(const float4 *)(grad + g0);
         if (m) *(float4 *)mm = *(const float4 *)(m + g0);
         if (v) *(float4 *)vv = *(const float4 *)(v + g0);
-    } else {
-        for (int e = 0; e < cnt; e++) {
+    } else { /* unrolled with predicates: the arrays stay in registers */
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            if (e >= cnt) break;
             w[e] = master[g0 + e];
             g[e] = grad[g0 + e];
             if (m) mm[e] = m[g0 + e];
@@ -140,12 +143,31 @@ __device__ __forceinline__ void opt_group(const gln_optimizer_params_t &p, float
         }
         return;
     }
-    for (int e = 0; e < cnt; e++) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (e >= cnt) break;
         master[g0 + e] = w[e];
         if (m) m[g0 + e] = mm[e];
         if (v) v[g0 + e] = vv[e];
         if (WDT == GLN_DTYPE_FP32) ((float *)working)[g0 + e] = w[e];
         if (WDT == GLN_DTYPE_BF16 || WDT == GLN_DTYPE_FP16) ((uint16_t *)working)[g0 + e] = code[e];
+    }
+}
+
+/* The amax of a group's working values: into the thread's running max (one segment for the
+ * chunk), or per element into its segment's word. */
+__device__ __forceinline__ void opt_count(const opt_segs_t &segs, int mode, int64_t g0, int cnt, const float out[4],
+                                          unsigned int *best, unsigned int *amax_bits) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (e >= cnt) break;
+        const unsigned int b = opt_abs_bits(out[e]);
+        if (mode == OPT_AMAX_ONE) {
+            *best = max(*best, b);
+        } else if (b) {
+            const int32_t s = opt_seg_of(segs, g0 + e);
+            if (s >= 0) atomicMax(&amax_bits[s], b);
+        }
     }
 }
 
@@ -175,16 +197,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
             const int cnt = c1 - g0 < 4 ? (int)(c1 - g0) : 4;
             float out[4];
             opt_group<WDT, VEC>(p, master, grad, m, v, working, g0, cnt, out);
-            if (!AMAX || mode == OPT_AMAX_NONE) continue;
-            for (int e = 0; e < cnt; e++) {
-                const unsigned int b = opt_abs_bits(out[e]);
-                if (mode == OPT_AMAX_ONE) {
-                    best = max(best, b);
-                } else if (b) {
-                    const int32_t s = opt_seg_of(segs, g0 + e);
-                    if (s >= 0) atomicMax(&amax_bits[s], b);
-                }
-            }
+            if (AMAX && mode != OPT_AMAX_NONE) opt_count(segs, mode, g0, cnt, out, &best, amax_bits);
         }
         if (AMAX) {
             if (mode == OPT_AMAX_ONE) { /* uniform over the block: every thread reduces */
