@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#ifndef __CUDA_ARCH__
+#ifndef __CUDACC__ /* nvcc includes cuda_runtime.h first, which declares sqrtf for the host pass */
 #include <math.h>
 #endif
 

@@ -16,7 +16,6 @@
  * boundary) looks up each element's segment and issues an atomicMax per nonzero element. */
 #include <cublasLt.h> /* outside extern "C": cuda_backend.h includes it */
 #include <cuda_runtime.h>
-#include <math.h> /* before the C headers: optimizer_rule.h includes it in host code */
 #include <stdint.h>
 #include <string.h>
 
