@@ -673,6 +673,86 @@ GLN_API gln_status_t gln_sharded_weights_prefetch(gln_sharded_weights_t *sw, int
 GLN_API const gln_dist_weights_t *gln_sharded_weights_protocol(gln_sharded_weights_t *sw);
 
 /* ============================================================================================
+ * Optimizer: one pass over the FP32 masters that also writes the rounded working copy
+ * ========================================================================================== */
+
+typedef enum gln_optimizer_kind {
+    GLN_OPTIMIZER_ADAM = 0, /* TransformerEngine's FusedAdam (adam_w_mode selects Adam / AdamW) */
+    GLN_OPTIMIZER_SGD = 1   /* plain SGD, optionally with momentum (PyTorch's SGD, dampening 0) */
+} gln_optimizer_kind_t;
+
+/* Hyper-parameters of gln_optimizer_step.  Versioned: start from GLN_OPTIMIZER_CONFIG_INIT,
+ * whose values are TE FusedAdam's defaults.  The update of element i, in FP32, one IEEE
+ * operation at a time in exactly this order (no fused multiply-add; bitwise the same on every
+ * backend), with bc1 = 1 - beta1^step and bc2 = 1 - beta2^step computed in double on the host
+ * and rounded to FP32 once (TE's std::pow), w = master[i], g = grad[i], m = exp_avg[i],
+ * v = exp_avg_sq[i]:
+ *
+ *   ADAM, adam_w_mode 0 (L2):        g = g + wd·w
+ *   ADAM (both modes):               m = beta1·m + (1 - beta1)·g
+ *                                    v = beta2·v + ((1 - beta2)·g)·g
+ *                                    denom = sqrt(v / bc2) + eps
+ *   adam_w_mode 0:                   update = (m / bc1) / denom
+ *   adam_w_mode 1 (decoupled AdamW): update = (m / bc1) / denom + wd·w
+ *                                    w = w - lr·update
+ *   SGD:                             g = g + wd·w                   (only when wd != 0)
+ *                                    momentum != 0: m = step == 1 ? g : momentum·m + g;  g = m
+ *                                    w = w - lr·g
+ *
+ * (1 - beta) is an FP32 subtraction.  TE's adam_w_mode 1 adds wd·w to the update (scaled by lr
+ * with it), which is not PyTorch's AdamW (w·(1 - lr·wd) first).  NaN: a NaN operand comes back
+ * quieted with its sign and payload (the first operand's when both are NaN), a NaN made from
+ * non-NaN operands (Inf - Inf, 0/0, sqrt of a negative) is 0x7FFFFFFF; NaN and Inf are not
+ * skipped (TE's kernel propagates them too). */
+typedef struct gln_optimizer_config {
+    size_t size;               /* sizeof(gln_optimizer_config_t) */
+    gln_optimizer_kind_t kind;
+    float lr;                  /* finite, >= 0 */
+    float beta1, beta2;        /* Adam: each in [0, 1) */
+    float eps;                 /* Adam: finite, > 0 */
+    float weight_decay;        /* finite, >= 0 */
+    int adam_w_mode;           /* Adam: 1 = decoupled weight decay (TE's default), 0 = L2 */
+    float momentum;            /* SGD: finite, in [0, 1]; 0 = none (exp_avg unused) */
+} gln_optimizer_config_t;
+#define GLN_OPTIMIZER_CONFIG_INIT \
+    {sizeof(gln_optimizer_config_t), GLN_OPTIMIZER_ADAM, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f}
+
+/* One optimizer step over n FP32 elements, in place: master, exp_avg and exp_avg_sq are read and
+ * rewritten, grad is read; working (NULL: none) receives, in the same pass, each updated master
+ * rounded to nearest even in working_dtype (gln_fp32_to_bf16's rounding, NaN kept): bf16, fp16,
+ * or fp32 (a copy; working may then be master itself).  Every pointer is backend memory of ctx
+ * (n elements each), enqueued in the order of the context's stream like every other operation;
+ * the buffers may not overlap each other, except working == master for fp32.
+ * step: the 1-based count of steps taken with these moments (the bias corrections; SGD: whether
+ * the momentum buffer starts from the gradient).  Buffers by kind: Adam needs exp_avg and
+ * exp_avg_sq; SGD with momentum needs exp_avg (the momentum buffer) and ignores exp_avg_sq; SGD
+ * without momentum ignores both (NULL allowed).  Moments start at zero.
+ * Checks (GLN_STATUS_INVALID_ARGUMENT naming the argument and its range): ctx, cfg, master and
+ * grad not NULL (when n > 0), cfg->size a known version, kind, lr finite >= 0, beta1 and beta2 in
+ * [0, 1), eps finite > 0, weight_decay finite >= 0, adam_w_mode 0 or 1, momentum in [0, 1],
+ * step >= 1, n in [0, GLN_MAX_ELEMS], working_dtype fp32 / bf16 / fp16 when working is given.
+ * n = 0 does nothing. */
+GLN_API gln_status_t gln_optimizer_step(gln_context_t *ctx, const gln_optimizer_config_t *cfg, int64_t step,
+                                        float *master, const float *grad, float *exp_avg, float *exp_avg_sq,
+                                        int64_t n, void *working, gln_dtype_t working_dtype);
+
+/* The step on a sharded weight group's own shard: gln_optimizer_step(cfg, step) of this rank's
+ * master shard with its main_grad (gln_sharded_weights_shard), writing the working shard in the
+ * same pass — exactly what gln_optimizer_step on the shard followed by
+ * gln_sharded_weights_sync_working leaves, bit for bit, for an FP32 working copy too.  exp_avg
+ * and exp_avg_sq: the caller's moments of this rank's shard, shard_len backend elements each
+ * (zeroed before the first step; the padding elements then stay zero with the master), with
+ * gln_optimizer_step's rules per kind.  A finalize still in flight (async_finalize) is completed
+ * first, in stream order; INVALID_STATE while a prefetched gather is outstanding (it still reads
+ * the working shard), as for sync_working.  When the group keeps its working shard quantized, the
+ * same pass records each expert's amax of the working values of this rank's shard, and the
+ * shard is then requantized from them (collective over the group's communicator: every rank
+ * calls it with the same arguments).  Afterwards call gln_grouped_linear_weights_updated on the
+ * layers over the group, as after sync_working. */
+GLN_API gln_status_t gln_sharded_weights_optimizer_step(gln_sharded_weights_t *sw, const gln_optimizer_config_t *cfg,
+                                                        int64_t step, float *exp_avg, float *exp_avg_sq);
+
+/* ============================================================================================
  * The grouped linear layer
  * ========================================================================================== */
 

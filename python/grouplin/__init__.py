@@ -14,7 +14,7 @@ from ._lib import (BackendError, CommError, GrouplinError, InvalidArgumentError,
 from .ops import (GroupedQuantized, Quantized, activation_forward, activation_forward_quantize, amax,
                   bf16_to_fp32, cast, dequantize, e8m0_from_amax, e8m0_to_fp32, fp8_max, fp8_to_fp32,
                   fp16_to_fp32, fp32_to_bf16, fp32_to_fp8, fp32_to_fp16, grouped_gemm, grouped_quantize,
-                  quantize, scale_from_amax)  # noqa: F401
+                  optimizer_step, quantize, scale_from_amax)  # noqa: F401
 from .recipe import DelayedScaling, Float8BlockScaling, Float8CurrentScaling, Format, MXFP8BlockScaling  # noqa: F401
 
 __version__ = "0.1.0"

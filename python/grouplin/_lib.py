@@ -99,6 +99,15 @@ class GroupedGemmArgs(C.Structure):
                 ("bias_list", C.POINTER(Tensor)), ("accumulate", C.c_int), ("block_scales_pow2", C.c_int)]
 
 
+class OptimizerConfig(C.Structure):
+    _fields_ = [("size", C.c_size_t), ("kind", C.c_int), ("lr", C.c_float), ("beta1", C.c_float),
+                ("beta2", C.c_float), ("eps", C.c_float), ("weight_decay", C.c_float), ("adam_w_mode", C.c_int),
+                ("momentum", C.c_float)]
+
+
+OPTIMIZER_ADAM, OPTIMIZER_SGD = 0, 1
+
+
 ALLOC_FN = C.CFUNCTYPE(C.c_void_p, C.c_size_t, C.c_void_p, C.c_void_p)
 FREE_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_void_p, C.c_void_p)
 
@@ -322,6 +331,8 @@ _PROTOTYPES = [
                                                   C.POINTER(GroupedTensor), C.POINTER(GroupedTensor)]),
     ("gln_cast", C.c_int, [_P, _PT, _PT]),
     ("gln_amax", C.c_int, [_P, _PT, C.POINTER(C.c_float)]),
+    ("gln_optimizer_step", C.c_int, [_P, C.POINTER(OptimizerConfig), C.c_int64, _P, _P, _P, _P, C.c_int64, _P,
+                                     C.c_int]),
     ("gln_grouped_gemm", C.c_int, [_P, C.POINTER(GroupedGemmArgs)]),
     ("gln_grouped_linear_create", C.c_int, [_P, C.POINTER(GroupedLinearConfig), C.POINTER(_P)]),
     ("gln_grouped_linear_destroy", C.c_int, [_P]),

@@ -119,6 +119,35 @@ def amax(x):
     return float(out.value)
 
 
+def optimizer_step(master, grad, exp_avg=None, exp_avg_sq=None, *, step, working=None, kind="adam", lr=1e-3,
+                   betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, adam_w_mode=True, momentum=0.0):
+    """One optimizer step in place (gln_optimizer_step): master, exp_avg, exp_avg_sq (fp32, one
+    shape) updated from grad (fp32); `working` (None, or an fp32 / bf16 / fp16 array of the same
+    size) receives the new master rounded to nearest even in the same pass.  kind 'adam' (TE
+    FusedAdam; adam_w_mode=True: decoupled weight decay) or 'sgd' (PyTorch's SGD; exp_avg is the
+    momentum buffer, needed when momentum != 0).  step: 1-based.  Defaults are TE's."""
+    kinds = {"adam": _lib.OPTIMIZER_ADAM, "sgd": _lib.OPTIMIZER_SGD}
+    if kind not in kinds:
+        raise ValueError("kind: %r (expected 'adam' or 'sgd')" % (kind,))
+    named = [("master", master), ("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)]
+    bufs = [(n, _arrays.view(a, n, (_lib.FP32,))) for n, a in named if a is not None]
+    if working is not None:
+        bufs.append(("working", _arrays.view(working, "working", _HP)))
+    size = int(np.prod(bufs[0][1].shape))
+    for n, b in bufs[1:]:
+        if int(np.prod(b.shape)) != size:
+            raise ValueError("%s: %d elements but master has %d" % (n, int(np.prod(b.shape)), size))
+    dev = _arrays.same_device([b for _, b in bufs], [n for n, _ in bufs])
+    p = {n: b.ptr for n, b in bufs}
+    cfg = _lib.OptimizerConfig(C.sizeof(_lib.OptimizerConfig), kinds[kind], float(lr), float(betas[0]),
+                               float(betas[1]), float(eps), float(weight_decay), int(bool(adam_w_mode)),
+                               float(momentum))
+    wdt = bufs[-1][1].dtype if working is not None else _lib.BF16
+    _lib.check(_lib.lib().gln_optimizer_step(_ctx(dev), C.byref(cfg), _lib.integer("step", step), p["master"],
+                                             p["grad"], p.get("exp_avg"), p.get("exp_avg_sq"), size,
+                                             p.get("working"), wdt), "gln_optimizer_step")
+
+
 @dataclass
 class Quantized:
     """A quantized 2-D tensor in the library's layout (include/grouplin.h, gln_quant_layout):

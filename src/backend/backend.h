@@ -10,6 +10,7 @@
 
 #include "backend/transpose.h"
 #include "grouplin.h"
+#include "numerics/optimizer_rule.h"
 
 typedef struct gln_backend_ops {
     const char *name;
@@ -113,6 +114,20 @@ typedef struct gln_backend_ops {
     /* transpose.h's batched transpose, in stream order on backend arrays (the quantized shard's
      * columnwise copies); bit for bit gln_transpose_batched_ref. */
     gln_status_t (*transpose_batched)(gln_context_t *ctx, const gln_transpose_t *t);
+
+    /* The optimizer step (gln_optimizer_step; numerics/optimizer_rule.h is the per-element rule,
+     * p already resolved): master, exp_avg, exp_avg_sq updated in place over n elements (the
+     * moments the kind does not use may be NULL), working (NULL: none) written in the same pass
+     * with each new master rounded to working_dtype (fp32: a copy; working may be master).  With
+     * nseg > 0, also amax[s] = max |working value| over segment s = [bounds[s], bounds[s+1]) for
+     * s < nseg (NaN ignored, 0 for an empty segment; the FP32 master when working is NULL):
+     * bounds non-decreasing in [0, n], host memory or (bounds_on_backend) backend memory; amax a
+     * backend array, written in stream order.  Elements outside [bounds[0], bounds[nseg]) are
+     * updated but counted nowhere. */
+    gln_status_t (*optimizer_step)(gln_context_t *ctx, const gln_optimizer_params_t *p, float *master,
+                                   const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, void *working,
+                                   gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
+                                   int bounds_on_backend, float *amax);
 
     /* MoE building blocks (src/moe validates, including the contents of experts and row_of, and
      * returns empty calls before dispatching) */

@@ -166,6 +166,7 @@ static int slot_set(const gln_backend_ops_t *o, gln_op_slot_t slot, const char *
         SLOT(GLN_SLOT_MOE_UNPERMUTE_BACKWARD, moe_unpermute_backward);
         SLOT(GLN_SLOT_ACTIVATION_FORWARD, activation_forward);
         SLOT(GLN_SLOT_ACTIVATION_BACKWARD, activation_backward);
+        SLOT(GLN_SLOT_OPTIMIZER_STEP, optimizer_step);
     }
 #undef SLOT
     *name = "(unknown)";
@@ -220,6 +221,14 @@ gln_status_t gln_op_scales_from_amax(gln_context_t *ctx, const char *call, const
 
 gln_status_t gln_op_transpose_batched(gln_context_t *ctx, const char *call, const gln_transpose_t *t) {
     return DISPATCH(transpose_batched, call, t);
+}
+
+gln_status_t gln_op_optimizer_step(gln_context_t *ctx, const char *call, const gln_optimizer_params_t *p,
+                                   float *master, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                                   void *working, gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
+                                   int bounds_on_backend, float *amax) {
+    return DISPATCH(optimizer_step, call, p, master, grad, exp_avg, exp_avg_sq, n, working, working_dtype, nseg,
+                    bounds, bounds_on_backend, amax);
 }
 
 gln_status_t gln_op_moe_router_forward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,

@@ -16,6 +16,7 @@
 
 #include "backend/transpose.h"
 #include "grouplin.h"
+#include "numerics/optimizer_rule.h"
 
 gln_status_t gln_op_quantize(gln_context_t *ctx, const gln_quant_config_t *cfg, const gln_tensor_t *in,
                              gln_tensor_t *out);
@@ -87,7 +88,8 @@ typedef enum gln_op_slot {
     GLN_SLOT_MOE_UNPERMUTE,
     GLN_SLOT_MOE_UNPERMUTE_BACKWARD,
     GLN_SLOT_ACTIVATION_FORWARD,
-    GLN_SLOT_ACTIVATION_BACKWARD
+    GLN_SLOT_ACTIVATION_BACKWARD,
+    GLN_SLOT_OPTIMIZER_STEP
 } gln_op_slot_t;
 /* 1 when ctx's backend implements `slot`. */
 int gln_op_has(const gln_context_t *ctx, gln_op_slot_t slot);
@@ -113,6 +115,14 @@ gln_status_t gln_op_scales_from_amax(gln_context_t *ctx, const char *call, const
 
 /* The batched transpose (transpose.h; backend.h, transpose_batched) under the caller's `call`. */
 gln_status_t gln_op_transpose_batched(gln_context_t *ctx, const char *call, const gln_transpose_t *t);
+
+/* The optimizer step with the per-segment amax of the working values it writes (backend.h,
+ * optimizer_step; nseg = 0: none).  gln_optimizer_step is this call with nseg = 0; the sharded
+ * group passes its experts' parts of the shard as the segments. */
+gln_status_t gln_op_optimizer_step(gln_context_t *ctx, const char *call, const gln_optimizer_params_t *p,
+                                   float *master, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                                   void *working, gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
+                                   int bounds_on_backend, float *amax);
 
 /* MoE building blocks (backend.h, moe_* and activation_*), after src/moe validated. */
 gln_status_t gln_op_moe_router_forward(gln_context_t *ctx, const char *call, int64_t tokens, int32_t num_experts,

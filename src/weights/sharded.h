@@ -9,7 +9,8 @@
  *
  * Files: sharded.c (create / destroy / cross-rank consistency), sharded_data.c (load, shard
  * access, sync, gathers), sharded_fp8.c (the FP8 shard: quantization, the quantized shard's
- * refresh and columnwise copies), sharded_protocol.c (the hooks the layer calls).
+ * refresh and columnwise copies), sharded_protocol.c (the hooks the layer calls), sharded_step.c
+ * (the optimizer step on the shard, gln_sharded_weights_optimizer_step).
  *
  * quantized_shard: the FP8 shard (+ its scales) is kept across materializations and refreshed
  * only by load_full / sync_working / requantize; every materialization gathers it, and a

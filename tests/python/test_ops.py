@@ -229,3 +229,37 @@ def test_grouped_gemm_quantized_operands(mode, wmode, pow2):
         mag = np.concatenate([p[1] for p in per]) if got.ndim == 2 else np.stack([p[1] for p in per])
         assert (np.abs(got - want) <= 1e-5 * mag + 1e-30).all()
     assert o[-1] == sum(splits)
+
+
+def _adamw_model(w, g, m, v, step, lr, wd, b1=np.float32(0.9), b2=np.float32(0.999), eps=np.float32(1e-8)):
+    """The documented AdamW (TE FusedAdam, decoupled weight decay) in float32 numpy."""
+    bc1, bc2 = np.float32(1.0 - float(b1) ** step), np.float32(1.0 - float(b2) ** step)
+    m = b1 * m + (np.float32(1) - b1) * g
+    v = b2 * v + ((np.float32(1) - b2) * g) * g
+    update = (m / bc1) / (np.sqrt(v / bc2) + eps) + np.float32(wd) * w
+    return w - np.float32(lr) * update, m, v
+
+
+def test_optimizer_step_matches_numpy():
+    n = 1000
+    w = RNG.standard_normal(n).astype(np.float32)
+    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    wm, mm, vm = w.copy(), m.copy(), v.copy()
+    wk = np.zeros(n, ml_dtypes.bfloat16)
+    for step in (1, 2):
+        g = (RNG.standard_normal(n) * 1e-2).astype(np.float32)
+        grouplin.optimizer_step(w, g, m, v, step=step, working=wk, lr=3e-3, weight_decay=0.1)
+        wm, mm, vm = _adamw_model(wm, g, mm, vm, step, np.float32(3e-3), np.float32(0.1))
+        assert np.array_equal(w.view(np.uint32), wm.view(np.uint32))
+        assert np.array_equal(m.view(np.uint32), mm.view(np.uint32))
+        assert np.array_equal(v.view(np.uint32), vm.view(np.uint32))
+        assert np.array_equal(wk.view(np.uint16), w.astype(ml_dtypes.bfloat16).view(np.uint16))
+    buf = np.zeros(n, np.float32)
+    g = np.ones(n, np.float32)
+    w0 = w.copy()
+    grouplin.optimizer_step(w, g, buf, step=1, kind="sgd", lr=0.5, momentum=0.9)
+    assert np.array_equal(buf, g) and np.array_equal(w, w0 - np.float32(0.5) * g)
+    with pytest.raises(grouplin.InvalidArgumentError, match="cfg->lr"):
+        grouplin.optimizer_step(w, g, m, v, step=1, lr=-1.0)
+    with pytest.raises(ValueError, match="grad: 999 elements"):
+        grouplin.optimizer_step(w, g[:999], m, v, step=1)

@@ -30,6 +30,13 @@ gln_status_t gln_cpu_grouped_dbias(gln_context_t *ctx, const gln_grouped_tensor_
 gln_status_t gln_cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_propagate, float *amax);
 gln_status_t gln_cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out);
 
+/* cpu_optimizer.c — the optimizer step (backend.h, optimizer_step): the reference twin of the
+ * CUDA kernel (cuda_optimizer.cu), bit for bit */
+gln_status_t gln_cpu_optimizer_step(gln_context_t *ctx, const gln_optimizer_params_t *p, float *master,
+                                    const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, void *working,
+                                    gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
+                                    int bounds_on_backend, float *amax);
+
 /* cpu_fp8_state.c — the delayed-scaling state slots (the reference of the CUDA kernels) */
 gln_status_t gln_cpu_fp8_state_gather(gln_context_t *ctx, const float *state_scale, int32_t first,
                                       int32_t stride, int32_t n, float *scale, float *amax);

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_moe.h"
 #include "backend/cuda/cuda_dist.h"
 #include "backend/cuda/cuda_host_stage.h"
+#include "backend/cuda/cuda_optimizer.h"
 #include "common/error.h"
 
 int gln_cuda_device_present(void) {
@@ -357,6 +358,7 @@ static const gln_backend_ops_t cuda_ops = {
     .add_f32 = gln_cuda_add_f32,
     .scales_from_amax = gln_cuda_scales_from_amax,
     .transpose_batched = gln_cuda_transpose_batched,
+    .optimizer_step = gln_cuda_optimizer_step,
     .moe_router_forward = gln_cuda_moe_router_forward,
     .moe_router_backward = gln_cuda_moe_router_backward,
     .moe_permute_plan = gln_cuda_moe_permute_plan,
