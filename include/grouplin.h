@@ -713,9 +713,15 @@ typedef struct gln_optimizer_config {
     float weight_decay;        /* finite, >= 0 */
     int adam_w_mode;           /* Adam: 1 = decoupled weight decay (TE's default), 0 = L2 */
     float momentum;            /* SGD: finite, in [0, 1]; 0 = none (exp_avg unused) */
+    /* Adam: NULL = bc1, bc2 from `step` on the host (above).  Else backend memory holding
+     * {bc1, bc2} as two floats, read by the step when it runs in stream order, so that a step
+     * captured in a CUDA graph replays with the bias corrections of a counter the caller advances
+     * on the device (TE FusedAdam's capturable mode, torch's step tensor); `step` must still be
+     * valid (>= 1).  Both values must be finite and > 0; the step does not check them. */
+    const float *bias_corrections;
 } gln_optimizer_config_t;
 #define GLN_OPTIMIZER_CONFIG_INIT \
-    {sizeof(gln_optimizer_config_t), GLN_OPTIMIZER_ADAM, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f}
+    {sizeof(gln_optimizer_config_t), GLN_OPTIMIZER_ADAM, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f, NULL}
 
 /* One optimizer step over n FP32 elements, in place: master, exp_avg and exp_avg_sq are read and
  * rewritten, grad is read; working (NULL: none) receives, in the same pass, each updated master

@@ -207,4 +207,40 @@ static void test_public_call(void) {
     free(h);
 }
 
-GLN_TEST_CUDA_MAIN(g_cpu, g_cuda, GLN_CASE(test_step), GLN_CASE(test_segments), GLN_CASE(test_public_call))
+/* cfg->bias_corrections in device memory, rewritten between calls (as a replayed capture sees
+ * them): the kernel reads them when it runs and equals the CPU given the same values. */
+static void test_bias_corrections_on_device(void) {
+    const int64_t n = 5000;
+    gln_optimizer_config_t c = GLN_OPTIMIZER_CONFIG_INIT, ch = GLN_OPTIMIZER_CONFIG_INIT;
+    float *h = malloc((size_t)n * 4), bc[2];
+    fill(h, n, 11, 1.0, 0, 0);
+    gln_twin_t w = gln_twin_input(g_cuda, h, (size_t)n * 4, 0);
+    fill(h, n, 12, 1e-2, 0, 0);
+    gln_twin_t g = gln_twin_input(g_cuda, h, (size_t)n * 4, 0);
+    memset(h, 0, (size_t)n * 4);
+    gln_twin_t m = gln_twin_input(g_cuda, h, (size_t)n * 4, 0), v = gln_twin_input(g_cuda, h, (size_t)n * 4, 0);
+    void *dbc = NULL;
+    CHECK_OK(gln_malloc(g_cuda, sizeof bc, &dbc));
+    c.bias_corrections = dbc;
+    if (w.d && g.d && m.d && v.d && dbc) {
+        for (int64_t step = 1; step <= 3; step++) {
+            bc[0] = (float)(1.0 - pow((double)0.9f, (double)(step + 10)));
+            bc[1] = (float)(1.0 - pow((double)0.999f, (double)(step + 10)));
+            CHECK_OK(gln_memcpy(g_cuda, dbc, bc, sizeof bc, GLN_COPY_HOST_TO_BACKEND));
+            CHECK_OK(gln_optimizer_step(g_cpu, &ch, step + 10, w.h, g.h, m.h, v.h, n, NULL, GLN_DTYPE_BF16));
+            CHECK_OK(gln_optimizer_step(g_cuda, &c, 1, w.d, g.d, m.d, v.d, n, NULL, GLN_DTYPE_BF16));
+        }
+        gln_twin_check(g_cuda, &w, 4, "bias corrections on the device", "master", NULL, NULL);
+        gln_twin_check(g_cuda, &m, 4, "bias corrections on the device", "exp_avg", NULL, NULL);
+        gln_twin_check(g_cuda, &v, 4, "bias corrections on the device", "exp_avg_sq", NULL, NULL);
+    }
+    if (dbc) CHECK_OK(gln_free(g_cuda, dbc));
+    gln_twin_free(g_cuda, &w);
+    gln_twin_free(g_cuda, &g);
+    gln_twin_free(g_cuda, &m);
+    gln_twin_free(g_cuda, &v);
+    free(h);
+}
+
+GLN_TEST_CUDA_MAIN(g_cpu, g_cuda, GLN_CASE(test_step), GLN_CASE(test_segments), GLN_CASE(test_public_call),
+                   GLN_CASE(test_bias_corrections_on_device))

@@ -126,6 +126,29 @@ static void test_formula(void) {
     }
 }
 
+/* cfg->bias_corrections: the step reads {bc1, bc2} from memory when it runs — step 7's values
+ * there give step 7's result whatever `step` says, and a change of the values between two calls
+ * with the same cfg (a replayed capture) is seen. */
+static void test_bias_corrections_in_memory(void) {
+    gln_context_t *ctx = gln_test_cpu_context();
+    const gln_optimizer_config_t host = adam(0.1f, 1);
+    gln_optimizer_config_t dev = host;
+    float *bc = gln_test_alloc(2 * sizeof(float));
+    dev.bias_corrections = bc;
+    state_t got = state_new(777, 5), want = state_copy(&got);
+    for (int64_t step = 7; step <= 9; step++) {
+        bc[0] = (float)(1.0 - pow((double)0.9f, (double)step));
+        bc[1] = (float)(1.0 - pow((double)0.999f, (double)step));
+        CHECK_OK(gln_optimizer_step(ctx, &host, step, want.w, want.g, want.m, want.v, want.n, NULL, GLN_DTYPE_BF16));
+        CHECK_OK(gln_optimizer_step(ctx, &dev, 1, got.w, got.g, got.m, got.v, got.n, NULL, GLN_DTYPE_BF16));
+        check_state(&got, &want, "bias corrections from memory");
+    }
+    CHECK(gln_guard_ok(bc));
+    gln_test_free(bc);
+    state_free(&got);
+    state_free(&want);
+}
+
 /* SGD without momentum reads and writes no moment (NULL allowed). */
 static void test_sgd_without_moments(void) {
     gln_context_t *ctx = gln_test_cpu_context();
@@ -327,6 +350,6 @@ static void test_arguments(void) {
     CHECK(isfinite(w[0]));
 }
 
-GLN_TEST_MAIN(GLN_CASE(test_defaults), GLN_CASE(test_formula), GLN_CASE(test_sgd_without_moments),
+GLN_TEST_MAIN(GLN_CASE(test_defaults), GLN_CASE(test_formula), GLN_CASE(test_bias_corrections_in_memory), GLN_CASE(test_sgd_without_moments),
               GLN_CASE(test_working_copy), GLN_CASE(test_nan_inf), GLN_CASE(test_segment_amax),
               GLN_CASE(test_threads), GLN_CASE(test_arguments))

@@ -61,6 +61,7 @@ gln_status_t gln_optimizer_resolve(const char *fn, const gln_optimizer_config_t 
          * them > 0 for any step (beta^step underflows to 0: bc = 1). */
         p.bc1 = (float)(1.0 - pow((double)cfg->beta1, (double)step));
         p.bc2 = (float)(1.0 - pow((double)cfg->beta2, (double)step));
+        p.bc_backend = cfg->bias_corrections;
     }
     *out = p;
     return GLN_STATUS_SUCCESS;

@@ -30,7 +30,20 @@ typedef struct gln_optimizer_params {
     float lr, beta1, beta2, eps, weight_decay, momentum;
     float one_minus_beta1, one_minus_beta2; /* 1 - beta in FP32 */
     float bc1, bc2;   /* (float)(1 - beta^step), computed in double */
+    const float *bc_backend; /* Adam: {bc1, bc2} in backend memory, read when the step runs
+                                (cfg->bias_corrections); NULL: bc1, bc2 above */
 } gln_optimizer_params_t;
+
+/* The parameters with the bias corrections a step reads when it runs (bc_backend, when set, is
+ * memory the caller of the backend can read: the host's on the CPU, the device's in a kernel). */
+GLN_HD static inline gln_optimizer_params_t gln_optimizer_params_live(const gln_optimizer_params_t *p) {
+    gln_optimizer_params_t q = *p;
+    if (q.bc_backend) {
+        q.bc1 = q.bc_backend[0];
+        q.bc2 = q.bc_backend[1];
+    }
+    return q;
+}
 
 /* Check cfg and step under the name `fn` (the ranges of grouplin.h) and fill *out
  * (optimizer_rule.c). */

@@ -80,7 +80,8 @@ gln_status_t gln_cpu_optimizer_step(gln_context_t *ctx, const gln_optimizer_para
                                     int bounds_on_backend, float *amax) {
     (void)ctx;
     (void)bounds_on_backend; /* host memory either way */
-    opt_job_t j = {p, master, grad, exp_avg, exp_avg_sq, working, working_dtype, {0}};
+    const gln_optimizer_params_t live = gln_optimizer_params_live(p);
+    opt_job_t j = {&live, master, grad, exp_avg, exp_avg_sq, working, working_dtype, {0}};
     if (working == (void *)master) j.working = NULL; /* fp32 aliasing the master: already written */
     if (nseg <= 0) {
         step_piece(&j, 0, n);

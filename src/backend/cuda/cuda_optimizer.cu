@@ -172,11 +172,12 @@ __device__ __forceinline__ void opt_count(const opt_segs_t &segs, int mode, int6
 
 template <int WDT, bool VEC, bool AMAX>
 __global__ void __launch_bounds__(OPT_THREADS)
-    gln_optimizer_step_kernel(const __grid_constant__ gln_optimizer_params_t p, float *master, const float *grad,
+    gln_optimizer_step_kernel(const __grid_constant__ gln_optimizer_params_t params, float *master, const float *grad,
                               float *m, float *v, int64_t n, void *working, unsigned int *amax_bits,
                               const __grid_constant__ opt_segs_t segs) {
     __shared__ int s_mode;
     __shared__ int32_t s_seg;
+    const gln_optimizer_params_t p = gln_optimizer_params_live(&params);
     const int64_t chunks = (n + OPT_CHUNK - 1) / OPT_CHUNK;
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
         const int64_t c0 = c * OPT_CHUNK, c1 = c0 + OPT_CHUNK < n ? c0 + OPT_CHUNK : n;
