@@ -387,22 +387,28 @@ gln_status_t moe_model_step(moe_model_t *m) {
                  GLN_DTYPE_FP32));
     if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->wr, rn, EXACT_WEIGHT_FRAC));
     for (int i = 0; i < 2; i++) {
-        float *master, *grad;
-        int64_t len;
-        TRY(layer_shard(m, i, &master, &grad, &len));
-        /* A bf16 / fp16 working copy is written by Adam itself, in the pass that updates the
-         * master (gln_sharded_weights_working_shard: the same bits as sync_working, one pass
-         * less).  FP32 keeps sync_working (a copy), and --exact-data too: it rounds the master
-         * onto its grid after Adam, so the working copy must be made after that. */
-        void *working = NULL;
-        gln_dtype_t wdt = GLN_DTYPE_FP32;
-        if (!m->cfg.exact) TRY(gln_sharded_weights_working_shard(m->sw[i], &working, &wdt, NULL));
-        if (wdt == GLN_DTYPE_FP32) working = NULL;
-        TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, working,
-                     wdt));
-        if (m->cfg.exact) TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
-        if (!working) TRY(gln_sharded_weights_sync_working(m->sw[i]));
-        else TRY(gln_sharded_weights_requantize(m->sw[i])); /* a no-op without a quantized shard */
+        if (m->cfg.exact) {
+            /* --exact-data rounds the master onto its grid after Adam, so the working copy (and a
+             * quantized shard) is refreshed from the rounded master afterwards */
+            float *master, *grad;
+            int64_t len;
+            TRY(layer_shard(m, i, &master, &grad, &len));
+            TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, NULL,
+                         GLN_DTYPE_FP32));
+            TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
+            TRY(gln_sharded_weights_sync_working(m->sw[i]));
+        } else {
+            /* The library's fused step: one pass over the FP32 master shard writes the working
+             * shard and each expert's amax, from which a quantized shard is refreshed; the bias
+             * corrections come from the device clock when there is one (a captured step). */
+            gln_optimizer_config_t oc = GLN_OPTIMIZER_CONFIG_INIT;
+            oc.lr = m->cfg.lr;
+            oc.beta1 = TOP_ADAM_BETA1;
+            oc.beta2 = TOP_ADAM_BETA2;
+            oc.eps = TOP_ADAM_EPS;
+            oc.bias_corrections = clock ? &clock->bc1 : NULL;
+            TRY(gln_sharded_weights_optimizer_step(m->sw[i], &oc, m->step, m->adam[i].m, m->adam[i].v));
+        }
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;

@@ -31,7 +31,7 @@
  * 1 - beta^(step + 1) as float. */
 typedef struct top_clock {
     int64_t step;
-    float bc1, bc2;
+    float bc1, bc2; /* adjacent: gln_optimizer_config_t.bias_corrections reads them as {bc1, bc2} */
 } top_clock_t;
 
 /* 1 when ctx runs on the CUDA backend (buffers in device memory). */
