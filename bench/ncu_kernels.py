@@ -5,7 +5,10 @@ The evidence behind the stage breakdowns in bench/RESULTS.md: which kernels a la
 training step spends its time in.  ncu serializes the kernels and (by default) runs the SMs at
 the base clock, so the sum is larger than the step's wall time; the shares are what to read.
 
-usage: ncu_kernels.py LOG [--top N] [--per N]   (--per: divide totals by N, e.g. the step count)
+usage: ncu_kernels.py LOG [--top N] [--per N] [--categories]
+  --per N        divide totals by N, e.g. the step count
+  --categories   also the shares of GEMMs, quantization, the optimizer, MoE ops, communication
+                 and the rest (the training step's profile), by kernel name
 """
 import re
 import sys
@@ -26,6 +29,23 @@ def short_name(name):
     return f"{base}{tmpl.group(0) if tmpl else ''}{where}"[:100]
 
 
+# First match wins; the names are those of src/backend/cuda, tools/*.cu, CUTLASS, cuBLASLt, NCCL.
+CATEGORIES = [
+    ("GEMM", r"cutlass|gemm|cublas|xmma|nvjet|sm90_|blockwise_repack"),
+    ("optimizer", r"optimizer|adam|clock_kernel|exact_round"),
+    ("quantize", r"quant|tq_|mxq|bq_|amax|scales_from|dequant|fp8_state|transpose|dbias|cast"),
+    ("MoE ops", r"moe_|router|permute|act_(fwd|bwd)|swiglu|gelu"),
+    ("communication", r"nccl"),
+]
+
+
+def category(name):
+    for label, pattern in CATEGORIES:
+        if re.search(pattern, name, re.IGNORECASE):
+            return label
+    return "other"
+
+
 def parse(path):
     lines = open(path, errors="replace").read().split("\n")
     rows = []
@@ -39,7 +59,7 @@ def parse(path):
                 scale = {"ms": 1000.0, "us": 1.0, "ns": 0.001, "s": 1e6}[t.group(1)]
                 avg = float(t.group(2).replace(",", "")) * scale
                 n = int(m.group(2))
-                rows.append((n * avg, n, avg, short_name(m.group(1))))
+                rows.append((n * avg, n, avg, short_name(m.group(1)), category(m.group(1))))
                 break
     return sorted(rows, reverse=True)
 
@@ -61,8 +81,15 @@ def main():
         return 1
     print(f"{'total us':>10} {'share':>6} {'calls':>6} {'avg us':>9}  kernel   (sum {total / per:.0f} us"
           f"{' per step' if per != 1.0 else ''})")
-    for tot, n, avg, name in rows[:top]:
+    for tot, n, avg, name, _ in rows[:top]:
         print(f"{tot / per:10.1f} {100 * tot / total:5.1f}% {n / per:6.1f} {avg:9.1f}  {name}")
+    if "--categories" in args:
+        shares = {}
+        for tot, _, _, _, cat in rows:
+            shares[cat] = shares.get(cat, 0.0) + tot
+        print(f"{'total us':>10} {'share':>6}  category")
+        for cat, tot in sorted(shares.items(), key=lambda kv: -kv[1]):
+            print(f"{tot / per:10.1f} {100 * tot / total:5.1f}%  {cat}")
     return 0
 
 
