@@ -30,7 +30,7 @@
 
 /* The step clock in backend memory, advanced on the device so that a captured step replays
  * correctly: step = index of the step running now (0-based), bc = Adam's bias corrections
- * 1 - beta^(step + 1) computed in double and rounded to float once -- on the host exactly what
+ * 1 - beta^(step + 1) computed in double and rounded to float once -- on the CPU exactly what
  * gln_optimizer_step computes for its 1-based step = clock step + 1. */
 typedef struct top_clock {
     int64_t step;
@@ -51,7 +51,7 @@ gln_status_t top_clock_tick(gln_context_t *ctx, top_clock_t *clock);
  * constants, learning rate lr, no weight decay.  Its bias corrections come from *clock (backend
  * memory: a step captured in a CUDA graph replays with the clock's values) when clock is not
  * NULL, else from the step's 1-based `step` argument; the clock ticked for the step running now
- * holds exactly those of step = clock->step + 1. */
+ * holds those of step = clock->step + 1 (bitwise on the CPU; on CUDA up to the device pow). */
 gln_optimizer_config_t top_optimizer_config(float lr, const top_clock_t *clock);
 
 /* x[t] = Σ_c emb[c·256 + bytes[t·C + c]] (rows of H FP32), summed from 0 in c order. */
