@@ -145,8 +145,8 @@ gln_status_t lm_model_step(lm_model_t *m) {
     /* this rank's gradients, summed over the step's microbatches, over every rank: one all-reduce */
     if (gln_comm_size(m->comm) > 1)
         TRY(gln_comm_allreduce(m->comm, m->grad, m->grad, (size_t)m->nparam, GLN_DTYPE_FP32, GLN_REDUCE_SUM));
-    float bc1, bc2;
-    adam_bias_corrections(++m->step, &bc1, &bc2);
-    return top_adam(m->ctx, m->param, m->grad, m->adam.m, m->adam.v, m->nparam, m->lr, bc1, bc2, m->clock, NULL,
-                    GLN_DTYPE_FP32);
+    /* the same Adam as the MoE's parameters, the same 1-based step (or the clock's corrections) */
+    const gln_optimizer_config_t oc = top_optimizer_config(m->lr, m->clock);
+    return gln_optimizer_step(m->ctx, &oc, ++m->step, m->param, m->grad, m->adam.m, m->adam.v, m->nparam, NULL,
+                              GLN_DTYPE_FP32);
 }

@@ -9,9 +9,10 @@
  *   loss   = −log softmax(logits)[next byte]   in nats, per token
  *
  * The embeddings and the head are replicated on every rank: their gradients are all-reduced
- * (one buffer) and every rank takes the same Adam step, as the router's.  Every buffer, the
+ * (one buffer) and every rank takes the same Adam step, as the router's (the library's
+ * gln_optimizer_step, configured as the whole tool's by top_optimizer_config).  Every buffer, the
  * byte arguments and the losses included, is in the memory of the context's backend (the
- * embedding, the loss and Adam are train_ops.h kernels on CUDA). */
+ * embedding and the loss are train_ops.h kernels on CUDA). */
 #ifndef GLN_TOOLS_LM_MODEL_H
 #define GLN_TOOLS_LM_MODEL_H
 

@@ -378,13 +378,13 @@ gln_status_t moe_model_step(moe_model_t *m) {
     if (gln_comm_size(m->comm) > 1)
         TRY(gln_comm_allreduce(m->comm, m->wr_grad, m->wr_grad, (size_t)(m->E * m->H), GLN_DTYPE_FP32,
                                GLN_REDUCE_SUM));
+    /* m->step counts from 1, so that under a clock (ticked at the start of the step: clock->step =
+     * m->step - 1) both give the same bias corrections; a captured step reads the clock's */
     m->step++;
-    float bc1, bc2;
-    adam_bias_corrections(m->step, &bc1, &bc2);
-    const top_clock_t *clock = m->cfg.clock;
+    const gln_optimizer_config_t oc = top_optimizer_config(m->cfg.lr, m->cfg.clock);
     const int64_t rn = (int64_t)m->E * m->H;
-    TRY(top_adam(m->ctx, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, m->cfg.lr, bc1, bc2, clock, NULL,
-                 GLN_DTYPE_FP32));
+    TRY(gln_optimizer_step(m->ctx, &oc, m->step, m->wr, m->wr_grad, m->wr_adam.m, m->wr_adam.v, rn, NULL,
+                           GLN_DTYPE_FP32));
     if (m->cfg.exact) TRY(top_exact_round(m->ctx, m->wr, rn, EXACT_WEIGHT_FRAC));
     for (int i = 0; i < 2; i++) {
         if (m->cfg.exact) {
@@ -393,30 +393,18 @@ gln_status_t moe_model_step(moe_model_t *m) {
             float *master, *grad;
             int64_t len;
             TRY(layer_shard(m, i, &master, &grad, &len));
-            TRY(top_adam(m->ctx, master, grad, m->adam[i].m, m->adam[i].v, len, m->cfg.lr, bc1, bc2, clock, NULL,
-                         GLN_DTYPE_FP32));
+            TRY(gln_optimizer_step(m->ctx, &oc, m->step, master, grad, m->adam[i].m, m->adam[i].v, len, NULL,
+                                   GLN_DTYPE_FP32));
             TRY(top_exact_round(m->ctx, master, len, EXACT_WEIGHT_FRAC));
             TRY(gln_sharded_weights_sync_working(m->sw[i]));
         } else {
             /* The library's fused step: one pass over the FP32 master shard writes the working
-             * shard and each expert's amax, from which a quantized shard is refreshed; the bias
-             * corrections come from the device clock when there is one (a captured step). */
-            gln_optimizer_config_t oc = GLN_OPTIMIZER_CONFIG_INIT;
-            oc.lr = m->cfg.lr;
-            oc.beta1 = TOP_ADAM_BETA1;
-            oc.beta2 = TOP_ADAM_BETA2;
-            oc.eps = TOP_ADAM_EPS;
-            oc.bias_corrections = clock ? &clock->bc1 : NULL;
+             * shard and each expert's amax, from which a quantized shard is refreshed. */
             TRY(gln_sharded_weights_optimizer_step(m->sw[i], &oc, m->step, m->adam[i].m, m->adam[i].v));
         }
         TRY(gln_grouped_linear_weights_updated(m->fc[i]));
     }
     return GLN_STATUS_SUCCESS;
-}
-
-void adam_bias_corrections(int64_t step, float *bc1, float *bc2) {
-    *bc1 = (float)(1.0 - pow(TOP_ADAM_BETA1, (double)step));
-    *bc2 = (float)(1.0 - pow(TOP_ADAM_BETA2, (double)step));
 }
 
 const float *moe_model_input_grad(const moe_model_t *m) { return m->dx; }

@@ -10,14 +10,16 @@
  *
  * Expert weights live in one gln_sharded_weights group per layer (working dtype = the recipe's
  * activation dtype), on a self communicator for one process or over MPI.  The optimizer is Adam
- * on FP32 masters: each rank updates its own shard from its main_grad shard (Adam moments
- * sharded alike) and refreshes the working copy; the router gradient is all-reduced and every
- * rank updates its full copy.
+ * on FP32 masters, the library's (gln_optimizer_step, top_optimizer_config's hyper-parameters):
+ * each rank updates its own shard from its main_grad shard (Adam moments sharded alike) and
+ * refreshes the working copy in the same pass (gln_sharded_weights_optimizer_step; under
+ * --exact-data the step, the grid rounding, then gln_sharded_weights_sync_working); the router
+ * gradient is all-reduced and every rank updates its full copy.
  *
  * Every buffer is in the memory of the context's backend, so on CUDA the whole step runs on the
  * device: the MoE ops' kernels, the grouped path with the device-computed splits
- * (splits_on_backend), Adam as a kernel (train_ops.h); the sharded group's communicator is then
- * bound to the device context (a self communicator for one GPU). */
+ * (splits_on_backend), the optimizer step; the sharded group's communicator is then bound to the
+ * device context (a self communicator for one GPU). */
 #ifndef GLN_TOOLS_MOE_MODEL_H
 #define GLN_TOOLS_MOE_MODEL_H
 
@@ -44,7 +46,9 @@ typedef struct moe_model_config {
     float lr;           /* Adam */
     int quantized_weights; /* FP8 current / block: the expert shards stored quantized (quantized_shard) */
     /* Adam's bias corrections from this clock (backend memory, advanced on the device: a captured
-     * step replays right) instead of the model's own step count; NULL: the model's count. */
+     * step replays right) instead of the model's own step count; NULL: the model's count.  The
+     * clock is ticked once per optimizer step before moe_model_step, so that clock->step + 1 is
+     * the model's 1-based count and both give the same corrections. */
     const top_clock_t *clock;
 } moe_model_config_t;
 
@@ -73,12 +77,11 @@ const float *moe_model_input_grad(const moe_model_t *m);
  * router's all-reduced over the ranks first). */
 gln_status_t moe_model_step(moe_model_t *m);
 
-/* Adam's moments (backend memory; the update is top_adam, shared with lm_model.c).  bc1, bc2 are
- * the bias corrections 1 - beta^step from adam_bias_corrections (step counts from 1). */
+/* Adam's moments (backend memory, zeroed at creation), the exp_avg and exp_avg_sq of
+ * gln_optimizer_step, whose configuration (top_optimizer_config) lm_model.c shares. */
 typedef struct adam_state {
     float *m, *v;
 } adam_state_t;
-void adam_bias_corrections(int64_t step, float *bc1, float *bc2);
 
 /* FLOPs of the expert GEMMs (fprop + dgrad + wgrad) for `pairs` (token, expert) rows. */
 double moe_expert_flops(const moe_shape_t *s, int64_t pairs);

@@ -27,6 +27,7 @@ gln_status_t top_zero(gln_context_t *ctx, void *p, size_t bytes) {
     return GLN_STATUS_SUCCESS;
 }
 
+/* gln_optimizer_step's host computation for its 1-based step = step + 1 (double, rounded once) */
 static void clock_bc(int64_t step, float *bc1, float *bc2) {
     *bc1 = (float)(1.0 - pow(TOP_ADAM_BETA1, (double)(step + 1)));
     *bc2 = (float)(1.0 - pow(TOP_ADAM_BETA2, (double)(step + 1)));
@@ -46,26 +47,17 @@ gln_status_t top_clock_tick(gln_context_t *ctx, top_clock_t *clock) {
     return GLN_STATUS_SUCCESS;
 }
 
-gln_status_t top_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                      float bc1, float bc2, const top_clock_t *clock, void *working, gln_dtype_t working_dtype) {
-    if (working && working_dtype != GLN_DTYPE_BF16 && working_dtype != GLN_DTYPE_FP16)
-        return tool_fail(GLN_STATUS_INVALID_ARGUMENT, "top_adam: working_dtype %s must be bf16 or fp16",
-                         gln_dtype_name(working_dtype));
-    ON_DEVICE(ctx, topc_adam(ctx, w, g, m, v, n, lr, bc1, bc2, clock, working, working_dtype));
-    if (clock) {
-        bc1 = clock->bc1;
-        bc2 = clock->bc2;
-    }
-    uint16_t *out = working;
-    for (int64_t i = 0; i < n; i++) {
-        m[i] = TOP_ADAM_BETA1 * m[i] + (1.0f - TOP_ADAM_BETA1) * g[i];
-        v[i] = TOP_ADAM_BETA2 * v[i] + (1.0f - TOP_ADAM_BETA2) * g[i] * g[i];
-        float mh = m[i] / bc1, vh = v[i] / bc2;
-        w[i] -= lr * mh / (sqrtf(vh) + TOP_ADAM_EPS);
-        /* the library's own RNE conversion: the bits of gln_cast / sync_working */
-        if (out) out[i] = working_dtype == GLN_DTYPE_BF16 ? gln_fp32_to_bf16(w[i]) : gln_fp32_to_fp16(w[i]);
-    }
-    return GLN_STATUS_SUCCESS;
+gln_optimizer_config_t top_optimizer_config(float lr, const top_clock_t *clock) {
+    gln_optimizer_config_t c = GLN_OPTIMIZER_CONFIG_INIT;
+    c.kind = GLN_OPTIMIZER_ADAM;
+    c.lr = lr;
+    c.beta1 = TOP_ADAM_BETA1;
+    c.beta2 = TOP_ADAM_BETA2;
+    c.eps = TOP_ADAM_EPS;
+    c.weight_decay = 0.0f;
+    /* {bc1, bc2} adjacent in the clock (top_clock_t) */
+    c.bias_corrections = clock ? &clock->bc1 : NULL;
+    return c;
 }
 
 gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,

@@ -1,11 +1,12 @@
-/* The few element-wise pieces of `grouplin train` that the library does not provide -- Adam, the
- * language model's embedding and its softmax cross-entropy head, the training windows -- on
- * buffers in the memory of the context's backend: a host loop on the CPU, a small kernel on the
- * context's stream on CUDA (train_ops_cuda.cu), so a whole training step stays on the GPU.
+/* The few element-wise pieces of `grouplin train` that the library does not provide -- the step
+ * clock, the language model's embedding and its softmax cross-entropy head, the training windows
+ * -- on buffers in the memory of the context's backend: a host loop on the CPU, a small kernel on
+ * the context's stream on CUDA (train_ops_cuda.cu), so a whole training step stays on the GPU.
+ * The optimizer is not one of them: every parameter steps with the library's
+ * gln_optimizer_step (or its sharded form), configured by top_optimizer_config.
  *
  * Each CPU loop is the reference its kernel is tested against (tests/cli/train_ops_test.c):
- *   bitwise    zero fill, Adam and its working-dtype output (given the same bias corrections),
- *              the --exact-data grid rounding, embedding forward and
+ *   bitwise    zero fill, the --exact-data grid rounding, embedding forward and
  *              backward (FP32 sums in token order), dlogits and the bias gradient, the loss sum
  *              (double, token order), the training / validation windows;
  *   tolerance  softmax cross-entropy and the probabilities (device expf / log), the bias
@@ -21,14 +22,16 @@
 
 #include "grouplin.h"
 
-/* Adam (beta1 0.9, beta2 0.999, eps 1e-8), the optimizer of every parameter of `grouplin train`. */
+/* Adam (beta1 0.9, beta2 0.999, eps 1e-8, no weight decay), the optimizer of every parameter of
+ * `grouplin train`. */
 #define TOP_ADAM_BETA1 0.9f
 #define TOP_ADAM_BETA2 0.999f
 #define TOP_ADAM_EPS 1e-8f
 
 /* The step clock in backend memory, advanced on the device so that a captured step replays
  * correctly: step = index of the step running now (0-based), bc = Adam's bias corrections
- * 1 - beta^(step + 1) as float. */
+ * 1 - beta^(step + 1) computed in double and rounded to float once -- on the CPU exactly what
+ * gln_optimizer_step computes for its 1-based step = clock step + 1. */
 typedef struct top_clock {
     int64_t step;
     float bc1, bc2; /* adjacent: gln_optimizer_config_t.bias_corrections reads them as {bc1, bc2} */
@@ -44,15 +47,12 @@ gln_status_t top_clock_reset(gln_context_t *ctx, top_clock_t *clock);
 /* ++clock->step and its bias corrections (bc = (float)(1 - pow(beta, step + 1))). */
 gln_status_t top_clock_tick(gln_context_t *ctx, top_clock_t *clock);
 
-/* Adam on n FP32 weights: m = b1·m + (1-b1)·g, v = b2·v + (1-b2)·g², w -= lr·(m/bc1) /
- * (sqrt(v/bc2) + eps).  The bias corrections come from *clock when clock is non-NULL (backend
- * memory), else from bc1 / bc2.  working (optional, NULL: none): n elements of working_dtype
- * (bf16 or fp16; ignored when working is NULL) that get the updated w[i] rounded to nearest
- * even in the same pass -- the library's conversion (gln_fp32_to_bf16 / _fp16, the device
- * cast's numerics.h), so the bits equal gln_cast of w, i.e. gln_sharded_weights_sync_working
- * into the group's working shard (gln_sharded_weights_working_shard). */
-gln_status_t top_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                      float bc1, float bc2, const top_clock_t *clock, void *working, gln_dtype_t working_dtype);
+/* gln_optimizer_step's configuration for every parameter of the tool: Adam with the TOP_ADAM_*
+ * constants, learning rate lr, no weight decay.  Its bias corrections come from *clock (backend
+ * memory: a step captured in a CUDA graph replays with the clock's values) when clock is not
+ * NULL, else from the step's 1-based `step` argument; the clock ticked for the step running now
+ * holds those of step = clock->step + 1 (bitwise on the CPU; on CUDA up to the device pow). */
+gln_optimizer_config_t top_optimizer_config(float lr, const top_clock_t *clock);
 
 /* x[t] = Σ_c emb[c·256 + bytes[t·C + c]] (rows of H FP32), summed from 0 in c order. */
 gln_status_t top_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,

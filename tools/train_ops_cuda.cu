@@ -16,9 +16,6 @@ extern "C" {
 #include "cli.h"
 #include "train_ops_cuda.h"
 }
-/* The library's header-only scalar conversions (not its API: the tool compiles them into its own
- * kernels), so that a value this file rounds has the bits of the library's cast. */
-#include "numerics/numerics.h"
 
 #define THREADS 256
 
@@ -42,7 +39,7 @@ extern "C" gln_status_t topc_zero(gln_context_t *ctx, void *p, size_t bytes) {
     return check(cudaMemsetAsync(p, 0, bytes, stream_of(ctx)), "cudaMemsetAsync");
 }
 
-/* ---- clock and Adam ------------------------------------------------------------------------- */
+/* ---- the step clock ------------------------------------------------------------------------- */
 
 __global__ void clock_kernel(top_clock_t *c, int reset) {
     if (reset) {
@@ -58,46 +55,6 @@ __global__ void clock_kernel(top_clock_t *c, int reset) {
 extern "C" gln_status_t topc_clock(gln_context_t *ctx, top_clock_t *clock, int reset) {
     clock_kernel<<<1, 1, 0, stream_of(ctx)>>>(clock, reset);
     return check(cudaSuccess, "clock_kernel");
-}
-
-/* OUT: the working-dtype copy written right after w -- 0 none, GLN_DTYPE_BF16 or GLN_DTYPE_FP16,
- * rounded to nearest even by the library's own conversions (numerics.h, which its cast kernel
- * uses), so the bits equal gln_cast of the updated w. */
-template <int OUT>
-__global__ void adam_kernel(float *w, const float *g, float *m, float *v, int64_t n, float lr, float bc1,
-                            float bc2, const top_clock_t *clock, uint16_t *working) {
-    if (clock) {
-        bc1 = clock->bc1;
-        bc2 = clock->bc2;
-    }
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float gi = g[i];
-        const float mi = __fadd_rn(__fmul_rn(TOP_ADAM_BETA1, m[i]), __fmul_rn(1.0f - TOP_ADAM_BETA1, gi));
-        const float vi = __fadd_rn(__fmul_rn(TOP_ADAM_BETA2, v[i]), __fmul_rn(__fmul_rn(1.0f - TOP_ADAM_BETA2, gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        const float mh = __fdiv_rn(mi, bc1), vh = __fdiv_rn(vi, bc2);
-        const float wi = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), TOP_ADAM_EPS)));
-        w[i] = wi;
-        if (OUT == GLN_DTYPE_BF16) working[i] = gln_f32_to_bf16_bits(wi);
-        if (OUT == GLN_DTYPE_FP16) working[i] = gln_f32_to_fp16_bits(wi);
-    }
-}
-
-extern "C" gln_status_t topc_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n,
-                                  float lr, float bc1, float bc2, const top_clock_t *clock, void *working,
-                                  gln_dtype_t working_dtype) {
-    if (n <= 0) return GLN_STATUS_SUCCESS;
-    const unsigned blocks = blocks_for(n, THREADS * 4);
-    uint16_t *out = (uint16_t *)working; /* train_ops.c checked its dtype: bf16 or fp16 */
-    if (!out)
-        adam_kernel<0><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, NULL);
-    else if (working_dtype == GLN_DTYPE_BF16)
-        adam_kernel<GLN_DTYPE_BF16><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, out);
-    else
-        adam_kernel<GLN_DTYPE_FP16><<<blocks, THREADS, 0, stream_of(ctx)>>>(w, g, m, v, n, lr, bc1, bc2, clock, out);
-    return check(cudaSuccess, "adam_kernel");
 }
 
 /* ---- embedding ------------------------------------------------------------------------------ */

@@ -12,8 +12,6 @@ extern "C" {
 gln_status_t topc_zero(gln_context_t *ctx, void *p, size_t bytes);
 /* reset = 1: step = -1; else the tick */
 gln_status_t topc_clock(gln_context_t *ctx, top_clock_t *clock, int reset);
-gln_status_t topc_adam(gln_context_t *ctx, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                       float bc1, float bc2, const top_clock_t *clock, void *working, gln_dtype_t working_dtype);
 gln_status_t topc_embed(gln_context_t *ctx, const float *emb, const uint8_t *bytes, int64_t T, int64_t C,
                         int64_t H, float *x);
 gln_status_t topc_embed_backward(gln_context_t *ctx, const float *dx, const uint8_t *bytes, int64_t T,

@@ -22,7 +22,8 @@ CHECKED = [0]
 class OptimizerConfig(C.Structure):
     _fields_ = [("size", C.c_size_t), ("kind", C.c_int), ("lr", C.c_float), ("beta1", C.c_float),
                 ("beta2", C.c_float), ("eps", C.c_float), ("weight_decay", C.c_float),
-                ("adam_w_mode", C.c_int), ("momentum", C.c_float)]
+                ("adam_w_mode", C.c_int), ("momentum", C.c_float),
+                ("bias_corrections", C.c_void_p)]  # NULL: from `step`
 
 
 def load(path):
