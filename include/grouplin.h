@@ -560,7 +560,8 @@ typedef struct gln_sharded_weights_config {
      *   TENSOR, delayed 0 (FP8 current scaling): each rank quantizes its shard with expert e's
      *     scale from the MAX all-reduce of every rank's amax of its part of expert e;
      *   MXFP8_1D: in_features % 128 == 0; shards of whole 128-element rows (1x32 blocks never
-     *     straddle two ranks), E8M0 codes gathered with the data;
+     *     straddle two ranks), E8M0 codes gathered with the data (with quantized_shard: shards of
+     *     whole 32-row groups, see there);
      *   BLOCK_2D (FP8 block scaling): each expert is padded to a multiple of 128 rows in the flat
      *     layout (zero rows; gln_sharded_weights_shard's offsets count them) and shards hold
      *     whole 128-row tiles; the tile scales are gathered with the data.
@@ -571,20 +572,29 @@ typedef struct gln_sharded_weights_config {
     /* --- version 3 (version 2 ends here: size = GLN_SHARDED_WEIGHTS_CONFIG_V2_SIZE) */
     /* 1 (needs fp8_gather = 1): the group keeps this rank's shard QUANTIZED — the FP8 bytes of
      * the working shard and their scales, as fp8_gather makes them — and refreshes it only when
-     * the working shard changes: in gln_sharded_weights_load_full, gln_sharded_weights_sync_working
-     * and gln_sharded_weights_requantize (all three collective then).  Both materializations then
-     * gather the stored FP8 shards and nothing is quantized per step: materialize_forward hands
-     * the rowwise copies (the bytes and scales fp8_gather gives), materialize_backward the same
-     * rowwise copies plus the columnwise copy the dgrad needs, made by transposing them (the
-     * layout of gln_tensor_t: per-tensor col_data [K_in, K_out], col_scale_inv the same decode
-     * scale; 128x128 col_data transposed, col_scale_inv the transposed tile grid
-     * [ceil(K_in/128), pad4(ceil(K_out/128))]).  The transposition is exact: a per-tensor scale
-     * and a 128x128 tile's amax do not depend on the direction, so every byte and scale equals
-     * gln_quantize (rowwise, resp. columnwise) of the gathered working weight.  Supported for
-     * fp8_quant TENSOR with delayed 0 and BLOCK_2D.  MXFP8_1D is NOT_SUPPORTED: its columnwise
-     * copy has 1x32 blocks along K_out, other bytes and scales than the rowwise copy, so it would
-     * need shards of whole 32-row groups of every expert and a second, columnwise quantized
-     * shard.  0 (default): fp8_gather as described above. */
+     * the working shard changes: in gln_sharded_weights_load_full, gln_sharded_weights_sync_working,
+     * gln_sharded_weights_requantize and gln_sharded_weights_optimizer_step (collective then).
+     * Both materializations then gather the stored FP8 shards and nothing is quantized per step:
+     * materialize_forward hands the rowwise copies (the bytes and scales fp8_gather gives),
+     * materialize_backward the columnwise copy the dgrad needs (the layout of gln_tensor_t), and
+     * every byte and scale equals gln_quantize (rowwise, resp. columnwise) of the gathered
+     * working weight:
+     *   TENSOR (delayed 0) and BLOCK_2D: the backward hands the same rowwise copies plus the
+     *     columnwise copy made by transposing them (per-tensor col_data [K_in, K_out],
+     *     col_scale_inv the same decode scale; 128x128 col_data transposed, col_scale_inv the
+     *     transposed tile grid [ceil(K_in/128), pad4(ceil(K_out/128))]).  Exact: a per-tensor
+     *     scale and a 128x128 tile's amax do not depend on the direction.
+     *   MXFP8_1D (in_features % 128 == 0): the columnwise copy has 32x1 blocks along K_out,
+     *     other bytes and codes than the rowwise one, so the group stores it as a second FP8
+     *     shard, quantized from the working shard together with the rowwise one.  Each expert is
+     *     padded to a multiple of 32 rows in the flat layout (zero rows;
+     *     gln_sharded_weights_shard's lengths and offsets count them) and shards hold whole
+     *     32-row groups, so every 32x1 block lies on one rank.  materialize_backward hands
+     *     col_data [K_out, K_in] (not transposed) and col_scale_inv [pad4(ceil(K_out/32)), K_in]
+     *     alone: data and scale_inv are NULL (the dgrad reads nothing else).  Stored: 2 bytes
+     *     per weight element (+ 2/32 of E8M0 codes).
+     * Delayed scaling and BLOCK_1D are NOT_SUPPORTED.  0 (default): fp8_gather as described
+     * above. */
     int quantized_shard;
 } gln_sharded_weights_config_t;
 #define GLN_SHARDED_WEIGHTS_CONFIG_V1_SIZE offsetof(gln_sharded_weights_config_t, fp8_gather)
@@ -596,9 +606,8 @@ typedef struct gln_sharded_weights_config {
  * before any allocation (num_experts >= 1; out_features and in_features in [1, GLN_MAX_DIM];
  * working_dtype bf16 or fp32; requires_grad, async_finalize, fp8_gather, quantized_shard 0 or 1
  * (quantized_shard 1 with fp8_gather 0 is INVALID_ARGUMENT, with a mode it does not implement
- * NOT_SUPPORTED); every buffer of
- * the group, the padded experts of a 128x128 gather and all ranks' padded shards included, at
- * most GLN_MAX_ELEMS elements; with fp8_gather, fp8_quant valid for gln_quantize — mode NONE,
+ * NOT_SUPPORTED); every buffer of the group, the padded experts of a 128x128 gather or of an
+ * MXFP8 quantized shard and all ranks' padded shards included, at most GLN_MAX_ELEMS elements; with fp8_gather, fp8_quant valid for gln_quantize — mode NONE,
  * a NaN or negative amax_epsilon, ... are INVALID_ARGUMENT — and one the gather implements, else
  * NOT_SUPPORTED).  Then one agreement: a refusal on any rank (a NULL sw included) fails create on
  * every rank, and so does any difference between ranks in the sizes, dtypes, flags, the
@@ -614,7 +623,10 @@ GLN_API gln_status_t gln_sharded_weights_destroy(gln_sharded_weights_t *sw);
  * quantized shard: then collective, like sync_working). */
 GLN_API gln_status_t gln_sharded_weights_load_full(gln_sharded_weights_t *sw, const float *full);
 /* This rank's FP32 master shard / main_grad shard (shard_len elements each, padding included;
- * elements past the real weights are zero and stay zero) and its offset in the flat buffer. */
+ * elements past the real weights are zero and stay zero) and its offset in the flat buffer.
+ * The flat buffer holds the experts expert_stride elements apart: K_out·K_in, or with the zero
+ * rows that pad each expert to pad128(K_out) rows (128x128 fp8_gather) or pad32(K_out) rows
+ * (MXFP8 with quantized_shard), which the offsets count. */
 GLN_API gln_status_t gln_sharded_weights_shard(gln_sharded_weights_t *sw, float **master, float **main_grad,
                                        int64_t *shard_len, int64_t *shard_offset);
 /* After the optimizer changed the master shard: refresh the working copy (working[i] = master[i]
@@ -650,7 +662,8 @@ GLN_API gln_status_t gln_sharded_weights_working_shard(gln_sharded_weights_t *sw
                                                gln_dtype_t *dtype, int64_t *len);
 /* With quantized_shard: quantize the working shard into the group's quantized shard (per-tensor:
  * expert e's scale from the MAX over ranks of their amaxes of expert e, so the scales are the
- * same on every rank; 128x128: the shard's tile scales), the refresh an optimizer that wrote the
+ * same on every rank; 128x128: the shard's tile scales; MXFP8: its rowwise and columnwise copies
+ * with their block codes, no exchange), the refresh an optimizer that wrote the
  * working shard itself (gln_sharded_weights_working_shard) must call before the next
  * materialization.  Collective: every rank calls it; it agrees first, so a refusal on one rank
  * fails it on every rank.  INVALID_STATE while a prefetched gather is outstanding (as

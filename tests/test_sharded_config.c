@@ -1,7 +1,7 @@
 /* gln_sharded_weights_create's configuration checks on one rank (self communicator): sizes
  * held to GLN_MAX_DIM / GLN_MAX_ELEMS with INVALID_ARGUMENT before any allocation (the 128x128
- * FP8 gather pads each expert to whole 128-row tiles: its padded stride and shard unit must not
- * wrap), fp8_quant checked field by field by the quantization calls' validator, quantized_shard's
+ * FP8 gather pads each expert to whole 128-row tiles, the MXFP8 quantized shard to whole 32-row
+ * groups: their padded stride and shard unit must not wrap), fp8_quant checked field by field by the quantization calls' validator, quantized_shard's
  * requirements, and a NULL out-pointer refused. */
 #include <math.h>
 #include <string.h>
@@ -139,9 +139,9 @@ static void test_fp8_quant_fields(void) {
     expect_created(c);
 }
 
-/* quantized_shard: 0 or 1, only with fp8_gather, only for the modes whose columnwise copy is a
- * transpose of the rowwise one (per-tensor current scaling, 128x128 blocks); MXFP8's refusal
- * says what it would need. */
+/* quantized_shard: 0 or 1, only with fp8_gather, for per-tensor current scaling, 128x128 blocks
+ * and MXFP8 (with in_features % 128 == 0, its experts padded to whole 32-row groups); the
+ * refusals name what is missing. */
 static void test_quantized_shard(void) {
     gln_sharded_weights_config_t c = config(2, 3, 5);
     c.quantized_shard = 1;
@@ -152,14 +152,31 @@ static void test_quantized_shard(void) {
     c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
     c.quantized_shard = -1;
     expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "gln_sharded_weights_create: cfg->quantized_shard -1");
+    /* MXFP8: accepted with in_features % 128 == 0 (K_out 3 and 200: a partial 32-row group) */
     c = fp8(GLN_SCALING_MXFP8_1D, 2, 3, 128);
     c.quantized_shard = 1;
-    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->quantized_shard is not supported with MXFP8");
-    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "second, columnwise quantized shard");
+    expect_created(c);
+    c = fp8(GLN_SCALING_MXFP8_1D, 3, 200, 256);
+    c.quantized_shard = 1;
+    c.fp8_quant.e8m0_rounding = GLN_E8M0_ROUND_FLOOR;
+    expect_created(c);
+    c = fp8(GLN_SCALING_MXFP8_1D, 2, 3, 160);
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->fp8_gather with MXFP8 (and quantized_shard) needs in_features % 128 == 0 (in_features 160)");
+    c = fp8(GLN_SCALING_MXFP8_1D, 2, 3, 160);
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->fp8_gather with MXFP8 needs in_features % 128 == 0");
+    /* the 32-row padding is held to GLN_MAX_ELEMS too: [1, 2^56] pads past it */
+    c = fp8(GLN_SCALING_MXFP8_1D, 1, 1, P56);
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "rows padded to 32");
+    c = fp8(GLN_SCALING_MXFP8_1D, 3, 20, (int64_t)1 << 50); /* 60·2^50 elements, padded 96·2^50 */
+    c.quantized_shard = 1;
+    expect_refused(c, GLN_STATUS_INVALID_ARGUMENT, "GLN_MAX_ELEMS");
     c = fp8(GLN_SCALING_TENSOR, 2, 3, 5);
     c.fp8_quant.delayed = 1;
     c.quantized_shard = 1;
     expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "cfg->quantized_shard supports per-tensor current scaling");
+    expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "MXFP8 (MXFP8_1D)");
     expect_refused(c, GLN_STATUS_NOT_SUPPORTED, "delayed 1");
     c = fp8(GLN_SCALING_BLOCK_1D, 2, 3, 5);
     c.quantized_shard = 1;

@@ -4,14 +4,20 @@
  * steps, the 128x128 FP8 layout (padded experts: the padding stays zero); an async finalize
  * still in flight is completed first; a prefetch outstanding, a group without gradients and bad
  * arguments are refused before anything is written.  With a quantized shard (per-tensor current
- * scaling, 128x128 blocks) the FP8 bytes and scales both materializations hand out are those of
- * the unfused twin's, whose sync_working requantizes from amaxes it computes itself: the fused
- * pass's per-expert amaxes are the right ones.  (2-4 ranks: tests/mpi/test_sharded_step.c.) */
+ * scaling, 128x128 blocks, MXFP8) the FP8 bytes and scales both materializations hand out are
+ * those of the unfused twin's, whose sync_working requantizes from amaxes it computes itself: the
+ * fused pass's per-expert amaxes are the right ones (MXFP8: its 32-row padded layout, 40 x 128
+ * experts, keeps its padding zero and both stored copies current).  (2-4 ranks:
+ * tests/mpi/test_sharded_step.c.) */
 #include <string.h>
 
 #include "harness.h"
 
-enum { NE = 3, KO = 5, KI = 7, TOTAL = NE * KO * KI };
+enum { NE = 3 };
+/* The experts' shape: 5 x 7, or 40 x 128 for MXFP8 (K_in % 128 == 0; 40 rows: a partial 32-row
+ * group, padded to 64 rows in the flat layout) — set by run_equivalence. */
+static int KO = 5, KI = 7;
+#define TOTAL (NE * KO * KI)
 
 typedef struct group {
     gln_context_t *ctx;
@@ -21,7 +27,7 @@ typedef struct group {
     int64_t len;
 } group_t;
 
-/* qshard: 0 none, 1 a quantized shard with per-tensor current scaling, 2 with 128x128 blocks */
+enum { QS_NONE, QS_TENSOR, QS_BLOCK2D, QS_MXFP8 }; /* the quantized shard's mode, or none */
 static gln_sharded_weights_config_t config(gln_dtype_t wdt, int async, int block2d) {
     gln_sharded_weights_config_t cfg = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
     cfg.num_experts = NE;
@@ -37,9 +43,10 @@ static gln_sharded_weights_config_t config(gln_dtype_t wdt, int async, int block
 }
 
 static gln_sharded_weights_config_t qshard_config(gln_dtype_t wdt, int qshard) {
-    gln_sharded_weights_config_t cfg = config(wdt, 0, qshard == 2);
+    gln_sharded_weights_config_t cfg = config(wdt, 0, qshard == QS_BLOCK2D);
     cfg.fp8_gather = 1;
     cfg.quantized_shard = 1;
+    if (qshard == QS_MXFP8) cfg.fp8_quant.mode = GLN_SCALING_MXFP8_1D;
     return cfg;
 }
 
@@ -110,7 +117,8 @@ static gln_optimizer_config_t kind_config(int k) {
     return c;
 }
 
-/* Both groups' materializations of one direction: the FP8 bytes and decode scales equal. */
+/* Both groups' materializations of one direction: the FP8 bytes and decode scales of every copy
+ * they hand out equal (forward rowwise; backward rowwise + columnwise, MXFP8 columnwise alone). */
 static void check_same_fp8(const group_t *a, const group_t *b, int backward, const char *what) {
     const gln_dist_weights_t *pa = gln_sharded_weights_protocol(a->sw), *pb = gln_sharded_weights_protocol(b->sw);
     gln_tensor_t wa[NE], wb[NE];
@@ -118,14 +126,27 @@ static void check_same_fp8(const group_t *a, const group_t *b, int backward, con
     CHECK_OK(backward ? pb->materialize_backward(pb->impl, wb) : pb->materialize_forward(pb->impl, wb));
     gln_quant_layout_t lay;
     CHECK_OK(gln_quant_layout(wa[0].scaling, wa[0].dtype, KO, KI, &lay));
+    const int mx = wa[0].scaling == GLN_SCALING_MXFP8_1D;
+    const char *dir = backward ? "backward" : "forward";
     char name[128];
     for (int e = 0; e < NE; e++) {
         CHECK(gln_dtype_is_fp8(wa[e].dtype) && wa[e].scaling == wb[e].scaling);
-        snprintf(name, sizeof name, "%s: %s expert %d bytes", what, backward ? "backward" : "forward", e);
-        CHECK(gln_check_bitwise(name, wa[e].data, wb[e].data, KO * KI));
-        snprintf(name, sizeof name, "%s: %s expert %d scales", what, backward ? "backward" : "forward", e);
-        CHECK(gln_check_bitwise(name, wa[e].scale_inv, wb[e].scale_inv, lay.scale_bytes));
-        if (backward) CHECK(gln_check_bitwise(name, wa[e].col_data, wb[e].col_data, KO * KI));
+        /* which copies: rowwise unless an MXFP8 backward, columnwise in a backward */
+        const int row = !(backward && mx), col = backward;
+        CHECK_MSG(!wa[e].data == !row && !wb[e].data == !row && !wa[e].col_data == !col && !wb[e].col_data == !col,
+                  "%s: %s expert %d: copies row %d col %d expected", what, dir, e, row, col);
+        if (row && wa[e].data && wb[e].data) {
+            snprintf(name, sizeof name, "%s: %s expert %d bytes", what, dir, e);
+            CHECK(gln_check_bitwise(name, wa[e].data, wb[e].data, (size_t)KO * KI));
+            snprintf(name, sizeof name, "%s: %s expert %d scales", what, dir, e);
+            CHECK(gln_check_bitwise(name, wa[e].scale_inv, wb[e].scale_inv, lay.scale_bytes));
+        }
+        if (col && wa[e].col_data && wb[e].col_data) {
+            snprintf(name, sizeof name, "%s: %s expert %d columnwise bytes", what, dir, e);
+            CHECK(gln_check_bitwise(name, wa[e].col_data, wb[e].col_data, (size_t)KO * KI));
+            snprintf(name, sizeof name, "%s: %s expert %d columnwise scales", what, dir, e);
+            CHECK(gln_check_bitwise(name, wa[e].col_scale_inv, wb[e].col_scale_inv, lay.col_scale_bytes));
+        }
     }
     CHECK_OK(pa->release(pa->impl, wa));
     CHECK_OK(pb->release(pb->impl, wb));
@@ -133,14 +154,20 @@ static void check_same_fp8(const group_t *a, const group_t *b, int backward, con
 
 /* Group a steps itself; group b runs the public step on its shard, then sync_working. */
 static void run_equivalence(gln_dtype_t wdt, int block2d, int k, int qshard) {
-    float full[TOTAL];
+    const int mx = qshard == QS_MXFP8;
+    KO = mx ? 40 : 5;
+    KI = mx ? 128 : 7;
+    float *full = gln_test_alloc((size_t)TOTAL * 4), *back = gln_test_alloc((size_t)TOTAL * 4);
     random_full(full, 40 + (uint64_t)k);
     gln_sharded_weights_config_t cfg = qshard ? qshard_config(wdt, qshard) : config(wdt, 0, block2d);
-    block2d = block2d || qshard == 2;
+    block2d = block2d || qshard == QS_BLOCK2D;
     group_t a, b;
     const int ok_a = group_new(&a, &cfg, full), ok_b = group_new(&b, &cfg, full);
     if (!ok_a || !ok_b) return;
-    const int64_t stride = block2d ? 128 * KI : KO * KI; /* padded experts: whole 128-row tiles */
+    /* padded experts: whole 128-row tiles, or whole 32-row groups (MXFP8 quantized shard) */
+    const int64_t stride = block2d ? 128 * KI : mx ? (KO + 31) / 32 * 32 * KI : KO * KI;
+    CHECK_MSG(a.len >= NE * stride && (!mx || a.len % (32 * KI) == 0), "shard of %lld elements for %d experts %lld apart",
+              (long long)a.len, NE, (long long)stride);
     const gln_optimizer_config_t c = kind_config(k);
     char what[96];
     for (int64_t step = 1; step <= 3; step++) {
@@ -148,8 +175,8 @@ static void run_equivalence(gln_dtype_t wdt, int block2d, int k, int qshard) {
         CHECK_OK(gln_sharded_weights_optimizer_step(a.sw, &c, step, a.m, a.v));
         CHECK_OK(gln_optimizer_step(b.ctx, &c, step, b.master, b.main_grad, b.m, b.v, b.len, NULL, GLN_DTYPE_BF16));
         CHECK_OK(gln_sharded_weights_sync_working(b.sw));
-        snprintf(what, sizeof what, "%s%s config %d step %lld", gln_dtype_name(wdt), block2d ? " 128x128" : "", k,
-                 (long long)step);
+        snprintf(what, sizeof what, "%s%s config %d step %lld", gln_dtype_name(wdt),
+                 block2d ? " 128x128" : mx ? " mxfp8" : "", k, (long long)step);
         check_same(&a, &b, what);
         if (qshard) {
             check_same_fp8(&a, &b, 0, what);
@@ -163,12 +190,16 @@ static void run_equivalence(gln_dtype_t wdt, int block2d, int k, int qshard) {
                            (long long)i);
     }
     /* the gathered masters are the stepped ones */
-    float back[TOTAL];
     CHECK_OK(gln_sharded_weights_gather_master(a.sw, back));
     for (int e = 0; e < NE; e++)
-        CHECK(gln_check_bitwise("gathered master", back + e * KO * KI, a.master + e * stride, KO * KI * 4));
+        CHECK(gln_check_bitwise("gathered master", back + e * KO * KI, a.master + e * stride, (size_t)KO * KI * 4));
+    CHECK(gln_guard_ok(full) && gln_guard_ok(back));
+    gln_test_free(full);
+    gln_test_free(back);
     group_free(&a);
     group_free(&b);
+    KO = 5;
+    KI = 7;
 }
 
 static void test_equivalence(void) {
@@ -176,15 +207,17 @@ static void test_equivalence(void) {
         run_equivalence(GLN_DTYPE_BF16, 0, k, 0);
         run_equivalence(GLN_DTYPE_FP32, 0, k, 0);
         run_equivalence(GLN_DTYPE_BF16, 1, k, 0);
-        run_equivalence(GLN_DTYPE_BF16, 0, k, 1);
-        run_equivalence(GLN_DTYPE_FP32, 0, k, 1);
-        run_equivalence(GLN_DTYPE_BF16, 0, k, 2);
+        run_equivalence(GLN_DTYPE_BF16, 0, k, QS_TENSOR);
+        run_equivalence(GLN_DTYPE_FP32, 0, k, QS_TENSOR);
+        run_equivalence(GLN_DTYPE_BF16, 0, k, QS_BLOCK2D);
+        run_equivalence(GLN_DTYPE_BF16, 0, k, QS_MXFP8);
+        run_equivalence(GLN_DTYPE_FP32, 0, k, QS_MXFP8);
     }
 }
 
 /* A finalize still in flight is completed before the step reads main_grad. */
 static void test_pending_finalize(void) {
-    float full[TOTAL];
+    float full[NE * 5 * 7]; /* the 5 x 7 shape */
     random_full(full, 3);
     gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 1, 0);
     group_t a, b;
@@ -216,7 +249,7 @@ static void test_pending_finalize(void) {
 }
 
 static void test_refusals(void) {
-    float full[TOTAL];
+    float full[NE * 5 * 7]; /* the 5 x 7 shape */
     random_full(full, 5);
     gln_sharded_weights_config_t cfg = config(GLN_DTYPE_BF16, 0, 0);
     group_t a;

@@ -113,9 +113,12 @@ static gln_status_t create_layer(moe_model_t *m, int idx, int64_t in, int64_t ou
     sc.working_dtype = m->adt;
     sc.requires_grad = m->cfg.trainable;
     /* The shards stored quantized with the layer's own weight rule (refreshed once per optimizer
-     * step): FP8 current scaling and 128x128 blocks, the modes the group keeps quantized. */
-    if (m->cfg.quantized_weights &&
-        (lc.recipe == GLN_RECIPE_FP8_CURRENT || lc.recipe == GLN_RECIPE_FP8_BLOCK)) {
+     * step): FP8 current scaling, 128x128 blocks and MXFP8, the modes the group keeps quantized
+     * (MXFP8 where the layer's in_features is a multiple of 128, what the group needs for it;
+     * else that layer gathers the working dtype, as with --quantized-weights off). */
+    const int qw_recipe = lc.recipe == GLN_RECIPE_FP8_CURRENT || lc.recipe == GLN_RECIPE_FP8_BLOCK ||
+                          (lc.recipe == GLN_RECIPE_MXFP8 && in % 128 == 0);
+    if (m->cfg.quantized_weights && qw_recipe) {
         TRY(gln_grouped_linear_weight_quant_config(&lc, &sc.fp8_quant));
         sc.fp8_gather = 1;
         sc.quantized_shard = 1;

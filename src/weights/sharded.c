@@ -43,6 +43,10 @@ int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw) {
     return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_MXFP8_1D;
 }
 
+int gln_sharded_mx_qshard(const gln_sharded_weights_t *sw) {
+    return gln_sharded_fp8_mx(sw) && sw->cfg.quantized_shard;
+}
+
 int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw) {
     return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_BLOCK_2D;
 }
@@ -55,6 +59,12 @@ int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw) {
 size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw) {
     size_t rows = ((size_t)sw->cfg.out_features + 127) & ~(size_t)127;
     return rows * (size_t)(sw->cfg.in_features / 32);
+}
+
+/* pad4(ceil(K_out/32)) rows of K_in codes (K_in is a multiple of 128: no column padding) */
+size_t gln_sharded_mx_col_grid_bytes(const gln_sharded_weights_t *sw) {
+    size_t rows = ((size_t)(sw->cfg.out_features + 31) / 32 + 3) & ~(size_t)3;
+    return rows * (size_t)sw->cfg.in_features;
 }
 
 size_t gln_sharded_col_offset(const gln_sharded_weights_t *sw) {
@@ -72,6 +82,9 @@ size_t gln_sharded_col_scales_offset(const gln_sharded_weights_t *sw) {
 }
 
 size_t gln_sharded_qshard_backward_bytes(const gln_sharded_weights_t *sw) {
+    if (gln_sharded_fp8_mx(sw)) /* the columnwise copy alone, laid out like the forward's */
+        return gln_sharded_fp8_scales_offset(sw) + (size_t)sw->cfg.num_experts * gln_sharded_mx_col_grid_bytes(sw) +
+               (size_t)sw->ranks * (size_t)sw->shard_len / 32;
     size_t grids = gln_sharded_fp8_2d(sw) ? (size_t)sw->cfg.num_experts *
                                                 (size_t)gln_sharded_col_grid_elems(sw) * sizeof(float)
                                           : 0;
@@ -112,17 +125,12 @@ static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
 /* quantized_shard: what the stored quantized shard implements (after fp8_quant was read). */
 static gln_status_t validate_quantized_shard(const gln_sharded_weights_config_t *c) {
     const gln_quant_config_t *q = &c->fp8_quant;
-    GLN_REQUIRE(q->mode != GLN_SCALING_MXFP8_1D, GLN_STATUS_NOT_SUPPORTED,
-                "%s: cfg->quantized_shard is not supported with MXFP8 (fp8_quant.mode MXFP8_1D): "
-                "its columnwise copy has 1x32 blocks along out_features, other bytes and scales "
-                "than the rowwise copy, so it would need shards of whole 32-row groups of every "
-                "expert and a second, columnwise quantized shard; use quantized_shard 0 (fp8_gather "
-                "alone) or per-tensor current scaling / 128x128 blocks", FN);
-    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_BLOCK_2D,
+    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_BLOCK_2D ||
+                    q->mode == GLN_SCALING_MXFP8_1D,
                 GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
-                "TENSOR, delayed 0) and 128x128 blocks (BLOCK_2D); mode %d delayed %d is not "
-                "supported", FN, (int)q->mode, q->delayed);
+                "TENSOR, delayed 0), MXFP8 (MXFP8_1D) and 128x128 blocks (BLOCK_2D); mode %d "
+                "delayed %d is not supported", FN, (int)q->mode, q->delayed);
     return GLN_STATUS_SUCCESS;
 }
 
@@ -144,10 +152,13 @@ static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
                 "delayed 0), MXFP8 and 128x128 blocks; mode %d delayed %d is not supported", FN,
                 (int)q.mode, q.delayed);
-    /* MXFP8: whole 1x32 blocks per shard and a scale grid without column padding */
+    /* MXFP8: whole 1x32 blocks per shard, and code grids without column padding (rowwise
+     * pad4(K_in/32) columns, the quantized shard's columnwise pad128(K_in)), so that each rank's
+     * codes are one compact block of the gathered grid */
     GLN_REQUIRE(q.mode != GLN_SCALING_MXFP8_1D || c->in_features % 128 == 0, GLN_STATUS_NOT_SUPPORTED,
-                "%s: cfg->fp8_gather with MXFP8 needs in_features %% 128 == 0 (in_features %lld)", FN,
-                (long long)c->in_features);
+                "%s: cfg->fp8_gather with MXFP8%s needs in_features %% 128 == 0 (in_features %lld): "
+                "each rank's E8M0 codes are gathered as one compact block of the scale grid", FN,
+                c->quantized_shard ? " (and quantized_shard)" : "", (long long)c->in_features);
     return GLN_STATUS_SUCCESS;
 }
 
@@ -198,13 +209,15 @@ static gln_status_t validate(gln_context_t *ctx, const gln_comm_t *comm, gln_sha
 static gln_status_t plan_layout(gln_sharded_weights_t *sw, int ranks) {
     const gln_sharded_weights_config_t *c = &sw->cfg;
     const int64_t limit = elems_limit();
-    const int two_d = gln_sharded_fp8_2d(sw);
-    /* 128x128 all-gather: each expert padded to whole 128-row tiles */
-    const int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : c->out_features;
+    const int two_d = gln_sharded_fp8_2d(sw), mxq = gln_sharded_mx_qshard(sw);
+    /* 128x128 all-gather: each expert padded to whole 128-row tiles; MXFP8 quantized shard: to
+     * whole 32-row groups (every 32x1 block of the columnwise copy in one expert and one shard) */
+    const int64_t row_pad = two_d ? 128 : mxq ? 32 : 1;
+    const int64_t rows = (c->out_features + row_pad - 1) / row_pad * row_pad;
     GLN_REQUIRE_ARG(rows <= limit / c->in_features,
                     "%s: one expert of [%lld, %lld]%s is too large: more than GLN_MAX_ELEMS = 2^56 "
                     "elements (the limit of one buffer)", FN, (long long)c->out_features,
-                    (long long)c->in_features, two_d ? " (rows padded to 128)" : "");
+                    (long long)c->in_features, two_d ? " (rows padded to 128)" : mxq ? " (rows padded to 32)" : "");
     sw->expert_elems = c->out_features * c->in_features;
     sw->expert_stride = rows * c->in_features;
     GLN_REQUIRE_ARG(c->num_experts <= limit / sw->expert_stride,
@@ -213,9 +226,10 @@ static gln_status_t plan_layout(gln_sharded_weights_t *sw, int ranks) {
                     (long long)c->out_features, (long long)c->in_features);
     sw->total = c->num_experts * sw->expert_stride;
     sw->ranks = ranks;
-    /* shards of whole units: 128-row tiles (128x128 gather: every tile in one shard), 128
-     * elements (MXFP8: every 1x32 block in one shard), else single elements.  unit <= total. */
-    const int64_t unit = two_d ? 128 * c->in_features : gln_sharded_fp8_mx(sw) ? 128 : 1;
+    /* shards of whole units: 128-row tiles (128x128 gather: every tile in one shard), 32-row
+     * groups (MXFP8 quantized shard: every 1x32 and 32x1 block in one shard), 128 elements
+     * (MXFP8: every 1x32 block in one shard), else single elements.  unit <= total. */
+    const int64_t unit = two_d || mxq ? row_pad * c->in_features : gln_sharded_fp8_mx(sw) ? 128 : 1;
     const int64_t units = (sw->total + unit - 1) / unit;
     sw->shard_len = (units + ranks - 1) / ranks * unit;
     GLN_REQUIRE_ARG(sw->shard_len <= limit / ranks,
@@ -244,11 +258,23 @@ static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, lay.scale_bytes));
     } else if (gln_sharded_fp8_mx(sw)) {
-        size_t grid = ((n / 128 + 127) & ~(size_t)127) * 4; /* [pad128(n/128), 4] */
+        /* the shard as [n / 128, 128] (whole 1x32 blocks), or with quantized_shard as
+         * [n / K_in, K_in] (whole 32-row groups; n is a multiple of 32·K_in), rowwise and
+         * columnwise */
+        const int mxq = gln_sharded_mx_qshard(sw);
+        const int64_t cols = mxq ? sw->cfg.in_features : 128;
+        gln_quant_layout_t lay;
+        GLN_TRY(gln_quant_layout(GLN_SCALING_MXFP8_1D, sw->cfg.fp8_quant.fp8_dtype, (int64_t)n / cols, cols, &lay));
         GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
-        GLN_TRY(gln_ctx_alloc(ctx, grid, (void **)&sw->fp8_sscale));
+        GLN_TRY(gln_ctx_alloc(ctx, lay.scale_bytes, (void **)&sw->fp8_sscale));
         GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, grid));
+        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, lay.scale_bytes));
+        if (mxq) {
+            GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_col));
+            GLN_TRY(gln_ctx_alloc(ctx, lay.col_scale_bytes, (void **)&sw->fp8_col_sscale));
+            GLN_TRY(gln_ctx_zero(ctx, sw->fp8_col, n));
+            GLN_TRY(gln_ctx_zero(ctx, sw->fp8_col_sscale, lay.col_scale_bytes));
+        }
     } else if (sw->cfg.fp8_gather) {
         /* amax, scale, two sinks; + the stored decode scales with quantized_shard */
         size_t work = (sw->cfg.quantized_shard ? 5 : 4) * (size_t)sw->cfg.num_experts * sizeof(float);
@@ -331,6 +357,8 @@ static void free_buffers(gln_sharded_weights_t *sw) {
     gln_ctx_free(sw->ctx, sw->fp8_shard);
     gln_ctx_free(sw->ctx, sw->fp8_work);
     gln_ctx_free(sw->ctx, sw->fp8_sscale);
+    gln_ctx_free(sw->ctx, sw->fp8_col);
+    gln_ctx_free(sw->ctx, sw->fp8_col_sscale);
 }
 
 /* Every refusal on one rank joins the agreement (a missing out-pointer included), so the other

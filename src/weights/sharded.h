@@ -13,8 +13,11 @@
  * (the optimizer step on the shard, gln_sharded_weights_optimizer_step).
  *
  * quantized_shard: the FP8 shard (+ its scales) is kept across materializations and refreshed
- * only by load_full / sync_working / requantize; every materialization gathers it, and a
- * backward one adds the columnwise copies by transposing the gathered bytes and tile grids.
+ * only by load_full / sync_working / requantize / optimizer_step; every materialization gathers
+ * it.  Per-tensor and 128x128: a backward one adds the columnwise copies by transposing the
+ * gathered bytes and tile grids.  MXFP8: the group stores a second, columnwise FP8 shard (32x1
+ * blocks; experts padded to 32-row multiples, shards of whole 32-row groups) refreshed with the
+ * rowwise one, and a backward materialization gathers that one alone.
  *
  * Memory lives in the context's backend, and the communicator is bound to that same context
  * (a CPU context: self or MPI over host memory; a CUDA context: NCCL, or self).  Everything the
@@ -43,7 +46,8 @@ struct gln_sharded_weights {
     int64_t expert_elems;  /* K_out·K_in */
     int64_t expert_stride; /* elements from one expert to the next in the flat buffer: K_out·K_in,
                               or pad128(K_out)·K_in for the 128x128 FP8 all-gather (whole
-                              128-row tiles per expert; the padding rows are zero) */
+                              128-row tiles per expert), pad32(K_out)·K_in for the MXFP8
+                              quantized shard (whole 32-row groups); the padding rows are zero */
     int64_t total;         /* N·expert_stride */
     int64_t shard_len;
     int64_t shard_offset;
@@ -77,6 +81,13 @@ struct gln_sharded_weights {
                              scales of the quantized shard (fp8_work + 4·N) */
     uint8_t *fp8_sscale;  /* MXFP8 codes, or the 128x128 shard's FP32 tile-scale grid */
     size_t sscale_bytes;  /* its size */
+    /* MXFP8 quantized shard: the shard is quantized as [shard_len / K_in, K_in] (whole 32-row
+     * groups of one expert each), rowwise into fp8_shard / fp8_sscale and columnwise into these:
+     * the columnwise FP8 shard [shard_len] (32x1 blocks, not transposed) and its E8M0 grid
+     * [pad4(shard_len / K_in / 32), K_in] (its first shard_len / 32 bytes are the codes of the
+     * shard's 32-row groups in order) */
+    uint8_t *fp8_col;
+    uint8_t *fp8_col_sscale;
 
     /* finalize in flight (async_finalize) */
     int pending;
@@ -111,14 +122,22 @@ size_t gln_sharded_mx_grid_bytes(const gln_sharded_weights_t *sw);
  * (16-byte aligned, at gln_sharded_col_offset) the columnwise FP8 copies, N [K_in, K_out] back
  * to back, and for 128x128 (16-byte aligned, at gln_sharded_col_scales_offset) their N
  * transposed tile grids of gln_sharded_col_grid_elems floats each.  Per-tensor columnwise copies
- * share the rowwise decode scales. */
+ * share the rowwise decode scales.  MXFP8 (no rowwise copy: the dgrad reads only the columnwise
+ * one): the columnwise FP8 bytes of every padded shard (expert e at e·expert_stride), then (at
+ * gln_sharded_fp8_scales_offset) N columnwise grids of gln_sharded_mx_col_grid_bytes each in
+ * the layout of gln_quant_layout, followed by the gathered compact codes (ranks·shard_len/32
+ * bytes, one row of K_in per 32-row group) they are built from. */
 size_t gln_sharded_qshard_backward_bytes(const gln_sharded_weights_t *sw);
 size_t gln_sharded_col_offset(const gln_sharded_weights_t *sw);
 size_t gln_sharded_col_scales_offset(const gln_sharded_weights_t *sw);
 /* ceil(K_in/128) · pad4(ceil(K_out/128)): one columnwise 128x128 grid */
 int64_t gln_sharded_col_grid_elems(const gln_sharded_weights_t *sw);
+/* pad4(ceil(K_out/32)) · K_in: one columnwise MXFP8 grid (K_in is a multiple of 128) */
+size_t gln_sharded_mx_col_grid_bytes(const gln_sharded_weights_t *sw);
 /* 1 when the FP8 all-gather is MXFP8 / 128x128 blocks (else per-tensor, or none) */
 int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
+/* 1 for MXFP8 with quantized_shard (the 32-row layout and the columnwise FP8 shard) */
+int gln_sharded_mx_qshard(const gln_sharded_weights_t *sw);
 int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw);
 /* Columns of a 128x128 scale grid of K_in columns: pad4(ceil(K_in / 128)) */
 int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw);
@@ -128,8 +147,9 @@ void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
 gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw);
 /* sharded_fp8.c: the FP8 shard.  Quantize the working shard into sw->fp8_shard: per-tensor with
  * global per-expert scales (decode scales to scale_inv; local_amax as gln_sharded_requantize's,
- * or NULL), MXFP8 (codes to fp8_sscale), 128x128 tiles (tile grid to fp8_sscale).  Collective
- * where they exchange amaxes (per-tensor), after the caller's agreement. */
+ * or NULL), MXFP8 (codes to fp8_sscale; with quantized_shard also the columnwise copy into
+ * fp8_col / fp8_col_sscale, in the same pass), 128x128 tiles (tile grid to fp8_sscale).
+ * Collective where they exchange amaxes (per-tensor), after the caller's agreement. */
 gln_status_t gln_sharded_quantize_tensor(gln_sharded_weights_t *sw, float *scale_inv, const float *local_amax);
 gln_status_t gln_sharded_quantize_mx(gln_sharded_weights_t *sw);
 gln_status_t gln_sharded_quantize_tiles(gln_sharded_weights_t *sw);
@@ -137,15 +157,15 @@ gln_status_t gln_sharded_quantize_tiles(gln_sharded_weights_t *sw);
 gln_status_t gln_sharded_quantize_initial(gln_sharded_weights_t *sw);
 /* quantized_shard per-tensor: the stored decode scales into a gather buffer (a local copy). */
 gln_status_t gln_sharded_copy_scales(gln_sharded_weights_t *sw, float *scale_inv);
-/* quantized_shard: the columnwise copies of a gathered backward buffer (stream-ordered after the
- * gathers; see gln_sharded_qshard_backward_bytes for the layout). */
+/* quantized_shard, per-tensor and 128x128: the columnwise copies of a gathered backward buffer
+ * (stream-ordered after the gathers; see gln_sharded_qshard_backward_bytes for the layout). */
 gln_status_t gln_sharded_columnwise(gln_sharded_weights_t *sw, char *buf);
 /* Refresh the FP8 shard from the working shard (quantized_shard; a no-op success without it).
  * local_amax: backend array [N] = per expert, the amax (NaN ignored, as fmaxf) of this rank's
  * part of the working shard (0 for an expert without elements in this shard), or NULL to compute
  * it here.  Collective: agrees first, under fn, with this rank's verdict (INVALID_STATE while a
  * prefetched gather is outstanding).  local_amax is ignored (computed anyway) when
- * fp8_quant.amax_nan_propagate = 1 or the mode is BLOCK_2D. */
+ * fp8_quant.amax_nan_propagate = 1, and unused for BLOCK_2D and MXFP8 (local block scales). */
 gln_status_t gln_sharded_requantize(gln_sharded_weights_t *sw, const char *fn, const float *local_amax);
 /* The same with this rank's verdict so far (`local`) joining the agreement: a caller that did
  * local work first (sync_working's cast) fails together with the other ranks. */

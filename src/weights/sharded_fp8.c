@@ -1,7 +1,8 @@
 /* Sharded weight group: the FP8 shard — quantizing the working shard for the FP8 all-gather
  * (fp8_gather: at every forward materialization; quantized_shard: only when the working shard is
- * refreshed, the stored shard then serving every materialization) and the columnwise copies a
- * backward materialization of the quantized shard hands to the dgrad. */
+ * refreshed, the stored shard then serving every materialization; MXFP8 then also stores the
+ * columnwise copy) and the columnwise copies a backward materialization of a per-tensor or
+ * 128x128 quantized shard makes by transposing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,18 +93,30 @@ done:
     return st;
 }
 
-/* The MXFP8 shard: quantized as [shard_len/128, 128] rowwise.  Blocks are 32 consecutive
- * elements of one weight row (K_in % 128 == 0, shards of whole 128-element rows), so each block
- * and its E8M0 code equal those of the full weight's quantization; the codes come out in flat
- * block order (4 per row of the shard view, no column padding). */
+/* The MXFP8 shard.  fp8_gather alone: quantized as [shard_len/128, 128] rowwise.  Blocks are 32
+ * consecutive elements of one weight row (K_in % 128 == 0, shards of whole 128-element rows), so
+ * each block and its E8M0 code equal those of the full weight's quantization; the codes come out
+ * in flat block order (4 per row of the shard view, no column padding).
+ * quantized_shard: quantized as [shard_len/K_in, K_in], rowwise AND columnwise in one call (one
+ * pass on the GPU).  The shard is whole 32-row groups and each expert starts on a group boundary
+ * (pad32(K_out) rows apart), so every 32x1 column block of the view lies in one expert; the zero
+ * rows padding an expert's last group leave its amax as it is, which is how gln_quantize treats
+ * the partial last block of a full weight.  So every byte and code of both copies equals those
+ * of quantizing the full weight.  Rowwise codes: [pad128(rows), K_in/32], the first shard_len/32
+ * in flat order; columnwise: [pad4(rows/32), K_in], the first shard_len/32 one row of K_in per
+ * 32-row group, in order. */
 gln_status_t gln_sharded_quantize_mx(gln_sharded_weights_t *sw) {
+    const int both = gln_sharded_mx_qshard(sw);
+    const int64_t cols = both ? sw->cfg.in_features : 128, rows = sw->shard_len / cols;
     gln_quant_config_t cfg = sw->cfg.fp8_quant;
     cfg.rowwise = 1;
-    cfg.columnwise = 0;
-    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, sw->shard_len / 128, 128, sw->working);
-    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, sw->shard_len / 128, 128, sw->fp8_shard);
+    cfg.columnwise = both;
+    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, rows, cols, sw->working);
+    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, rows, cols, sw->fp8_shard);
     out.scaling = GLN_SCALING_MXFP8_1D;
     out.scale_inv = sw->fp8_sscale;
+    out.col_data = both ? sw->fp8_col : NULL;
+    out.col_scale_inv = both ? sw->fp8_col_sscale : NULL;
     return gln_op_quantize(sw->ctx, &cfg, &in, &out);
 }
 
@@ -128,10 +141,11 @@ static float *stored_scales(gln_sharded_weights_t *sw) { return sw->fp8_work + 4
 
 /* A new group's quantized shard: its working shard is zero on every rank, so the global amaxes
  * are 0 without any exchange; the scales are those gln_quantize gives a zero weight (and the
- * zero FP8 shard is its encoding). */
+ * zero FP8 shard is its encoding).  Block modes quantize the zero shard (local scales). */
 gln_status_t gln_sharded_quantize_initial(gln_sharded_weights_t *sw) {
     if (!sw->cfg.quantized_shard) return GLN_STATUS_SUCCESS;
     if (gln_sharded_fp8_2d(sw)) return gln_sharded_quantize_tiles(sw);
+    if (gln_sharded_fp8_mx(sw)) return gln_sharded_quantize_mx(sw);
     const gln_quant_config_t *q = &sw->cfg.fp8_quant;
     const int32_t n = sw->cfg.num_experts;
     GLN_TRY(gln_op_require(sw->ctx, "gln_sharded_weights_create", GLN_SLOT_SCALES_FROM_AMAX));
@@ -148,7 +162,9 @@ gln_status_t gln_sharded_requantize_after(gln_sharded_weights_t *sw, const char 
     gln_agree_t shape = {{GLN_CALL_REQUANTIZE, sw->shard_len, sw->cfg.fp8_quant.mode, 0, 0, 0},
                          {"call", "shard_len", "fp8_quant.mode", "", "", ""}};
     GLN_TRY(gln_sharded_agree(sw, fn, local, &shape));
+    /* block scales are local: no exchange, the agreement is the only collective */
     if (gln_sharded_fp8_2d(sw)) return gln_sharded_quantize_tiles(sw);
+    if (gln_sharded_fp8_mx(sw)) return gln_sharded_quantize_mx(sw);
     /* a caller's amaxes ignore NaN; under NaN propagation they are computed here */
     const float *amax = sw->cfg.fp8_quant.amax_nan_propagate ? NULL : local_amax;
     return gln_sharded_quantize_tensor(sw, stored_scales(sw), amax);
@@ -171,8 +187,9 @@ gln_status_t gln_sharded_copy_scales(gln_sharded_weights_t *sw, float *scale_inv
                          GLN_COPY_BACKEND_TO_BACKEND);
 }
 
-/* The columnwise copies of a gathered quantized shard (buf: a backward buffer whose rowwise FP8
- * bytes and scales are complete in stream order).  Per-tensor: each expert's bytes transposed,
+/* The columnwise copies of a gathered per-tensor or 128x128 quantized shard (MXFP8 gathers its
+ * stored columnwise shard instead).  buf: a backward buffer whose rowwise FP8 bytes and scales
+ * are complete in stream order.  Per-tensor: each expert's bytes transposed,
  * the decode scale shared.  128x128: the bytes transposed, and each expert's tile grid
  * [ceil(K_out/128), ceil(K_in/128)] (row pitch pad4(ceil(K_in/128))) transposed into
  * [ceil(K_in/128), pad4(ceil(K_out/128))] with zero padding, the layout gln_quantize writes.

@@ -3,7 +3,8 @@
  * materialize: one all-gather of the working shards (or, forward with fp8_gather, of the FP8
  *              shards quantized with global per-expert scales; with quantized_shard, in both
  *              directions, of the stored FP8 shards, backward adding the columnwise copies by a
- *              transpose) into a gather buffer; the N
+ *              transpose, or for MXFP8 gathering the stored columnwise shard instead) into a
+ *              gather buffer; the N
  *              returned tensors point into it and release() hands it back to the group's free
  *              list, so steady-state steps allocate nothing.  A gathered group is live (counted)
  *              exactly from materialize (or prefetch) to release.
@@ -97,7 +98,8 @@ static int gathers_fp8(const gln_sharded_weights_t *sw, int dir) {
     return dir == DIR_FORWARD ? sw->cfg.fp8_gather : sw->cfg.quantized_shard;
 }
 
-/* 1 when the buffer also carries the columnwise copies (backward, quantized shard). */
+/* 1 when the buffer carries the columnwise copies (backward, quantized shard: besides the
+ * rowwise ones, or for MXFP8 alone). */
 static int has_columnwise(const gln_sharded_weights_t *sw, int dir) {
     return dir == DIR_BACKWARD && sw->cfg.quantized_shard;
 }
@@ -115,8 +117,32 @@ static gln_status_t gather(gln_sharded_weights_t *sw, const void *send, void *re
                    : gln_comm_allgather_agreed(sw->comm, send, recv, n, dt);
 }
 
+/* Two gathers: the FP8 bytes (n0 elements of dt0) into buf, the scales (n1 of dt1) into
+ * scales; a failed second one completes a started first (never left behind). */
+static gln_status_t gather_two(gln_sharded_weights_t *sw, const void *data, gln_dtype_t dt0, size_t n0, char *buf,
+                               const void *sc, gln_dtype_t dt1, size_t n1, char *scales, void **request) {
+    GLN_TRY(gather(sw, data, buf, n0, dt0, request));
+    gln_status_t st = gather(sw, sc, scales, n1, dt1, request ? request + 1 : NULL);
+    if (st != GLN_STATUS_SUCCESS && request && request[0]) {
+        gln_comm_wait(sw->comm, request[0]);
+        request[0] = NULL;
+    }
+    return st;
+}
+
+/* MXFP8 scale grids per expert of a gathered buffer (rowwise, or the quantized shard's
+ * columnwise in a backward one), and where the gathered compact codes lie behind them. */
+static size_t mx_grid_bytes(const gln_sharded_weights_t *sw, int dir) {
+    return has_columnwise(sw, dir) ? gln_sharded_mx_col_grid_bytes(sw) : gln_sharded_mx_grid_bytes(sw);
+}
+
+static char *mx_codes(const gln_sharded_weights_t *sw, int dir, char *buf) {
+    return buf + gln_sharded_fp8_scales_offset(sw) + (size_t)sw->cfg.num_experts * mx_grid_bytes(sw, dir);
+}
+
 /* The gathers of a materialization (after the agreement): the working shards, or the FP8
- * shards (+ the MXFP8 block codes, a second gather into the tail of the buffer). */
+ * shards (+ the MXFP8 block codes or the 128x128 tile grids, a second gather into the tail of
+ * the buffer; a backward MXFP8 one of the quantized shard: the columnwise shard and codes). */
 static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, void **request) {
     size_t n = (size_t)sw->shard_len;
     if (!gathers_fp8(sw, dir))
@@ -125,55 +151,56 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
     const int stored = sw->cfg.quantized_shard; /* the FP8 shard is current: no quantization */
     if (gln_sharded_fp8_2d(sw)) {
         if (!stored) GLN_TRY(gln_sharded_quantize_tiles(sw));
-        GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
-        gln_status_t st = gather(sw, sw->fp8_sscale, buf + gln_sharded_fp8_scales_offset(sw),
-                                 sw->sscale_bytes / sizeof(float), GLN_DTYPE_FP32,
-                                 request ? request + 1 : NULL);
-        if (st != GLN_STATUS_SUCCESS && request && request[0]) {
-            gln_comm_wait(sw->comm, request[0]); /* never leave a started gather behind */
-            request[0] = NULL;
-        }
-        return st;
+        return gather_two(sw, sw->fp8_shard, f8, n, buf, sw->fp8_sscale, GLN_DTYPE_FP32,
+                          sw->sscale_bytes / sizeof(float), buf + gln_sharded_fp8_scales_offset(sw), request);
     }
     if (!gln_sharded_fp8_mx(sw)) { /* per-tensor */
         float *scales = (float *)(buf + gln_sharded_fp8_scales_offset(sw));
         GLN_TRY(stored ? gln_sharded_copy_scales(sw, scales) : gln_sharded_quantize_tensor(sw, scales, NULL));
         return gather(sw, sw->fp8_shard, buf, n, f8, request);
     }
-    GLN_TRY(gln_sharded_quantize_mx(sw));
-    char *codes = buf + gln_sharded_fp8_scales_offset(sw) +
-                  (size_t)sw->cfg.num_experts * gln_sharded_mx_grid_bytes(sw);
-    GLN_TRY(gather(sw, sw->fp8_shard, buf, n, f8, request));
-    gln_status_t st = gather(sw, sw->fp8_sscale, codes, n / 32, GLN_DTYPE_E8M0, request ? request + 1 : NULL);
-    if (st != GLN_STATUS_SUCCESS && request && request[0]) {
-        gln_comm_wait(sw->comm, request[0]); /* never leave a started gather behind */
-        request[0] = NULL;
-    }
-    return st;
+    if (!stored) GLN_TRY(gln_sharded_quantize_mx(sw));
+    const int col = has_columnwise(sw, dir);
+    /* the first n/32 codes of either grid: this shard's, compact and in order */
+    return gather_two(sw, col ? sw->fp8_col : sw->fp8_shard, f8, n, buf, col ? sw->fp8_col_sscale : sw->fp8_sscale,
+                      GLN_DTYPE_E8M0, n / 32, mx_codes(sw, dir, buf), request);
 }
 
-/* After the gathers completed (in stream order): the columnwise copies of a backward
- * materialization of the quantized shard; the MXFP8 scale grid of each expert, the layout
- * gln_quantize writes — K_out rows of K_in/32 codes, then zero rows to pad128(K_out). */
-static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf) {
-    if (has_columnwise(sw, dir)) return gln_sharded_columnwise(sw, buf);
-    if (!gathers_fp8(sw, dir) || !gln_sharded_fp8_mx(sw)) return GLN_STATUS_SUCCESS;
+/* The MXFP8 scale grid of each expert from the gathered compact codes, in the layout
+ * gln_quantize writes: rowwise K_out rows of K_in/32 codes, then zero rows to pad128(K_out);
+ * columnwise (quantized shard, backward) ceil(K_out/32) rows of K_in codes, then zero rows to
+ * pad4(ceil(K_out/32)).  Expert e's codes start at flat element e·expert_stride, i.e. code
+ * e·expert_stride/32 in both orders (a rowwise code per 32 elements; a columnwise row of K_in
+ * codes per 32 rows of K_in); the padding rows of the flat layout are never copied. */
+static gln_status_t mx_grids(gln_sharded_weights_t *sw, int dir, char *buf) {
     gln_context_t *ctx = sw->ctx;
-    size_t grid = gln_sharded_mx_grid_bytes(sw);
-    size_t used = (size_t)sw->cfg.out_features * (size_t)(sw->cfg.in_features / 32);
+    const int64_t ko = sw->cfg.out_features, ki = sw->cfg.in_features;
+    const size_t grid = mx_grid_bytes(sw, dir);
+    const size_t used = has_columnwise(sw, dir) ? (size_t)((ko + 31) / 32 * ki) : (size_t)(ko * (ki / 32));
     char *grids = buf + gln_sharded_fp8_scales_offset(sw);
-    const char *codes = grids + (size_t)sw->cfg.num_experts * grid;
+    const char *codes = mx_codes(sw, dir, buf);
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         char *g = grids + (size_t)e * grid;
-        GLN_TRY(gln_op_memcpy(ctx, g, codes + (size_t)e * used, used, GLN_COPY_BACKEND_TO_BACKEND));
+        GLN_TRY(gln_op_memcpy(ctx, g, codes + (size_t)e * (size_t)(sw->expert_stride / 32), used,
+                              GLN_COPY_BACKEND_TO_BACKEND));
         if (grid > used) GLN_TRY(gln_ctx_zero(ctx, g + used, grid - used));
     }
     return GLN_STATUS_SUCCESS;
 }
 
+/* After the gathers completed (in stream order): the columnwise copies of a backward
+ * materialization of a per-tensor or 128x128 quantized shard; the MXFP8 scale grids. */
+static gln_status_t finish_gather(gln_sharded_weights_t *sw, int dir, char *buf) {
+    if (!gathers_fp8(sw, dir)) return GLN_STATUS_SUCCESS;
+    if (gln_sharded_fp8_mx(sw)) return mx_grids(sw, dir, buf);
+    return has_columnwise(sw, dir) ? gln_sharded_columnwise(sw, buf) : GLN_STATUS_SUCCESS;
+}
+
 /* The N weights in a gathered buffer: working dtype, or FP8 rowwise with per-tensor scales,
  * MXFP8 or 128x128 scale grids, and in a backward buffer of the quantized shard also the
- * columnwise copies (per-tensor: sharing the decode scale). */
+ * columnwise copies (per-tensor: sharing the decode scale; MXFP8: the columnwise copy alone,
+ * data and scale_inv NULL).  Experts lie expert_stride elements apart: the padding rows of the
+ * flat layout follow an expert's K_out rows, never inside them. */
 static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_tensor_t *weights) {
     int fp8 = gathers_fp8(sw, dir), mx = fp8 && gln_sharded_fp8_mx(sw);
     gln_dtype_t dt = fp8 ? sw->cfg.fp8_quant.fp8_dtype : sw->cfg.working_dtype;
@@ -182,7 +209,12 @@ static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_te
     for (int32_t i = 0; i < sw->cfg.num_experts; i++) {
         gln_tensor_t t = gln_tensor_make(dt, sw->cfg.out_features, sw->cfg.in_features,
                                          buf + (size_t)i * expert_bytes);
-        if (fp8 && gln_sharded_fp8_2d(sw)) {
+        if (mx && has_columnwise(sw, dir)) {
+            t.scaling = GLN_SCALING_MXFP8_1D;
+            t.col_data = t.data;
+            t.col_scale_inv = scales + (size_t)i * gln_sharded_mx_col_grid_bytes(sw);
+            t.data = NULL;
+        } else if (fp8 && gln_sharded_fp8_2d(sw)) {
             /* expert i's tile rows start at tile row i·pad128(K_out)/128 of the gathered grids */
             size_t tile_rows = (size_t)(sw->expert_stride / sw->cfg.in_features / 128);
             t.scaling = GLN_SCALING_BLOCK_2D;
@@ -192,7 +224,7 @@ static void describe(const gln_sharded_weights_t *sw, int dir, char *buf, gln_te
             t.scale_inv = mx ? (void *)(scales + (size_t)i * gln_sharded_mx_grid_bytes(sw))
                              : (void *)((float *)scales + i);
         }
-        if (has_columnwise(sw, dir)) {
+        if (has_columnwise(sw, dir) && !mx) {
             size_t elems = (size_t)sw->expert_elems;
             t.col_data = buf + gln_sharded_col_offset(sw) + (size_t)i * elems;
             t.col_scale_inv = gln_sharded_fp8_2d(sw)
@@ -309,21 +341,24 @@ static gln_status_t hook_release(void *impl, gln_tensor_t *weights) {
     REQUIRE_IMPL(fn, impl);
     GLN_REQUIRE_NOT_NULL(fn, weights);
     gln_sharded_weights_t *sw = impl;
+    /* the buffer starts with expert 0's copy: rowwise, or columnwise where the backward of an
+     * MXFP8 quantized shard hands only that one */
+    const void *base = weights[0].data ? weights[0].data : weights[0].col_data;
     for (int i = 0; i < sw->live_count; i++) {
-        if (sw->live[i].base != weights[0].data) continue;
+        if (sw->live[i].base != base) continue;
         if (sw->live[i].base == sw->prefetched[0].base || sw->live[i].base == sw->prefetched[1].base)
             break; /* a prefetch nobody materialized yet is not the caller's to release */
         gln_sharded_live_t done = sw->live[i];
         sw->live_bytes -= done.bytes;
         sw->live[i] = sw->live[--sw->live_count];
         buf_recycle(sw, done.base, done.bytes);
-        for (int32_t e = 0; e < sw->cfg.num_experts; e++) weights[e].data = NULL;
+        for (int32_t e = 0; e < sw->cfg.num_experts; e++) weights[e].data = weights[e].col_data = NULL;
         return GLN_STATUS_SUCCESS;
     }
     return gln_fail(GLN_STATUS_INVALID_ARGUMENT,
-                    "%s: weights[0].data %p is not a live materialization of this group (released "
-                    "twice, or not from materialize)",
-                    fn, weights[0].data);
+                    "%s: weights[0].data %p (col_data where data is NULL) is not a live "
+                    "materialization of this group (released twice, or not from materialize)",
+                    fn, base);
 }
 
 void gln_sharded_release_all(gln_sharded_weights_t *sw) {

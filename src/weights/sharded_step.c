@@ -1,12 +1,14 @@
 /* The optimizer step on a sharded weight group's own shard (grouplin.h,
  * gln_sharded_weights_optimizer_step): one pass over the FP32 master shard that also writes the
  * working shard and, per expert, the amax of the working values it wrote; then the group's
- * quantized shard (when it keeps one) is rebuilt from the 2-byte working copy with those amaxes,
+ * quantized shard (when it keeps one) is rebuilt from the 2-byte working copy with those amaxes
+ * (per-tensor; the block modes' scales are local to each block and come from the quantizer),
  * so no second pass over the 4-byte masters is needed for the scales.
  *
  * Segments: expert e's part of this rank's shard is [e·stride, (e+1)·stride) ∩ the shard, the
  * last expert's running to the shard's end.  That takes in the padding after each expert's
- * K_out·K_in elements (128x128 layout) and the tail padding of the last shard; both are zero in
+ * K_out·K_in elements (the 128x128 layout's 128-row and the MXFP8 quantized shard's 32-row
+ * padding) and the tail padding of the last shard; both are zero in
  * the master and the working copy and stay zero under the step (zero gradient, zero moments:
  * m = v = 0, update = 0 / eps = 0), so they never raise an amax, and the segments can be one
  * contiguous run of bounds. */

@@ -17,7 +17,10 @@
 #  * --quantized-weights on (the shards stored quantized, refreshed by each optimizer step) gives
 #    the loss curve of off (the working dtype gathered and quantized in every forward and
 #    backward) BITWISE, fp8-current and fp8-block, with 2 microbatches, one rank and (with an
-#    mpiexec) 2 ranks: the stored FP8 equals quantizing the gathered weight byte for byte.
+#    mpiexec) 2 ranks: the stored FP8 equals quantizing the gathered weight byte for byte.  The
+#    same for mxfp8 (its stored rowwise and columnwise copies), on widths it keeps quantized
+#    (in_features % 128 == 0): H = F = 128 (both layers), and H 128, F 72 (FC1's 144 rows end in
+#    a partial 32-row group; FC2's K_in 72 gathers the working dtype).
 #  * --preset: a preset's banner, an explicit option overriding it (qwen3 with --experts 8 and
 #    16 tokens: 38 M parameters, one step runs in seconds on the CPU), and an unknown name (exit 2).
 # usage: bash test_accum.sh <grouplin> <mpiexec-or-empty> <scratch-dir>
@@ -86,11 +89,21 @@ QW="--recipes fp8-current,fp8-block --tokens 32 --microbatches 2 --steps 8"
 run qon.txt $QW --quantized-weights on || { echo "FAIL: --quantized-weights on"; exit 1; }
 run qoff.txt $QW --quantized-weights off || { echo "FAIL: --quantized-weights off"; exit 1; }
 same "--quantized-weights on = off, fp8-current and fp8-block, 2 microbatches" "$S/qoff.txt" "$S/qon.txt"
+QM1="--recipes mxfp8 --tokens 32 --microbatches 2 --steps 8 --hidden 128 --ffn 128"
+QM2="--recipes mxfp8 --tokens 32 --microbatches 2 --steps 8 --hidden 128 --ffn 72"
+for k in 1 2; do
+    eval "qm=\$QM$k"
+    run qmon$k.txt $qm --quantized-weights on || { echo "FAIL: mxfp8 ($qm) --quantized-weights on"; exit 1; }
+    run qmoff$k.txt $qm --quantized-weights off || { echo "FAIL: mxfp8 ($qm) --quantized-weights off"; exit 1; }
+    same "--quantized-weights on = off, mxfp8 ($qm)" "$S/qmoff$k.txt" "$S/qmon$k.txt"
+done
 if [ -n "$MPIEXEC" ]; then
     for q in on off; do
         runN 2 q2$q.txt $QW --quantized-weights $q || { echo "FAIL: -np 2 --quantized-weights $q"; fails=$((fails + 1)); }
+        runN 2 qm2$q.txt $QM2 --quantized-weights $q || { echo "FAIL: -np 2 mxfp8 --quantized-weights $q"; fails=$((fails + 1)); }
     done
     same "-np 2: --quantized-weights on = off" "$S/q2off.txt" "$S/q2on.txt"
+    same "-np 2: --quantized-weights on = off, mxfp8 ($QM2)" "$S/qm2off.txt" "$S/qm2on.txt"
 fi
 
 # presets

@@ -9,14 +9,17 @@
  *     GLN_MAX_ELEMS elements (the 128x128 gather's 128-row padding counted), a flag not 0 / 1, a
  *     working dtype not bf16 / fp32, or with fp8_gather an fp8_quant that gln_quantize would
  *     refuse (mode NONE included); NOT_SUPPORTED for a valid fp8_quant the gather does not
- *     implement (BLOCK_1D, delayed TENSOR, MXFP8 with in_features % 128 != 0); else SUCCESS —
+ *     implement (BLOCK_1D, delayed TENSOR, MXFP8 with in_features % 128 != 0); GLN_MAX_ELEMS
+ *     counts the padding rows (128 for the 128x128 gather, 32 for the MXFP8 quantized shard);
+ *     else SUCCESS —
  *     never OUT_OF_MEMORY for a size the limits refuse, never a crash;
  *   - *sw is NULL after a failure;
- *   - quantized_shard: INVALID_ARGUMENT unless 0 / 1 or without fp8_gather = 1, NOT_SUPPORTED
- *     with MXFP8; a created group's backward copies carry the columnwise copy, and requantize
+ *   - quantized_shard: INVALID_ARGUMENT unless 0 / 1 or without fp8_gather = 1; a created
+ *     group's backward copies carry the columnwise copy (MXFP8: that copy alone), and requantize
  *     succeeds (a no-op without it);
  *   - created: one rank's shard covers the whole (padded) flat buffer from offset 0, of whole
- *     128-row tiles (128x128) or 128-element rows (MXFP8); load_full / gather_master round trip
+ *     128-row tiles (128x128), 32-row groups (MXFP8 quantized shard) or 128-element rows
+ *     (MXFP8); load_full / gather_master round trip
  *     bit for bit; materialize_forward / _backward hand out N tensors of [K_out, K_in] that
  *     release takes back (no live bytes after). */
 #include <math.h>
@@ -78,9 +81,8 @@ static gln_status_t expected(const gln_sharded_weights_config_t *c, int null_arg
     if (fp8 && ((q->mode == GLN_SCALING_TENSOR && q->delayed) || q->mode == GLN_SCALING_BLOCK_1D ||
                 (q->mode == GLN_SCALING_MXFP8_1D && c->in_features % 128 != 0)))
         return GLN_STATUS_NOT_SUPPORTED;
-    if (qshard && q->mode == GLN_SCALING_MXFP8_1D) return GLN_STATUS_NOT_SUPPORTED;
-    int two_d = fp8 && q->mode == GLN_SCALING_BLOCK_2D;
-    int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : c->out_features;
+    int two_d = fp8 && q->mode == GLN_SCALING_BLOCK_2D, mxq = qshard && q->mode == GLN_SCALING_MXFP8_1D;
+    int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : mxq ? (c->out_features + 31) / 32 * 32 : c->out_features;
     if (too_many(c->num_experts, rows, c->in_features)) return GLN_STATUS_INVALID_ARGUMENT;
     return GLN_STATUS_SUCCESS;
 }
@@ -107,9 +109,12 @@ static void materialize(gln_sharded_weights_t *sw, const gln_sharded_weights_con
     memset(w, 0, sizeof w);
     gln_status_t st = backward ? p->materialize_backward(p->impl, w) : p->materialize_forward(p->impl, w);
     if (fz_status(st, backward ? "materialize_backward" : "materialize_forward") != GLN_STATUS_SUCCESS) return;
+    /* the MXFP8 quantized shard's backward hands the columnwise copy alone */
+    const int col_only = backward && c->quantized_shard && c->fp8_quant.mode == GLN_SCALING_MXFP8_1D;
     for (int e = 0; e < c->num_experts; e++)
-        FZ_ASSERT(w[e].rows == c->out_features && w[e].cols == c->in_features && w[e].data,
-                  "materialized expert %d is [%lld, %lld]", e, (long long)w[e].rows, (long long)w[e].cols);
+        FZ_ASSERT(w[e].rows == c->out_features && w[e].cols == c->in_features && (col_only ? !w[e].data : !!w[e].data),
+                  "materialized expert %d is [%lld, %lld]%s", e, (long long)w[e].rows, (long long)w[e].cols,
+                  w[e].data ? "" : " without data");
     /* the quantized shard's backward also hands the columnwise copy the dgrad needs */
     if (backward && c->quantized_shard)
         for (int e = 0; e < c->num_experts; e++) FZ_ASSERT(w[e].col_data && w[e].col_scale_inv, "no columnwise copy");
@@ -127,11 +132,14 @@ static void use_group(fz_t *f, gln_sharded_weights_t *sw, const gln_sharded_weig
               gln_last_error());
     const gln_quant_config_t *q = &c->fp8_quant;
     int two_d = c->fp8_gather && q->mode == GLN_SCALING_BLOCK_2D, mx = c->fp8_gather && q->mode == GLN_SCALING_MXFP8_1D;
-    int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : c->out_features;
+    int mxq = mx && c->quantized_shard;
+    int64_t rows = two_d ? (c->out_features + 127) / 128 * 128 : mxq ? (c->out_features + 31) / 32 * 32 : c->out_features;
     FZ_ASSERT(off == 0 && len >= c->num_experts * rows * c->in_features, "one rank: shard [%lld, +%lld) for %lld",
               (long long)off, (long long)len, (long long)n);
     FZ_ASSERT(!two_d || len % (128 * c->in_features) == 0, "128x128 shard %lld not of whole tiles", (long long)len);
     FZ_ASSERT(!mx || len % 128 == 0, "MXFP8 shard %lld not of whole 128-element rows", (long long)len);
+    FZ_ASSERT(!mxq || len % (32 * c->in_features) == 0, "MXFP8 quantized shard %lld not of whole 32-row groups",
+              (long long)len);
     float *full = fz_alloc(f, (size_t)n * sizeof(float)), *back = fz_alloc(f, (size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) full[i] = fz_value(f);
     if (fz_status(gln_sharded_weights_load_full(sw, full), "load_full") == GLN_STATUS_SUCCESS &&

@@ -108,7 +108,8 @@ def main():
          ("fp8_tensor_eps_pow2_e5m2", sharded(1, 3, 9, fp8=1, mode=1, e5m2=1, eps_idx=1, p2s=1, nanp=1)),
          ("fp8_mxfp8_floor", sharded(2, 3, 128, fp8=1, mode=2, e8m0=1)),
          ("fp8_block2d", sharded(2, 3, 20, fp8=1, mode=4, p2s=1)),
-         ("fp8_block1d_refused", sharded(2, 3, 20, fp8=1, mode=3))]
+         ("fp8_block1d_refused", sharded(2, 3, 20, fp8=1, mode=3)),
+         ("qshard_mxfp8", sharded(3, 20, 256, fp8=1, mode=2, qs=1))]
     write("sharded", S, payload=2048)
 
     # Delayed-scaling update: slots - 1, history_len - 1, then history, scales, fp8_max, margin,
@@ -117,16 +118,20 @@ def main():
     write("delayed", D, payload=1024)
 
 
-def sharded(n, out, inn, bf16=1, rg=1, af=0, fp8=0, mode=1, e5m2=0, colw=0, eps_idx=0, p2s=0, e8m0=0, nanp=0):
+def sharded(n, out, inn, bf16=1, rg=1, af=0, fp8=0, mode=1, e5m2=0, colw=0, eps_idx=0, p2s=0, e8m0=0, nanp=0,
+            qs=None):
     """fuzz_sharded's bytes: flags, experts, the two dimensions (128 / 256 through the multiple-
     of-128 choice), dtype and flags (each a 'tame' byte then the value), fp8_quant, version and
-    no NULL argument."""
+    no NULL argument; qs: the quantized_shard choice (1: on where fp8_gather is; None: drawn from
+    the payload)."""
     b = [0, 1, n - 1]
     for d in (out, inn):
         b += [0, d // 128 - 1] if d in (128, 256) else [1, 0x00, d]
     b += [1, 1 if bf16 else 0, 1, rg, 1, af, 1, fp8]
     b += [1, mode - 1, 1, 0 if e5m2 else 1, 1, 1, colw, 1, eps_idx, 1, p2s, 1, e8m0, 1, nanp, 1]
     b += [2, 4]
+    if qs is not None:
+        b += [qs]
     return bytes(b)
 
 

@@ -13,8 +13,10 @@
  *   fp8 gather     the gathered FP8 weights (data and scales) equal gln_quantize of each full
  *                  bf16 expert on the CPU, per-tensor, MXFP8 and 128x128; with the quantized
  *                  shard (quantized_shard) also the backward's columnwise copies (the CUDA
- *                  transpose) equal the CPU's columnwise gln_quantize.  The layer variants
- *                  include the quantized shard (per-tensor and 128x128, prefetch, async).
+ *                  transpose; MXFP8: the stored columnwise shard the CUDA quantizer wrote with
+ *                  the rowwise one, gathered alone) equal the CPU's columnwise gln_quantize.  The
+ *                  layer variants include the quantized shard (per-tensor, MXFP8 and 128x128,
+ *                  prefetch, async).
  *   refusals       delay_wgrad_compute is refused with a sharded group; one rank's bad argument
  *                  (an x with the wrong row count, a NULL buffer) fails the call on every rank;
  *                  a collective inside a graph capture of the context's stream is refused on every
@@ -52,6 +54,8 @@ static const variant_t kVariants[] = {
     {"fp8_current qshard", GLN_RECIPE_FP8_CURRENT, 0, 0, 0, 1, 0, 1},
     {"fp8_block qshard prefetch", GLN_RECIPE_FP8_BLOCK, 1, 1, 0, 1, 1, 1},
     {"fp8_block/fp32 qshard", GLN_RECIPE_FP8_BLOCK, 0, 0, 1, 1, 0, 1},
+    {"mxfp8 qshard", GLN_RECIPE_MXFP8, 0, 0, 0, 1, 1, 1},
+    {"mxfp8 qshard prefetch async", GLN_RECIPE_MXFP8, 0, 1, 1, 1, 1, 1},
 };
 #define NVARIANTS (sizeof kVariants / sizeof kVariants[0])
 
@@ -347,6 +351,7 @@ static void test_fp8_gather_bytes(void) {
     gather_case(GLN_SCALING_TENSOR, 1, 1);
     gather_case(GLN_SCALING_BLOCK_2D, 1, 1);
     gather_case(GLN_SCALING_BLOCK_2D, 0, 1);
+    gather_case(GLN_SCALING_MXFP8_1D, 0, 1);
 }
 
 /* ---- refusals ------------------------------------------------------------------------------- */

@@ -1,15 +1,19 @@
 /* The sharded group's quantized shard (quantized_shard = 1) on 1 to 4 ranks, per-tensor current
- * scaling (plain and power-of-two scales) and 128x128 blocks (power-of-two and FP32 scales).
+ * scaling (plain and power-of-two scales), 128x128 blocks (power-of-two and FP32 scales) and
+ * MXFP8 (E8M0 codes, both rounding rules).
  *
- * Shapes: K_out = 200 (not a multiple of 128: a partial tile row), K_in = 160 (a partial tile
- * column), 5 experts, so shards split experts on 2, 3 and 4 ranks (per-tensor: anywhere; 128x128:
- * between the two tile rows of an expert on 2 and 4 ranks).
+ * Shapes: K_out = 200 (not a multiple of 128: a partial tile row; nor of 32: a partial 32-row
+ * group at each expert's end under MXFP8), K_in = 160 (a partial tile column; MXFP8 needs a
+ * multiple of 128 and takes 256), 5 experts, so shards split experts on 2, 3 and 4 ranks
+ * (per-tensor: anywhere; 128x128: between the two tile rows of an expert on 2 and 4 ranks;
+ * MXFP8: between 32-row groups inside an expert on 2, 3 and 4 ranks).
  *
  *   bytes     materialize_forward equals gln_quantize (rowwise) of each gathered bf16 weight, bit
  *             for bit (data and scales, the whole grid with its padding); materialize_backward
- *             hands the same rowwise copy and a columnwise copy equal to gln_quantize
- *             (columnwise) — the transposition claim checked against the CPU quantizer, not
- *             assumed.  Also through prefetch in both directions.
+ *             hands a columnwise copy equal to gln_quantize (columnwise) — per-tensor and
+ *             128x128 with the same rowwise copy (the transposition claim checked against the CPU
+ *             quantizer, not assumed), MXFP8 alone (its stored columnwise shard, gathered; no
+ *             rowwise copy).  Also through prefetch in both directions.
  *   refresh   after a master change + sync_working, after a hand-written working shard +
  *             gln_sharded_weights_requantize, and through the internal entry with this rank's
  *             amaxes handed in, the next materializations hold the new values; without a
@@ -31,14 +35,16 @@
 #include "backend/context.h"
 #include "weights/sharded.h"
 
-enum { NE = 5, KO = 200, KI = 160 };
+enum { NE = 5, KO = 200 };
+/* K_in of the mode under test (set by group_create): 160, or 256 for MXFP8 */
+static int64_t KI = 160;
 #define EXPERT ((int64_t)KO * KI)
 #define TOTAL ((int64_t)NE * EXPERT)
 
 typedef struct mode {
     const char *name;
     gln_scaling_mode_t scaling;
-    int pow2;
+    int pow2; /* MXFP8: the E8M0 rounding rule (1: floor, 0: up) */
 } mode_t_;
 
 static const mode_t_ modes[] = {
@@ -46,14 +52,21 @@ static const mode_t_ modes[] = {
     {"tensor/pow2", GLN_SCALING_TENSOR, 1},
     {"block2d/pow2", GLN_SCALING_BLOCK_2D, 1},
     {"block2d/fp32", GLN_SCALING_BLOCK_2D, 0},
+    {"mxfp8", GLN_SCALING_MXFP8_1D, 0},
+    {"mxfp8/floor", GLN_SCALING_MXFP8_1D, 1},
 };
 #define NMODES (sizeof modes / sizeof modes[0])
+
+static int is_mx(const mode_t_ *m) { return m->scaling == GLN_SCALING_MXFP8_1D; }
 
 static gln_quant_config_t weight_quant(const mode_t_ *m) {
     gln_quant_config_t q = GLN_QUANT_CONFIG_INIT;
     q.mode = m->scaling;
     q.fp8_dtype = GLN_DTYPE_FP8_E4M3;
-    q.power_2_scale = m->pow2;
+    if (is_mx(m))
+        q.e8m0_rounding = m->pow2 ? GLN_E8M0_ROUND_FLOOR : GLN_E8M0_ROUND_UP;
+    else
+        q.power_2_scale = m->pow2;
     return q;
 }
 
@@ -66,6 +79,7 @@ typedef struct group {
 
 static int group_create(group_t *g, const mode_t_ *m, int qshard) {
     memset(g, 0, sizeof *g);
+    KI = is_mx(m) ? 256 : 160;
     CHECK_OK(gln_context_create(NULL, &g->ctx));
     CHECK_OK(gln_test_mpi_comm(g->ctx, &g->comm));
     gln_sharded_weights_config_t sc = GLN_SHARDED_WEIGHTS_CONFIG_INIT;
@@ -124,16 +138,20 @@ static void check_copies(group_t *g, const mode_t_ *m, const float *full, const 
     uint8_t *ref = gln_test_alloc((size_t)EXPERT);
     void *rs = gln_test_alloc(lay.scale_bytes), *cs = gln_test_alloc(lay.col_scale_bytes);
     char msg[160];
+    /* MXFP8's backward hands the columnwise copy alone (the dgrad reads nothing else) */
+    const int col_only = backward && is_mx(m);
     for (int e = 0; e < NE; e++) {
         CHECK_MSG(w[e].dtype == GLN_DTYPE_FP8_E4M3 && w[e].scaling == m->scaling && w[e].rows == KO &&
-                      w[e].cols == KI && w[e].data && w[e].scale_inv,
-                  "%s %s expert %d: not an E4M3 [%d, %d] weight in mode %d", m->name, what, e, KO, KI,
-                  (int)m->scaling);
-        quantize_expert(g->ctx, m, full, e, 0, ref, rs);
-        snprintf(msg, sizeof msg, "%s %s expert %d: rowwise data", m->name, what, e);
-        CHECK(gln_check_bitwise(msg, w[e].data, ref, (size_t)EXPERT));
-        snprintf(msg, sizeof msg, "%s %s expert %d: rowwise scales", m->name, what, e);
-        CHECK(gln_check_bitwise(msg, w[e].scale_inv, rs, lay.scale_bytes));
+                      w[e].cols == KI && (col_only ? !w[e].data && !w[e].scale_inv : w[e].data && w[e].scale_inv),
+                  "%s %s expert %d: not an E4M3 [%d, %lld] weight in mode %d with %s", m->name, what, e, KO,
+                  (long long)KI, (int)m->scaling, col_only ? "no rowwise copy" : "a rowwise copy");
+        if (!col_only) {
+            quantize_expert(g->ctx, m, full, e, 0, ref, rs);
+            snprintf(msg, sizeof msg, "%s %s expert %d: rowwise data", m->name, what, e);
+            CHECK(gln_check_bitwise(msg, w[e].data, ref, (size_t)EXPERT));
+            snprintf(msg, sizeof msg, "%s %s expert %d: rowwise scales", m->name, what, e);
+            CHECK(gln_check_bitwise(msg, w[e].scale_inv, rs, lay.scale_bytes));
+        }
         if (!backward) {
             CHECK_MSG(!w[e].col_data && !w[e].col_scale_inv, "%s %s expert %d: forward has a columnwise copy",
                       m->name, what, e);
@@ -171,10 +189,15 @@ static void check_all(group_t *g, const mode_t_ *m, const float *full, const cha
     CHECK_MSG(live == 0, "%s %s: %zu bytes still materialized", m->name, what, live);
 }
 
-/* The group's flat layout (experts padded to 128-row multiples under the 128x128 FP8 gather):
- * the element of `full` behind flat index `flat`, or -1 for padding. */
+/* The group's flat layout (experts padded to 128-row multiples under the 128x128 FP8 gather, to
+ * 32-row multiples under the MXFP8 quantized shard): the element of `full` behind flat index
+ * `flat`, or -1 for padding. */
 static int64_t real_index(const group_t *g, int64_t flat) {
-    int64_t stride = gln_sharded_fp8_2d(g->sw) ? (KO + 127) / 128 * 128 * KI : EXPERT;
+    int64_t stride = gln_sharded_fp8_2d(g->sw) ? (KO + 127) / 128 * 128 * KI
+                     : gln_sharded_mx_qshard(g->sw) ? (KO + 31) / 32 * 32 * KI
+                                                    : EXPERT;
+    CHECK_MSG(stride == g->sw->expert_stride, "expert stride %lld, expected %lld", (long long)g->sw->expert_stride,
+              (long long)stride);
     int64_t e = flat / stride, within = flat % stride;
     return e < NE && within < EXPERT ? e * EXPERT + within : -1;
 }
@@ -329,9 +352,12 @@ static gln_grouped_linear_t *make_layer(group_t *g, const mode_t_ *m) {
     c.bias = 0;
     c.param_dtype = GLN_DTYPE_BF16;
     c.activation_dtype = GLN_DTYPE_BF16;
-    c.recipe = m->scaling == GLN_SCALING_BLOCK_2D ? GLN_RECIPE_FP8_BLOCK : GLN_RECIPE_FP8_CURRENT;
-    c.power_2_scales = m->pow2;
+    c.recipe = m->scaling == GLN_SCALING_BLOCK_2D ? GLN_RECIPE_FP8_BLOCK
+               : is_mx(m)                         ? GLN_RECIPE_MXFP8
+                                                  : GLN_RECIPE_FP8_CURRENT;
+    c.power_2_scales = !is_mx(m) && m->pow2;
     c.block_fp32_scales = !m->pow2;
+    c.e8m0_rounding = is_mx(m) && m->pow2 ? GLN_E8M0_ROUND_FLOOR : GLN_E8M0_ROUND_UP;
     c.params.distributed = g->p;
     gln_grouped_linear_t *layer = NULL;
     CHECK_OK(gln_grouped_linear_create(g->ctx, &c, &layer));
@@ -451,6 +477,7 @@ static void test_layer_equals_plain_group(void) {
     for (size_t mi = 0; mi < NMODES; mi++) layer_variant(&modes[mi], 0);
     layer_variant(&modes[0], 1);
     layer_variant(&modes[3], 1);
+    layer_variant(&modes[4], 1);
 }
 
 GLN_MPI_TEST_MAIN(GLN_CASE(test_bytes_and_refresh), GLN_CASE(test_requantize_without_quantized_shard),

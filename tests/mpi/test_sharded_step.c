@@ -2,7 +2,9 @@
  * gln_optimizer_step on the shard followed by sync_working, and the gathered masters equal one
  * gln_optimizer_step over the whole unsharded weights (the step is element-wise, so sharding
  * must not change a bit).  Shapes with padded shards and a rank owning only padding, the
- * 128x128 layout (padded experts), bf16 and fp32 working copies, Adam and SGD with momentum. */
+ * 128x128 layout (padded experts), the MXFP8 quantized shard (experts padded to 32-row groups;
+ * both its materializations equal the unfused twin's), bf16 and fp32 working copies, Adam and
+ * SGD with momentum. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +13,10 @@
 typedef struct shape {
     int32_t n;
     int64_t ko, ki;
-    int block2d;
+    int block2d; /* 1: the 128x128 layout, 2: the MXFP8 quantized shard's (32-row groups) */
 } shape_t;
 
-static const shape_t shapes[] = {{3, 5, 7, 0}, {1, 1, 3, 0}, {2, 4, 8, 0}, {3, 5, 7, 1}};
+static const shape_t shapes[] = {{3, 5, 7, 0}, {1, 1, 3, 0}, {2, 4, 8, 0}, {3, 5, 7, 1}, {3, 40, 128, 2}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 typedef struct group {
@@ -34,7 +36,8 @@ static int group_new(group_t *g, shape_t s, gln_dtype_t wdt, const float *full) 
     cfg.working_dtype = wdt;
     if (s.block2d) {
         cfg.fp8_gather = 1;
-        cfg.fp8_quant.mode = GLN_SCALING_BLOCK_2D;
+        cfg.fp8_quant.mode = s.block2d == 2 ? GLN_SCALING_MXFP8_1D : GLN_SCALING_BLOCK_2D;
+        cfg.quantized_shard = s.block2d == 2;
     }
     CHECK_OK(gln_context_create(NULL, &g->ctx));
     CHECK_OK(gln_test_mpi_comm(g->ctx, &g->comm));
@@ -65,7 +68,8 @@ static float *randoms(int64_t n, uint64_t seed, double scale) {
 /* main_grad[i] = the full gradient's element at this rank's flat index (experts stride apart),
  * 0 on padding. */
 static void write_grads(group_t *g, shape_t s, const float *grad_full) {
-    const int64_t elems = s.ko * s.ki, stride = s.block2d ? (s.ko + 127) / 128 * 128 * s.ki : elems;
+    const int64_t pad = s.block2d == 2 ? 32 : 128;
+    const int64_t elems = s.ko * s.ki, stride = s.block2d ? (s.ko + pad - 1) / pad * pad * s.ki : elems;
     for (int64_t i = 0; i < g->len; i++) {
         const int64_t gi = g->off + i, e = gi / stride, j = gi % stride;
         g->main_grad[i] = e < s.n && j < elems ? grad_full[e * elems + j] : 0.0f;
@@ -81,6 +85,33 @@ static gln_optimizer_config_t kind_config(int k) {
         c.momentum = 0.9f;
     }
     return c;
+}
+
+/* The MXFP8 quantized shard: both groups' forward (rowwise) and backward (columnwise) copies
+ * equal, bytes and E8M0 grids. */
+static void check_same_mx(group_t *a, group_t *b, shape_t s, const char *what) {
+    const gln_dist_weights_t *pa = gln_sharded_weights_protocol(a->sw), *pb = gln_sharded_weights_protocol(b->sw);
+    gln_quant_layout_t lay;
+    CHECK_OK(gln_quant_layout(GLN_SCALING_MXFP8_1D, GLN_DTYPE_FP8_E4M3, s.ko, s.ki, &lay));
+    gln_tensor_t *wa = calloc((size_t)s.n, sizeof *wa), *wb = calloc((size_t)s.n, sizeof *wb);
+    for (int dir = 0; dir < 2; dir++) {
+        CHECK_OK(dir ? pa->materialize_backward(pa->impl, wa) : pa->materialize_forward(pa->impl, wa));
+        CHECK_OK(dir ? pb->materialize_backward(pb->impl, wb) : pb->materialize_forward(pb->impl, wb));
+        for (int32_t e = 0; e < s.n; e++) {
+            const void *da = dir ? wa[e].col_data : wa[e].data, *db = dir ? wb[e].col_data : wb[e].data;
+            const void *sa = dir ? wa[e].col_scale_inv : wa[e].scale_inv, *sb = dir ? wb[e].col_scale_inv : wb[e].scale_inv;
+            CHECK_MSG(da && db && sa && sb, "%s: %s expert %d: a copy is missing", what, dir ? "backward" : "forward", (int)e);
+            if (!da || !db || !sa || !sb) continue;
+            CHECK_MSG(gln_check_bitwise(what, da, db, (size_t)(s.ko * s.ki)), "%s: %s expert %d bytes", what,
+                      dir ? "backward" : "forward", (int)e);
+            CHECK_MSG(gln_check_bitwise(what, sa, sb, dir ? lay.col_scale_bytes : lay.scale_bytes),
+                      "%s: %s expert %d codes", what, dir ? "backward" : "forward", (int)e);
+        }
+        CHECK_OK(pa->release(pa->impl, wa));
+        CHECK_OK(pb->release(pb->impl, wb));
+    }
+    free(wa);
+    free(wb);
 }
 
 static void run(shape_t s, gln_dtype_t wdt, int k) {
@@ -102,7 +133,9 @@ static void run(shape_t s, gln_dtype_t wdt, int k) {
         CHECK_OK(gln_optimizer_step(a.ctx, &c, step, w, grad, m, v, total, NULL, GLN_DTYPE_BF16));
         char what[96];
         snprintf(what, sizeof what, "shape %d/%lld/%lld%s %s config %d step %lld", (int)s.n, (long long)s.ko,
-                 (long long)s.ki, s.block2d ? " 128x128" : "", gln_dtype_name(wdt), k, (long long)step);
+                 (long long)s.ki, s.block2d == 2 ? " mxfp8 qshard" : s.block2d ? " 128x128" : "", gln_dtype_name(wdt),
+                 k, (long long)step);
+        if (s.block2d == 2) check_same_mx(&a, &b, s, what);
         CHECK_MSG(gln_check_bitwise(what, a.master, b.master, (size_t)a.len * 4), "%s: master shard", what);
         CHECK_MSG(gln_check_bitwise(what, a.m, b.m, (size_t)a.len * 4), "%s: exp_avg", what);
         CHECK_MSG(gln_check_bitwise(what, a.v, b.v, (size_t)a.len * 4), "%s: exp_avg_sq", what);
@@ -129,7 +162,7 @@ static void test_step_equivalence(void) {
     for (size_t i = 0; i < NSHAPES; i++)
         for (int k = 0; k < 2; k++) {
             run(shapes[i], GLN_DTYPE_BF16, k);
-            if (!shapes[i].block2d) run(shapes[i], GLN_DTYPE_FP32, k);
+            if (shapes[i].block2d != 1) run(shapes[i], GLN_DTYPE_FP32, k);
         }
 }
 
