@@ -1,7 +1,8 @@
 /* The transpose_batched backend slot (the sharded group's columnwise FP8 copies and transposed
  * 128x128 tile grids): the CUDA kernel (cuda_transpose.cu) equals the CPU reference
  * (gln_transpose_batched_ref) bit for bit, for 1- and 4-byte elements (NaN payloads included:
- * elements move as bits), shapes with partial 32x32 tiles, single rows and columns, padded
+ * elements move as bits), bytes with 4-byte aligned rows (the word kernel, byte tails at the
+ * edges) and without (the element kernel), shapes with partial tiles, single rows and columns, padded
  * leading dimensions and batch strides on both sides, and more tiles than one grid covers (the
  * grid-stride loop).  The destination is poisoned first and its padding must stay poisoned: the
  * slot writes the transposed elements and nothing else.  Without a CUDA device: skipped (77). */
@@ -74,7 +75,9 @@ static void test_transpose_cuda_vs_cpu(void) {
         {4, 5, 2, 2, 2, 2, 0, 0},           /* tile grids: pitch pad4 on both sides */
         {4, 7, 3, 5, 3, 1, 0, 4},
         {4, 2, 33, 65, 7, 3, 5, 9},
-        {1, 5, 4096, 4096, 0, 0, 0, 0},     /* 81920 tiles, more than one grid: the grid-stride loop */
+        {1, 2, 198, 161, 3, 2, 0, 0},       /* word tiles with byte tails in both directions */
+        {1, 5, 4096, 4096, 0, 0, 0, 0},     /* 20480 word tiles, more than one grid: the grid-stride loop */
+        {1, 1, 4097, 3001, 0, 0, 0, 0},     /* unaligned rows: the element tile, 12126 tiles, grid-stride */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(&shapes[i]);
 }

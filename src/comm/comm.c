@@ -197,7 +197,7 @@ static gln_status_t check_buffers(const char *fn, const gln_comm_t *comm, const 
 static gln_status_t check_allgather(const char *fn, gln_comm_t *comm, const void *send,
                                     void *recv, size_t count, gln_dtype_t dtype) {
     GLN_TRY(check_buffers(fn, comm, send, recv, count));
-    size_t bytes, total;
+    size_t bytes = 0, total = 0; /* set by message_bytes; zeroed for GCC's flow analysis */
     GLN_TRY(message_bytes(fn, count, dtype, 1, &bytes));
     GLN_TRY(message_bytes(fn, count, dtype, (size_t)comm->size, &total));
     if (count == 0) return GLN_STATUS_SUCCESS;
@@ -235,7 +235,7 @@ static gln_status_t check_reduce_scatter(const char *fn, gln_comm_t *comm, const
     GLN_TRY(check_buffers(fn, comm, send, recv, count));
     GLN_TRY(check_op(fn, op));
     GLN_TRY(gln_comm_check_reducible(fn, dtype));
-    size_t bytes, total;
+    size_t bytes = 0, total = 0;
     GLN_TRY(message_bytes(fn, count, dtype, 1, &bytes));
     GLN_TRY(message_bytes(fn, count, dtype, (size_t)comm->size, &total));
     GLN_REQUIRE_ARG(count == 0 || !overlap(send, total, recv, bytes),
@@ -320,7 +320,7 @@ static gln_status_t check_allreduce(const char *fn, gln_comm_t *comm, const void
     GLN_TRY(check_buffers(fn, comm, send, recv, count));
     GLN_TRY(check_op(fn, op));
     GLN_TRY(gln_comm_check_reducible(fn, dtype));
-    size_t bytes;
+    size_t bytes = 0;
     GLN_TRY(message_bytes(fn, count, dtype, 1, &bytes));
     GLN_REQUIRE_ARG(count == 0 || send == recv || !overlap(send, bytes, recv, bytes),
                     "%s: send and recv overlap other than in place (send == recv)", fn);
