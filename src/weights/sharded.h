@@ -7,9 +7,11 @@
  * are zero everywhere and stay zero: every collective moves whole padded shards, and nothing
  * writes the padding of the full-size gradient buffer.
  *
- * Files: sharded.c (create / destroy / cross-rank consistency), sharded_data.c (load, shard
- * access, sync, gathers), sharded_fp8.c (the FP8 shard: quantization, the quantized shard's
- * refresh and columnwise copies), sharded_protocol.c (the hooks the layer calls), sharded_step.c
+ * Files, each depending only on those listed before it: sharded_layout.c (which all-gather, the
+ * buffers' sizes and offsets), sharded_agree.c (failing together, the prefetch guard),
+ * sharded_fp8.c (the FP8 shard: quantization, the quantized shard's refresh and columnwise
+ * copies), sharded_protocol.c (the hooks the layer calls), sharded.c (create / destroy /
+ * cross-rank consistency), sharded_data.c (load, shard access, sync, gathers), sharded_step.c
  * (the optimizer step on the shard, gln_sharded_weights_optimizer_step).
  *
  * quantized_shard: the FP8 shard (+ its scales) is kept across materializations and refreshed

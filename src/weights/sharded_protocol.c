@@ -330,12 +330,6 @@ gln_status_t gln_sharded_weights_prefetch(gln_sharded_weights_t *sw, int directi
     return hook_prefetch(sw, direction);
 }
 
-gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw) {
-    GLN_REQUIRE(!sw->prefetched[0].base && !sw->prefetched[1].base, GLN_STATUS_INVALID_STATE,
-                "%s: a prefetched gather still reads the working shard; materialize it first", fn);
-    return GLN_STATUS_SUCCESS;
-}
-
 static gln_status_t hook_release(void *impl, gln_tensor_t *weights) {
     static const char *fn = "gln_sharded_weights: release";
     REQUIRE_IMPL(fn, impl);
@@ -488,31 +482,4 @@ void gln_sharded_protocol_init(gln_sharded_weights_t *sw) {
 
 gln_sharded_weights_t *gln_sharded_of(const gln_dist_weights_t *d) {
     return d && d->materialize_forward == hook_materialize_forward ? d->impl : NULL;
-}
-
-gln_status_t gln_sharded_agree(gln_sharded_weights_t *sw, const char *fn, gln_status_t local,
-                               const gln_agree_t *shape) {
-    sw->agreements++;
-    return gln_comm_agree(sw->comm, fn, local, shape);
-}
-
-void gln_sharded_call_begin(gln_sharded_weights_t *sw, const char *fn) {
-    if (!sw) return;
-    sw->call_fn = fn;
-    sw->call_start = sw->agreements;
-    sw->call_planned = 1;
-}
-
-void gln_sharded_call_plan(gln_sharded_weights_t *sw, int more) {
-    if (sw) sw->call_planned += more;
-}
-
-gln_status_t gln_sharded_call_end(gln_sharded_weights_t *sw, gln_status_t st) {
-    if (!sw) return st;
-    if (st != GLN_STATUS_SUCCESS && sw->agreements - sw->call_start < (uint64_t)sw->call_planned) {
-        gln_agree_t none = {{0}, {0}};
-        st = gln_sharded_agree(sw, sw->call_fn, st, &none); /* returns st with its message */
-    }
-    sw->call_fn = NULL;
-    return st;
 }
