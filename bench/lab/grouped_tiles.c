@@ -27,7 +27,7 @@
  * promotion interval, if any, reproduces cuBLASLt bit for bit.  With --recipe block: against the
  * library's block-scaled kernel (the variants' sums against CUTLASS's).
  * usage: grouped_tiles [--shape NAME] [--stage fprop|dgrad|wgrad] [--recipe bf16|e4m3|hybrid|block]
- *                      [--splits uniform|zipf|empty] [--repeat N] [--inner N] [--agree 0|1]
+ *                      [--splits uniform|zipf|empty|router|random] [--repeat N] [--inner N] [--agree 0|1]
  *                      (exit 77 without a GPU) */
 #include "../bench_util.h"
 
@@ -370,7 +370,12 @@ int main(int argc, char **argv) {
     const int hybrid = !strcmp(recipe, "hybrid"), fp8 = hybrid || !strcmp(recipe, "e4m3");
     int son[SPLITS_COUNT_];
     if (!s || repeat < 1 || inner < 1 || !bench_splits_parse(splits_s, son) || !strcmp(splits_s, "all")) return 2;
-    bench_splits_t sk = son[0] ? SPLITS_UNIFORM : son[1] ? SPLITS_ZIPF : SPLITS_EMPTY;
+    bench_splits_t sk = SPLITS_UNIFORM; /* the one set named (router and random: the cliff sets) */
+    for (int k = 0; k < SPLITS_COUNT_; k++)
+        if (son[k]) {
+            sk = (bench_splits_t)k;
+            break;
+        }
     if (!strcmp(recipe, "block")) return lab_block_main(s, stage_s, sk, repeat, inner, agree);
     if (strcmp(recipe, "bf16") && !fp8) return fprintf(stderr, "unknown recipe %s\n", recipe), 2;
     gln_context_t *cu = bench_cuda_context(), *cpu = NULL;
