@@ -117,6 +117,19 @@ def main():
     D = [("slots%d_len%d" % (s_, l_), bytes([0, s_ - 1, l_ - 1])) for s_, l_ in ((1, 1), (3, 4), (12, 9), (5, 1))]
     write("delayed", D, payload=1024)
 
+    # Optimizer step: direct calls (second byte 0) and the sharded group's step (3).
+    O = [("adamw_bf16", bytes([0, 0]) + opt_cfg(0, wd=1) + opt_call(1, 12, dt=0, work=2)),
+         ("adam_l2_fp16_bias_corrections", bytes([0, 0]) + opt_cfg(0, b1=3, b2=1, wd=2, awm=0, bc=(1, 2))
+          + opt_call(5, 9, dt=2, work=2)),
+         ("sgd_momentum_fp32_alias", bytes([0, 0]) + opt_cfg(1, lr=1, wd=1, mom=1) + opt_call(3, 7, dt=1, work=1)),
+         ("sgd_plain_no_working", bytes([0, 0]) + opt_cfg(1, lr=3) + opt_call(2, 11, dt=0, work=0)),
+         ("sharded_bf16_adamw", opt_sharded(0, 2, 3, 5, opt_cfg(0, wd=1), step=1)),
+         ("sharded_fp8_gather_fp32_sgd", opt_sharded(1, 1, 4, 6, opt_cfg(1, mom=1), step=2, fp32=1)),
+         ("sharded_qshard_tensor_adam", opt_sharded(2, 2, 5, 3, opt_cfg(0, awm=0, wd=2), step=4)),
+         ("sharded_qshard_block2d", opt_sharded(3, 2, 3, 4, opt_cfg(0), step=7)),
+         ("sharded_qshard_mxfp8", opt_sharded(4, 1, 2, 128, opt_cfg(0, wd=1), step=2))]
+    write("optimizer", O, payload=1024)
+
 
 def sharded(n, out, inn, bf16=1, rg=1, af=0, fp8=0, mode=1, e5m2=0, colw=0, eps_idx=0, p2s=0, e8m0=0, nanp=0,
             qs=None):
@@ -133,6 +146,34 @@ def sharded(n, out, inn, bf16=1, rg=1, af=0, fp8=0, mode=1, e5m2=0, colw=0, eps_
     if qs is not None:
         b += [qs]
     return bytes(b)
+
+
+def opt_cfg(kind, lr=0, b1=0, b2=1, eps=0, wd=0, awm=1, mom=0, bc=None):
+    """fuzz_optimizer's draw_config: each field a 'tame' byte then its index in the field's
+    table (lr 1e-3, 0.5, 0, 1; betas 0.9, 0.999, 0, 0.5; eps 1e-8, 1e-3; wd 0, 0.01, 0.5;
+    momentum 0, 0.9, 1, 0.5), the known size, then bc: None, or two indices of (1, 0.1, 0.5,
+    1e-3, ...) for caller-given bias corrections."""
+    b = [1, kind, 1, lr, 1, b1, 1, b2, 1, eps, 1, wd, 1, awm, 1, mom, 1]
+    b += [1] if bc is None else [0, bc[0], bc[1]]
+    return bytes(b)
+
+
+def opt_call(step, n, dt, work):
+    """Step (1..20), n, working dtype (0 bf16, 1 fp32, 2 fp16), working (0 none, 1 master
+    itself, 2 its own buffer), no NULL argument; the element data follows from the payload."""
+    return bytes([1, step - 1, n, 1, dt, work, 0])
+
+
+def opt_sharded(form, n, out, inn, cfg, step, fp32=0):
+    """The sharded step: form (0 plain, 1 fp8_gather per-tensor, 2 / 3 / 4 quantized shard
+    per-tensor / 128x128 / MXFP8; MXFP8 takes in_features 128), experts, dimensions, dtype,
+    requires_grad, FP8 format, power-of-two scales, NaN rule; the weights, the gradient, cfg,
+    step, the moments (data bytes below the special codes), no NULL moment, no prefetch."""
+    b = [0, 3, form, n - 1, out - 1] + ([] if form == 4 else [inn - 1]) + [fp32, 1, 1, 0, 0]
+    rng = random.Random("optimizer-%d" % form)
+    elems = n * out * inn
+    data = lambda k: bytes(rng.randrange(0, 0xF8) for _ in range(k))
+    return bytes(b) + data(2 * elems) + cfg + bytes([1, step - 1]) + data(2 * elems) + bytes([0, 1])
 
 
 if __name__ == "__main__":
