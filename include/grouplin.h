@@ -746,11 +746,12 @@ typedef struct gln_optimizer_config {
  * the momentum buffer starts from the gradient).  Buffers by kind: Adam needs exp_avg and
  * exp_avg_sq; SGD with momentum needs exp_avg (the momentum buffer) and ignores exp_avg_sq; SGD
  * without momentum ignores both (NULL allowed).  Moments start at zero.
- * Checks (GLN_STATUS_INVALID_ARGUMENT naming the argument and its range): ctx, cfg, master and
- * grad not NULL (when n > 0), cfg->size a known version, kind, lr finite >= 0, beta1 and beta2 in
- * [0, 1), eps finite > 0, weight_decay finite >= 0, adam_w_mode 0 or 1, momentum in [0, 1],
- * step >= 1, n in [0, GLN_MAX_ELEMS], working_dtype fp32 / bf16 / fp16 when working is given.
- * n = 0 does nothing. */
+ * Checks (GLN_STATUS_INVALID_ARGUMENT naming the argument and its range): ctx and cfg not
+ * NULL, cfg->size a known version, kind, lr finite >= 0, weight_decay finite >= 0; for ADAM
+ * beta1 and beta2 in [0, 1), eps finite > 0, adam_w_mode 0 or 1; for SGD momentum in [0, 1];
+ * step >= 1; n in [0, GLN_MAX_ELEMS]; working_dtype fp32 / bf16 / fp16 when working is given;
+ * and when n > 0: master and grad not NULL, the moments the kind reads not NULL, working ==
+ * master only for fp32.  n = 0 then does nothing. */
 GLN_API gln_status_t gln_optimizer_step(gln_context_t *ctx, const gln_optimizer_config_t *cfg, int64_t step,
                                         float *master, const float *grad, float *exp_avg, float *exp_avg_sq,
                                         int64_t n, void *working, gln_dtype_t working_dtype);
