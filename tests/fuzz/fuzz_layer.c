@@ -162,7 +162,7 @@ static void run_step(fz_t *f, gln_grouped_linear_t *layer, const gln_grouped_lin
     out->y = y;
     out->dx = gln_tensor_make(c->activation_dtype, 0, 0, NULL);
     if (out->fwd != GLN_STATUS_SUCCESS) {
-        FZ_ASSERT(inference || saved == NULL, "a failed forward left *saved set (issue 15 item 7)");
+        FZ_ASSERT(inference || saved == NULL, "a failed forward left *saved set");
         return;
     }
     FZ_ASSERT(covered >= 0 && covered <= x->rows,

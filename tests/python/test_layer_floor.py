@@ -1,4 +1,4 @@
-"""bench/layer_floor.py: the layer-step floors that bench/RESULTS.md reads issue 16's targets against.
+"""bench/layer_floor.py: the layer-step floors that bench/RESULTS.md reads the layer-step targets against (docs/performance.md).
 
 The byte accounting is checked against numbers worked out by hand for the Qwen3-like shape (every
 stage memory-bound there), and the model's invariants on every shape and recipe.
@@ -31,7 +31,7 @@ def test_qwen3_bf16_by_hand():
     assert stages["fprop"] == pytest.approx(fprop / (TBPS * 1e12))
     assert stages["dgrad"] == pytest.approx(dgrad / (TBPS * 1e12))
     assert stages["wgrad"] == pytest.approx(wgrad / (TBPS * 1e12))
-    assert total * 1e3 == pytest.approx(0.634, abs=0.001)  # issue 16's "~0.63 ms" memory floor
+    assert total * 1e3 == pytest.approx(0.634, abs=0.001)  # the memory floor worked out by hand, ~0.63 ms
 
 
 def test_quantization_bytes_by_hand():
