@@ -13,25 +13,11 @@
  * collectives alone (every materialize + release, every finalize + wait of a step, nothing
  * else).  On the CPU a non-blocking MPI collective progresses only inside MPI calls (no
  * progress thread), so prefetch mostly moves the gather rather than hiding it. */
-#define _POSIX_C_SOURCE 200809L
-#include <grouplin.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "bench_util.h" /* TRY, now_s, cmp_double, xorshift, the split sets */
 
 #ifdef GLN_HAVE_MPI
 #include <mpi.h>
 #endif
-
-#define TRY(expr)                                                                               \
-    do {                                                                                        \
-        gln_status_t st_ = (expr);                                                              \
-        if (st_ != GLN_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s: %s (%s)\n", #expr, gln_status_string(st_), gln_last_error());  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 enum { MAX_LAYERS = 64, MAX_EXPERTS = 256 };
 
@@ -52,24 +38,10 @@ typedef struct stack {
     int64_t splits[MAX_EXPERTS];
 } dstack_t;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void *random_bf16(gln_context_t *ctx, size_t n, uint64_t seed) {
     uint16_t *h = malloc(n * 2);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        h[i] = gln_fp32_to_bf16((float)((double)(s >> 11) / 9007199254740992.0 - 0.5));
-    }
+    for (size_t i = 0; i < n; i++) h[i] = gln_fp32_to_bf16((float)((double)(xorshift(&s) >> 11) / 9007199254740992.0 - 0.5));
     void *d = NULL;
     TRY(gln_malloc(ctx, n * 2, &d));
     TRY(gln_memcpy(ctx, d, h, n * 2, GLN_COPY_HOST_TO_BACKEND));
