@@ -12,7 +12,11 @@
  * the same step on plain (unsharded) layers of the same shapes and comm is the group's
  * collectives alone (every materialize + release, every finalize + wait of a step, nothing
  * else).  On the CPU a non-blocking MPI collective progresses only inside MPI calls (no
- * progress thread), so prefetch mostly moves the gather rather than hiding it. */
+ * progress thread), so prefetch mostly moves the gather rather than hiding it.
+ *
+ * --splits KIND: the tokens' expert counts, one of bench_util.h's sets (default uniform: an equal
+ * share each, the remainder one row at a time; router: the unaligned Zipf counts a router gives,
+ * the last quarter of the experts empty); the rows past E·(tokens / E) go to expert 0. */
 #include "bench_util.h" /* TRY, now_s, cmp_double, xorshift, the split sets */
 
 #ifdef GLN_HAVE_MPI
@@ -24,6 +28,7 @@ enum { MAX_LAYERS = 64, MAX_EXPERTS = 256 };
 typedef struct opts {
     int layers, experts, hidden, iters, warmup, gpu, fp8_gather;
     int64_t tokens; /* per rank */
+    bench_splits_t splits;
     gln_recipe_t recipe;
 } opts_t;
 
@@ -168,15 +173,26 @@ static double timed(dstack_t *s, int what, int prefetch) {
     return m;
 }
 
+/* The tokens' expert counts (see the top of the file). */
+static void make_splits(const opts_t *o, int64_t *splits) {
+    if (o->splits == SPLITS_UNIFORM) {
+        for (int e = 0; e < o->experts; e++) splits[e] = o->tokens / o->experts + (e < o->tokens % o->experts);
+        return;
+    }
+    bench_make_splits(o->splits, splits, o->experts, o->tokens / o->experts);
+    splits[0] += o->tokens % o->experts;
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: dist_overlap [--gpu] [--layers L] [--experts E] [--tokens T (per rank)] [--hidden H]\n"
-            "                    [--recipe none|fp8-current] [--fp8-gather] [--iters N] [--warmup N]\n");
+            "                    [--recipe none|fp8-current] [--fp8-gather] [--iters N] [--warmup N]\n"
+            "                    [--splits uniform|zipf|empty|router|random]\n");
     exit(2);
 }
 
 static void parse(int argc, char **argv, opts_t *o) {
-    *o = (opts_t){4, 8, 512, 7, 2, 0, 0, 2048, GLN_RECIPE_NONE};
+    *o = (opts_t){4, 8, 512, 7, 2, 0, 0, 2048, SPLITS_UNIFORM, GLN_RECIPE_NONE};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--gpu")) o->gpu = 1;
@@ -188,7 +204,13 @@ static void parse(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "--hidden")) o->hidden = atoi(v), i++;
         else if (!strcmp(a, "--iters")) o->iters = atoi(v), i++;
         else if (!strcmp(a, "--warmup")) o->warmup = atoi(v), i++;
-        else if (!strcmp(a, "--recipe")) {
+        else if (!strcmp(a, "--splits")) {
+            int on[SPLITS_COUNT_];
+            if (!strcmp(v, "all") || !bench_splits_parse(v, on)) usage();
+            for (int k = 0; k < SPLITS_COUNT_; k++)
+                if (on[k]) o->splits = (bench_splits_t)k;
+            i++;
+        } else if (!strcmp(a, "--recipe")) {
             if (!strcmp(v, "none")) o->recipe = GLN_RECIPE_NONE;
             else if (!strcmp(v, "fp8-current")) o->recipe = GLN_RECIPE_FP8_CURRENT;
             else usage();
@@ -238,7 +260,7 @@ int main(int argc, char **argv) {
     }
     s->rank = gln_comm_rank(s->comm);
     s->size = gln_comm_size(s->comm);
-    for (int e = 0; e < o->experts; e++) s->splits[e] = o->tokens / o->experts + (e < o->tokens % o->experts);
+    make_splits(o, s->splits);
     size_t act = (size_t)o->tokens * (size_t)o->hidden;
     for (int l = 0; l <= o->layers; l++) {
         s->act[l] = random_bf16(s->ctx, act, 1000u * (unsigned)s->rank + (unsigned)l);
@@ -252,9 +274,9 @@ int main(int argc, char **argv) {
     const char *comm_name = o->gpu ? (gln_nccl_available() ? "nccl" : "self") : mpi ? "mpi" : "self";
     if (s->rank == 0)
         printf("dist_overlap: %s, %d rank(s) over %s; %d layers of %d experts [%d x %d], %lld tokens "
-               "per rank, recipe %s%s; median of %d steps\n",
+               "per rank in %s splits, recipe %s%s; median of %d steps\n",
                o->gpu ? "GPU" : "CPU", s->size, comm_name, o->layers, o->experts, o->hidden, o->hidden,
-               (long long)o->tokens, o->recipe == GLN_RECIPE_NONE ? "bf16" : "fp8-current",
+               (long long)o->tokens, bench_splits_names[o->splits], o->recipe == GLN_RECIPE_NONE ? "bf16" : "fp8-current",
                o->fp8_gather ? " + FP8 all-gather" : "", o->iters);
     double compute = timed(s, 1, 0);
     if (s->rank == 0) printf("  compute only (plain layers): %9.3f ms\n", compute * 1e3);
