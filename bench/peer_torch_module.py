@@ -14,7 +14,9 @@ int64 splits tensor on the GPU (grouped path), no bias, weights quantized on eve
 each eager (CUDA events around one step after a synchronization: host overhead included) and
 under a CUDA graph (torch.cuda.graph of the same step, replayed); --modes adds "compile"
 (torch.compile(mode="reduce-overhead") of the module).  Medians of --repeat steps after
---warmup.  Ratios: module / C API (1.00 = no overhead) and torch / module (> 1: faster).
+--warmup.  --splits KIND: the experts' row counts, one of bench_util.h's sets (default uniform,
+every count a multiple of 16; router: the unaligned counts a router gives, the last quarter of
+the experts empty), the same for all three steps and for gpu_layer.  Ratios: module / C API (1.00 = no overhead) and torch / module (> 1: faster).
 Every measurement runs in its own try: a failure is printed and listed, the others still run,
 and the summary (times, ratios, and each target of the module MET / MISSED / not measured:
 eager within max(5 %, 30 us) of the C API, within 3 % under CUDA graphs, torch bf16 / module
@@ -28,7 +30,7 @@ the module, of the same C calls through ctypes, and of an autograd.Function that
 but allocate y and dx (torch's own floor); --profile adds the torch.profiler table of the module.
 
 usage: python bench/peer_torch_module.py [--shape NAME|all] [--recipe NAME,...] [--modes eager,graph]
-           [--warmup N] [--repeat N] [--cached-weights] [--gpu-layer PATH] [--profile] [--cpu]
+           [--splits uniform|zipf|empty|router|random] [--warmup N] [--repeat N] [--cached-weights] [--gpu-layer PATH] [--profile] [--cpu]
 needs: the grouplin package importable with a CUDA build of libgrouplin.so (GROUPLIN_LIBRARY),
 torch with CUDA; exits 77 without a GPU (like bench/gpu_layer), 2 on a usage error."""
 import argparse
@@ -39,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from peer_util import timed_cuda
+from peer_util import SPLIT_KINDS, make_splits, timed_cuda
 
 SHAPES = {"mixtral-fc1": (8, 4096, 4096, 14336), "deepseek": (32, 512, 7168, 2048), "qwen3": (128, 128, 2048, 768)}
 RECIPES = ["bf16", "fp8-current", "fp8-delayed", "mxfp8", "fp8-block"]
@@ -51,6 +53,7 @@ def parse_args(argv):
     p.add_argument("--shape", default="all", help="one of %s, or all" % ", ".join(SHAPES))
     p.add_argument("--recipe", default="bf16,fp8-current", help="comma-separated, from %s" % ", ".join(RECIPES))
     p.add_argument("--modes", default="eager,graph", help="comma-separated, from %s" % ", ".join(MODES))
+    p.add_argument("--splits", default="uniform", choices=SPLIT_KINDS, help="the experts' row counts (GPU)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--cached-weights", action="store_true")
@@ -182,12 +185,11 @@ class CApiStep:
             self.ctx = None
 
 
-def torch_step(torch, e, t, x, dy, main_grad):
+def torch_step(torch, e, x, dy, splits, main_grad):
     """autograd over torch._grouped_mm plus the main_grad add (bench/peer_torch.py's layer)."""
-    rows = x.shape[0]
     w = torch.randn(e, dy.shape[1], x.shape[1], device="cuda", dtype=torch.bfloat16).requires_grad_(True)
     xa = x.clone().requires_grad_(True)
-    offs = torch.arange(1, e + 1, device="cuda", dtype=torch.int32) * (rows // e)
+    offs = torch.cumsum(splits, 0).to(torch.int32)
     mg = main_grad.view(w.shape)
 
     def step():
@@ -212,8 +214,8 @@ def scratch_allocs_per_step(torch, step, steps=5):
 
 
 def gpu_layer_ms(path, shape, recipe, a):
-    """bench/gpu_layer's median ms for (shape, uniform, recipe), or None."""
-    cmd = [path, "--shape", shape, "--recipe", recipe, "--splits", "uniform", "--warmup", str(a.warmup),
+    """bench/gpu_layer's median ms for (shape, a.splits, recipe), or None."""
+    cmd = [path, "--shape", shape, "--recipe", recipe, "--splits", a.splits, "--warmup", str(a.warmup),
            "--repeat", str(a.repeat)] + (["--cached-weights"] if a.cached_weights else [])
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
@@ -222,7 +224,7 @@ def gpu_layer_ms(path, shape, recipe, a):
         return None
     for line in out.splitlines():
         f = line.split()
-        if len(f) > 4 and f[0] == shape and f[1] == "uniform" and f[2] == recipe and f[3] == "|":
+        if len(f) > 4 and f[0] == shape and f[1] == a.splits and f[2] == recipe and f[3] == "|":
             return float(f[4])
     return None
 
@@ -386,7 +388,7 @@ def run_gpu(a):
     print("# torch %s, %s; %s; warmup %d, repeat %d%s" % (
         torch.__version__, torch.cuda.get_device_name(), os.environ.get("GROUPLIN_LIBRARY", "packaged library"),
         a.warmup, a.repeat, ", cached weights" if a.cached_weights else ""))
-    print("# ms per forward + backward (uniform splits), median of CUDA events around one step")
+    print("# ms per forward + backward (%s splits), median of CUDA events around one step" % a.splits)
     results, failures, state = {}, [], {"alive": True}
     try:
         for shape in a.shapes:
@@ -397,10 +399,10 @@ def run_gpu(a):
             torch.manual_seed(0)
             x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
             dy = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
-            splits = torch.full((e,), t, dtype=torch.int64, device="cuda")
+            splits = torch.tensor(make_splits(a.splits, e, t), dtype=torch.int64, device="cuda")
             mg_torch = torch.zeros(e * n * k, device="cuda", dtype=torch.float32)
             log = []
-            t_step = attempt("%s torch step" % shape, lambda: torch_step(torch, e, t, x, dy, mg_torch), log)
+            t_step = attempt("%s torch step" % shape, lambda: torch_step(torch, e, x, dy, splits, mg_torch), log)
             torch_t = {}
             if t_step:
                 torch_t["eager"] = attempt("%s torch eager" % shape, lambda: timed_cuda(t_step, a.warmup, a.repeat),
@@ -435,7 +437,7 @@ def profile_module(torch, a):
         rows = e * t
         x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
         dy = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
-        splits = torch.full((e,), t, dtype=torch.int64, device="cuda")
+        splits = torch.tensor(make_splits(a.splits, e, t), dtype=torch.int64, device="cuda")
         for recipe in a.recipes:
             _, step = module_step(torch, e, rows, k, n, recipe, a.cached_weights, x, dy, splits)
             for _ in range(a.warmup):
