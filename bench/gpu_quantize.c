@@ -28,10 +28,13 @@
  * Each line gives the share of the 512 MB copy's bandwidth and of a copy of the problem's own bytes
  * (the small MoE tensors cannot reach the large copy's rate: neither can a copy of their size).
  * --shape ROWSxCOLS (up to 8) adds single tensors after 16384 x 8192.
+ * --splits KIND: the members of the MoE shapes' x and dy, one of bench_util.h's sets (default
+ * uniform; router: the unaligned counts a router gives, which cut MXFP8's 32-row and the 1x128
+ * columnwise 128-row blocks mid-block); the weights stay E members of N rows.
  *
  * usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]
  *                     [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back | --gated]
- *                     (exit 77 without a GPU) */
+ *                     [--splits uniform|zipf|empty|router|random]   (exit 77 without a GPU) */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cuda_runtime.h>
@@ -43,6 +46,7 @@ static int g_batch = 1; /* --back-to-back: calls per timed sample (B2B_CALLS) */
 static int g_gated = 0; /* --gated: the sample's calls held behind a host gate until all are enqueued */
 #define B2B_CALLS 10
 static const char *g_only = NULL, *g_torch = NULL;
+static bench_splits_t g_splits = SPLITS_UNIFORM; /* --splits: the MoE shapes' x and dy members */
 
 static void cuda_try(cudaError_t e, const char *what) {
     if (e != cudaSuccess) {
@@ -176,8 +180,19 @@ static gln_quant_config_t kind_cfg(kind_t k) {
     return c;
 }
 
+/* rows over num members: uniform (the remainder one row at a time), else bench_util.h's set `kind`
+ * (the rows past num · (rows / num) to member 0). */
+static void member_splits(bench_splits_t kind, int32_t num, int64_t rows, int64_t *splits) {
+    if (kind == SPLITS_UNIFORM) {
+        for (int32_t i = 0; i < num; i++) splits[i] = rows / num + (i < rows % num);
+        return;
+    }
+    bench_make_splits(kind, splits, num, rows / num);
+    splits[0] += rows % num;
+}
+
 static void problem_init(gln_context_t *ctx, problem_t *p, kind_t k, gln_dtype_t dt, int32_t num, int64_t rows,
-                         int64_t cols, int device_splits) {
+                         int64_t cols, int device_splits, bench_splits_t kind) {
     memset(p, 0, sizeof *p);
     p->ctx = ctx, p->cfg = kind_cfg(k), p->dtype = dt, p->num = num, p->rows = rows, p->cols = cols;
     p->device_splits = device_splits;
@@ -189,7 +204,7 @@ static void problem_init(gln_context_t *ctx, problem_t *p, kind_t k, gln_dtype_t
     int64_t sr = 1, sc = 1;
     if (num) {
         p->splits = malloc((size_t)num * sizeof *p->splits);
-        for (int32_t i = 0; i < num; i++) p->splits[i] = rows / num + (i < rows % num);
+        member_splits(kind, num, rows, p->splits);
         TRY(gln_malloc(ctx, (size_t)num * sizeof(int64_t), &p->splits_dev));
         TRY(gln_memcpy(ctx, p->splits_dev, p->splits, (size_t)num * sizeof(int64_t), GLN_COPY_HOST_TO_BACKEND));
         TRY(gln_grouped_scale_bound(p->cfg.mode, num, rows, cols, &sr, &sc));
@@ -298,17 +313,18 @@ static void torch_compare(void) {
 
 /* Time one problem and print its line; returns the median ms. */
 static double run(gln_context_t *ctx, const char *label, kind_t k, gln_dtype_t dt, int32_t num, int64_t rows,
-                  int64_t cols, int device_splits, double copy) {
+                  int64_t cols, int device_splits, bench_splits_t splits, double copy) {
     char name[200];
     snprintf(name, sizeof name, "%-22s %-18s", label, kind_names[k]);
     if (g_only && !strstr(name, g_only)) return 0.0;
     problem_t p;
-    problem_init(ctx, &p, k, dt, num, rows, cols, device_splits);
+    problem_init(ctx, &p, k, dt, num, rows, cols, device_splits, splits);
     const double ms = median_ms(ctx, quantize_call, &p);
     const double gbps = (double)p.useful_bytes / (ms * 1e6);
     char shape[64];
-    if (num) snprintf(shape, sizeof shape, "%d x [%lld, %lld]%s", (int)num, (long long)(rows / num), (long long)cols,
-                      device_splits ? " dev" : " host");
+    if (num) snprintf(shape, sizeof shape, "%d x [%lld, %lld]%s%s%s", (int)num, (long long)(rows / num), (long long)cols,
+                      device_splits ? " dev" : " host", splits == SPLITS_UNIFORM ? "" : " ",
+                      splits == SPLITS_UNIFORM ? "" : bench_splits_names[splits]);
     else snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)rows, (long long)cols);
     const double same = copy_gbps(ctx, p.useful_bytes / 2); /* a copy of the same bytes */
     printf("%s %-26s %9.1f us %8.0f GB/s %6.1f%% of copy %6.1f%% of a same-size copy\n", name, shape, ms * 1e3, gbps,
@@ -339,6 +355,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc) g_torch = argv[++i];
         else if (!strcmp(argv[i], "--back-to-back")) g_batch = B2B_CALLS;
+        else if (!strcmp(argv[i], "--splits") && i + 1 < argc && strcmp(argv[i + 1], "all")) {
+            int on[SPLITS_COUNT_];
+            if (!bench_splits_parse(argv[++i], on)) return 2;
+            for (int j = 0; j < SPLITS_COUNT_; j++)
+                if (on[j]) g_splits = (bench_splits_t)j;
+        }
         else if (!strcmp(argv[i], "--gated")) g_batch = B2B_CALLS, g_gated = 1;
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8 &&
                  sscanf(argv[i + 1], "%lldx%lld", &shapes[nshapes][0], &shapes[nshapes][1]) == 2 &&
@@ -350,7 +372,8 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: gpu_quantize [--repeat N] [--warmup N] [--dtype bf16|fp16|fp32] [--only SUBSTRING]"
-                    " [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back | --gated]\n");
+                    " [--torch CMD] [--shape ROWSxCOLS]... [--back-to-back | --gated]"
+                    " [--splits uniform|zipf|empty|router|random]\n");
             return 2;
         }
     }
@@ -368,11 +391,11 @@ int main(int argc, char **argv) {
                grid ? "capped" : "as resident", grid ? grid : "unset", pdl && pdl[0] == '0' ? "off" : "on",
                pdl ? pdl : "unset");
     }
-    for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, copy);
+    for (int k = 0; k < K_COUNT; k++) run(ctx, "16384x8192", (kind_t)k, dt, 0, 16384, 8192, 0, SPLITS_UNIFORM, copy);
     for (int i = 0; i < nshapes; i++) {
         char label[64];
         snprintf(label, sizeof label, "%lldx%lld", shapes[i][0], shapes[i][1]);
-        for (int k = 0; k < K_COUNT; k++) run(ctx, label, (kind_t)k, dt, 0, shapes[i][0], shapes[i][1], 0, copy);
+        for (int k = 0; k < K_COUNT; k++) run(ctx, label, (kind_t)k, dt, 0, shapes[i][0], shapes[i][1], 0, SPLITS_UNIFORM, copy);
     }
     for (size_t m = 0; m < sizeof moes / sizeof moes[0]; m++) {
         const moe_t *s = &moes[m];
@@ -380,19 +403,19 @@ int main(int argc, char **argv) {
         const int64_t M = s->experts * s->tokens;
         for (int k = 0; k < K_COUNT; k++) {
             snprintf(label, sizeof label, "%s x", s->name);
-            run(ctx, label, (kind_t)k, dt, s->experts, M, s->k, 1, copy);
+            run(ctx, label, (kind_t)k, dt, s->experts, M, s->k, 1, g_splits, copy);
             snprintf(label, sizeof label, "%s dy", s->name);
-            run(ctx, label, (kind_t)k, dt, s->experts, M, s->n, 1, copy);
+            run(ctx, label, (kind_t)k, dt, s->experts, M, s->n, 1, g_splits, copy);
             snprintf(label, sizeof label, "%s weights", s->name);
-            run(ctx, label, (kind_t)k, dt, s->experts, s->experts * s->n, s->k, 1, copy);
+            run(ctx, label, (kind_t)k, dt, s->experts, s->experts * s->n, s->k, 1, SPLITS_UNIFORM, copy);
         }
     }
     /* 128 expert weights in one grouped launch vs the same bytes as one tensor */
     printf("grouped launch vs one tensor (qwen3 weights, 128 x [768, 2048]):\n");
     for (int k = 0; k < K_COUNT; k++) {
-        const double one = run(ctx, "qwen3-w one tensor", (kind_t)k, dt, 0, 128 * 768, 2048, 0, copy);
-        const double dev = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 1, copy);
-        const double host = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 0, copy);
+        const double one = run(ctx, "qwen3-w one tensor", (kind_t)k, dt, 0, 128 * 768, 2048, 0, SPLITS_UNIFORM, copy);
+        const double dev = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 1, SPLITS_UNIFORM, copy);
+        const double host = run(ctx, "qwen3-w grouped", (kind_t)k, dt, 128, 128 * 768, 2048, 0, SPLITS_UNIFORM, copy);
         if (one > 0.0)
             printf("  %-18s grouped / one tensor: device splits %.3f, host splits %.3f\n", kind_names[k], dev / one,
                    host / one);
