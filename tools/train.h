@@ -85,6 +85,8 @@ moe_shape_t train_shape(const train_opts_t *o);
 enum { FINAL_WINDOW = 10 };
 double train_final_loss(const double *losses, int64_t steps);
 int train_final_window(const train_opts_t *o); /* steps in that window */
+/* Tokens per optimizer step, all microbatches: --tokens x --microbatches. */
+int64_t train_step_tokens(const train_opts_t *o);
 /* The banner's model and batch: "MoE MLP H=.. F=.. E=.. k=.. swiglu[ (preset ..)], [M microbatches
  * x T = ]N tokens/step". */
 void train_model_desc(const train_opts_t *o, char *buf, size_t size);

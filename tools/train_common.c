@@ -45,12 +45,14 @@ double train_final_loss(const double *losses, int64_t steps) {
 
 int train_final_window(const train_opts_t *o) { return (int)(o->steps < FINAL_WINDOW ? o->steps : FINAL_WINDOW); }
 
+int64_t train_step_tokens(const train_opts_t *o) { return o->tokens * o->microbatches; }
+
 void train_model_desc(const train_opts_t *o, char *buf, size_t size) {
     char preset[128] = "", batch[96];
     if (o->preset) snprintf(preset, sizeof preset, " (preset %s: %s, one MoE layer)", o->preset->name, o->preset->like);
     if (o->microbatches > 1)
         snprintf(batch, sizeof batch, "%lld microbatches x %lld = %lld tokens/step", (long long)o->microbatches,
-                 (long long)o->tokens, (long long)(o->microbatches * o->tokens));
+                 (long long)o->tokens, (long long)train_step_tokens(o));
     else
         snprintf(batch, sizeof batch, "%lld tokens/step", (long long)o->tokens);
     snprintf(buf, size, "MoE MLP H=%lld F=%lld E=%lld k=%lld %s%s, %s", (long long)o->hidden, (long long)o->ffn,
@@ -91,9 +93,12 @@ void train_progress_loss(const char *name, int64_t done, int64_t total, double l
 
 int train_device_comm_nccl(const train_opts_t *o) { return o->comm == 0 && (o->comm_given || gln_nccl_available()); }
 
+/* --comm mpi on several ranks (on one rank it is the self communicator) */
+static int device_comm_mpi(const train_run_t *tr) { return tr->o->comm == 2 && tr->l->size > 1; }
+
 const char *train_device_comm_name(const train_run_t *tr) {
     if (train_device_comm_nccl(tr->o)) return "NCCL";
-    return tr->o->comm == 2 && tr->l->size > 1 ? "MPI on device memory" : "the self communicator";
+    return device_comm_mpi(tr) ? "MPI on device memory" : "the self communicator";
 }
 
 /* The expert weights' group communicates over NCCL (world size 1: its all-gathers and
@@ -107,7 +112,7 @@ gln_status_t train_device_comm_create(const train_run_t *tr, gln_comm_t **comm) 
         const gln_status_t st = gln_nccl_id_create(&id);
         return st != GLN_STATUS_SUCCESS ? st : gln_comm_create_nccl(tr->ctx, &id, 0, 1, comm);
     }
-    if (tr->o->comm == 2 && tr->l->size > 1) return gln_comm_create_mpi(tr->ctx, NULL /* MPI_COMM_WORLD */, comm);
+    if (device_comm_mpi(tr)) return gln_comm_create_mpi(tr->ctx, NULL /* MPI_COMM_WORLD */, comm);
     return gln_comm_create_self(tr->ctx, comm);
 }
 

@@ -63,7 +63,7 @@ static void lm_teardown(train_run_t *tr) {
 static gln_status_t lm_step(train_run_t *tr, lm_model_t *m, int64_t s, double *loss) {
     lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
-    const int64_t Ts = o->tokens * o->microbatches;
+    const int64_t Ts = train_step_tokens(o);
     double sum = 0;
     gln_status_t st = GLN_STATUS_SUCCESS;
     for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++) {
@@ -148,7 +148,7 @@ static gln_status_t dev_step(train_run_t *tr, lm_model_t *m, const dev_run_t *d)
     lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
     gln_context_t *ctx = tr->ctx;
-    const int64_t Ts = o->tokens * o->microbatches;
+    const int64_t Ts = train_step_tokens(o);
     gln_status_t st = top_clock_tick(ctx, d->clock);
     for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++) {
         st = top_train_windows(ctx, d->text, k->text.train, o->context, (uint64_t)o->seed, d->clock,
@@ -165,7 +165,7 @@ static gln_status_t dev_step(train_run_t *tr, lm_model_t *m, const dev_run_t *d)
 /* losses[0, n) = the step sums so far / the step's tokens (waits for the device). */
 static gln_status_t dev_read_losses(train_run_t *tr, const dev_run_t *d, int64_t n, double *losses) {
     gln_status_t st = gln_memcpy(tr->ctx, losses, d->sums, (size_t)n * sizeof(double), GLN_COPY_BACKEND_TO_HOST);
-    const double Ts = (double)(tr->o->tokens * tr->o->microbatches);
+    const double Ts = (double)train_step_tokens(tr->o);
     for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < n; s++) losses[s] /= Ts;
     return st;
 }
@@ -300,7 +300,7 @@ static void lm_print(const train_run_t *tr, double *const *losses, const double 
     const lm_task_t *k = tr->task;
     const train_opts_t *o = tr->o;
     const moe_shape_t shape = train_shape(o);
-    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
+    const int64_t Ts = train_step_tokens(o);
     const double flops = moe_expert_flops(&shape, Ts * o->topk);
     const int bf16 = train_find_bf16(o);
     static const char *const head[] = {"recipe", "train nats", "train bits/B", "val nats", "val bits/B",

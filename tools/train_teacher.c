@@ -72,7 +72,8 @@ static void exact_data_note(const train_opts_t *o) {
     int64_t terms = o->hidden;
     if (f1 > terms) terms = f1;
     /* a wgrad sums over every microbatch of the step */
-    if (o->tokens * o->microbatches * o->topk > terms) terms = o->tokens * o->microbatches * o->topk;
+    const int64_t wgrad_terms = train_step_tokens(o) * o->topk;
+    if (wgrad_terms > terms) terms = wgrad_terms;
     if (terms > 256)
         printf("note: --exact-data is exact only while every GEMM reduction has <= 256 terms; this\n"
                "configuration has up to %lld, so losses may depend on the rank count\n", (long long)terms);
@@ -142,7 +143,7 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
     moe_model_t *student = NULL;
     gln_status_t st = moe_model_create(tr->ctx, k->comm, &mc, &student);
     double busy = 0;
-    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
+    const int64_t Ts = train_step_tokens(o);
     for (int64_t s = 0; st == GLN_STATUS_SUCCESS && s < o->steps; s++) {
         double sum = 0;
         for (int64_t j = 0; st == GLN_STATUS_SUCCESS && j < o->microbatches; j++)
@@ -164,7 +165,7 @@ static gln_status_t teacher_recipe(train_run_t *tr, int r, double *losses, doubl
 static void teacher_print(const train_run_t *tr, double *const *losses, const double *secs) {
     const train_opts_t *o = tr->o;
     const moe_shape_t shape = train_shape(o);
-    const int64_t Ts = o->tokens * o->microbatches; /* tokens per optimizer step */
+    const int64_t Ts = train_step_tokens(o);
     const double flops = moe_expert_flops(&shape, Ts * o->topk);
     const int bf16 = train_find_bf16(o);
     static const char *const head[] = {"recipe", "initial loss", "final loss", "drop", "vs bf16",
