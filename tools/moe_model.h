@@ -44,7 +44,7 @@ typedef struct moe_model_config {
     int exact;          /* --exact-data grids (exact.h) */
     int trainable;      /* 0: forward only (the teacher) */
     float lr;           /* Adam */
-    int quantized_weights; /* FP8 current / block: the expert shards stored quantized (quantized_shard) */
+    int quantized_weights; /* FP8 current / block, MXFP8 where in_features % 128 == 0: the expert shards stored quantized (quantized_shard) */
     /* Adam's bias corrections from this clock (backend memory, advanced on the device: a captured
      * step replays right) instead of the model's own step count; NULL: the model's count.  The
      * clock is ticked once per optimizer step before moe_model_step, so that clock->step + 1 is
@@ -64,7 +64,7 @@ void moe_model_destroy(moe_model_t *m);
  * backward adds to them.  The expert weights are a distributed group, whose gathered copies the
  * layer never caches (docs/design.md, distributed weights): every microbatch gathers them again
  * — FP8 bytes when the shards are stored quantized (cfg.quantized_weights under FP8 current /
- * block scaling: quantized once per optimizer step, in moe_model_step), else the working dtype,
+ * block scaling and MXFP8: quantized once per optimizer step, in moe_model_step), else the working dtype,
  * which the layer quantizes. */
 gln_status_t moe_model_forward(moe_model_t *m, const float *x, float *y, int64_t microbatch);
 /* Gradients of the loss for dy [tokens, H] of the last forward: expert grads into the shards'
