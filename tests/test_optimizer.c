@@ -71,13 +71,7 @@ static void state_free(state_t *s) {
 }
 
 static void check_state(const state_t *got, const state_t *want, const char *what) {
-    char name[96];
-    snprintf(name, sizeof name, "%s master", what);
-    CHECK(gln_check_bitwise(name, got->w, want->w, (size_t)got->n * 4));
-    snprintf(name, sizeof name, "%s exp_avg", what);
-    CHECK(gln_check_bitwise(name, got->m, want->m, (size_t)got->n * 4));
-    snprintf(name, sizeof name, "%s exp_avg_sq", what);
-    CHECK(gln_check_bitwise(name, got->v, want->v, (size_t)got->n * 4));
+    CHECK(gln_check_optimizer_state(what, got->w, got->m, got->v, want->w, want->m, want->v, got->n));
 }
 
 static gln_optimizer_config_t adam(float wd, int w_mode) {

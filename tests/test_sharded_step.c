@@ -90,17 +90,12 @@ static void write_grads(group_t *a, group_t *b, int64_t stride, uint64_t seed) {
 }
 
 static void check_same(const group_t *a, const group_t *b, const char *what) {
-    char name[96];
-    snprintf(name, sizeof name, "%s: master", what);
-    CHECK(gln_check_bitwise(name, a->master, b->master, (size_t)a->len * 4));
-    snprintf(name, sizeof name, "%s: exp_avg", what);
-    CHECK(gln_check_bitwise(name, a->m, b->m, (size_t)a->len * 4));
-    snprintf(name, sizeof name, "%s: exp_avg_sq", what);
-    CHECK(gln_check_bitwise(name, a->v, b->v, (size_t)a->len * 4));
+    CHECK(gln_check_optimizer_state(what, a->master, a->m, a->v, b->master, b->m, b->v, a->len));
     void *wa = NULL, *wb = NULL;
     gln_dtype_t dt = GLN_DTYPE_COUNT_;
     CHECK_OK(gln_sharded_weights_working_shard(a->sw, &wa, &dt, NULL));
     CHECK_OK(gln_sharded_weights_working_shard(b->sw, &wb, NULL, NULL));
+    char name[96];
     snprintf(name, sizeof name, "%s: working shard", what);
     if (wa && wb) CHECK(gln_check_bitwise(name, wa, wb, (size_t)a->len * gln_dtype_size(dt)));
 }

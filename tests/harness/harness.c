@@ -238,3 +238,16 @@ int gln_check_bitwise(const char *what, const void *a, const void *b, size_t byt
     }
     return 1;
 }
+
+int gln_check_optimizer_state(const char *what, const float *w, const float *m, const float *v, const float *w_want,
+                              const float *m_want, const float *v_want, int64_t n) {
+    const float *got[3] = {w, m, v}, *want[3] = {w_want, m_want, v_want};
+    static const char *const buf[3] = {"master", "exp_avg", "exp_avg_sq"};
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s: %s", what, buf[i]);
+        ok &= gln_check_bitwise(name, got[i], want[i], (size_t)n * 4);
+    }
+    return ok;
+}

@@ -121,5 +121,9 @@ double gln_check_close(const char *what, const void *got, gln_dtype_t dtype, con
                        size_t count, double rtol, double atol);
 /* Bitwise equality of two buffers; reports the first differing element. */
 int gln_check_bitwise(const char *what, const void *a, const void *b, size_t bytes);
+/* An Adam / SGD state (master weights, exp_avg, exp_avg_sq; n floats each) equals another bit for
+ * bit: each buffer compared (and a difference reported) as "<what>: master" and so on. */
+int gln_check_optimizer_state(const char *what, const float *w, const float *m, const float *v, const float *w_want,
+                              const float *m_want, const float *v_want, int64_t n);
 
 #endif
