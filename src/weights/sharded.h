@@ -141,6 +141,9 @@ int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
 /* 1 for MXFP8 with quantized_shard (the 32-row layout and the columnwise FP8 shard) */
 int gln_sharded_mx_qshard(const gln_sharded_weights_t *sw);
 int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw);
+/* Expert e's real elements (its K_out·K_in, not the padding up to expert_stride) that fall in
+ * this rank's shard: flat [*lo, *hi) (empty when lo >= hi). */
+void gln_sharded_expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi);
 /* Columns of a 128x128 scale grid of K_in columns: pad4(ceil(K_in / 128)) */
 int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw);
 /* Complete every prefetched gather and free the group's buffers (destroy). */

@@ -12,14 +12,6 @@
 #include "common/error.h"
 #include "weights/sharded.h"
 
-/* Expert e's part of this rank's shard: [*lo, *hi) in flat elements (empty when lo >= hi). */
-static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
-    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
-    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
-    *lo = a > s0 ? a : s0;
-    *hi = b < s1 ? b : s1;
-}
-
 /* The shard as a grouped tensor of its experts' segments (member e = expert e's part, empty for
  * the experts outside the shard; they tile the shard from its start, in order, as per-tensor
  * experts lie back to back): rows of `cols` elements, cols the largest power of two <= 1024
@@ -30,13 +22,13 @@ static int64_t shard_members(const gln_sharded_weights_t *sw, int64_t *splits) {
     int64_t cols = 1024;
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
+        gln_sharded_expert_segment(sw, e, &lo, &hi);
         if (lo >= hi) continue;
         while ((lo - sw->shard_offset) % cols || (hi - sw->shard_offset) % cols) cols /= 2;
     }
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
+        gln_sharded_expert_segment(sw, e, &lo, &hi);
         splits[e] = lo < hi ? (hi - lo) / cols : 0;
     }
     return cols;
