@@ -33,6 +33,11 @@ void gln_sharded_expert_segment(const gln_sharded_weights_t *sw, int32_t e, int6
     *hi = b < s1 ? b : s1;
 }
 
+int64_t gln_sharded_block_cols(const gln_sharded_weights_t *sw) {
+    if (gln_sharded_fp8_2d(sw) || gln_sharded_mx_qshard(sw)) return sw->cfg.in_features;
+    return gln_sharded_fp8_mx(sw) ? 128 : 0;
+}
+
 int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw) {
     return ((sw->cfg.in_features + 127) / 128 + 3) / 4 * 4;
 }
