@@ -49,21 +49,16 @@ static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
     return GLN_STATUS_SUCCESS;
 }
 
-/* fp8_quant is checked by the validator of every quantization call (one definition of a valid
- * config; the copy replaces the caller's, normalized to the current version), then limited to
- * what the FP8 all-gather implements: per-tensor current scaling, MXFP8 and 128x128 blocks. */
-/* quantized_shard: what the stored quantized shard implements (after fp8_quant was read). */
-static gln_status_t validate_quantized_shard(const gln_sharded_weights_config_t *c) {
-    const gln_quant_config_t *q = &c->fp8_quant;
-    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_BLOCK_2D ||
-                    q->mode == GLN_SCALING_MXFP8_1D,
-                GLN_STATUS_NOT_SUPPORTED,
-                "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
-                "TENSOR, delayed 0), MXFP8 (MXFP8_1D) and 128x128 blocks (BLOCK_2D); mode %d "
-                "delayed %d is not supported", FN, (int)q->mode, q->delayed);
-    return GLN_STATUS_SUCCESS;
+/* The scaling the FP8 all-gather (and so the quantized shard) implements: per-tensor current
+ * scaling, MXFP8 and 128x128 blocks. */
+static int gather_mode_supported(const gln_quant_config_t *q) {
+    return (q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D ||
+           q->mode == GLN_SCALING_BLOCK_2D;
 }
 
+/* fp8_quant is checked by the validator of every quantization call (one definition of a valid
+ * config; the copy replaces the caller's, normalized to the current version), then limited to
+ * what the FP8 all-gather implements (a refusal names quantized_shard when it is set). */
 static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
     GLN_REQUIRE_ARG(c->quantized_shard == 0 || c->quantized_shard == 1,
                     "%s: cfg->quantized_shard %d must be 0 or 1", FN, c->quantized_shard);
@@ -75,10 +70,11 @@ static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
     gln_quant_config_t q;
     GLN_TRY(gln_quant_config_read(FN, "cfg->fp8_quant.", &c->fp8_quant, &q));
     c->fp8_quant = q;
-    if (c->quantized_shard) GLN_TRY(validate_quantized_shard(c));
-    GLN_REQUIRE((q.mode == GLN_SCALING_TENSOR && !q.delayed) || q.mode == GLN_SCALING_MXFP8_1D ||
-                    q.mode == GLN_SCALING_BLOCK_2D,
-                GLN_STATUS_NOT_SUPPORTED,
+    GLN_REQUIRE(!c->quantized_shard || gather_mode_supported(&q), GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
+                "TENSOR, delayed 0), MXFP8 (MXFP8_1D) and 128x128 blocks (BLOCK_2D); mode %d "
+                "delayed %d is not supported", FN, (int)q.mode, q.delayed);
+    GLN_REQUIRE(gather_mode_supported(&q), GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
                 "delayed 0), MXFP8 and 128x128 blocks; mode %d delayed %d is not supported", FN,
                 (int)q.mode, q.delayed);
