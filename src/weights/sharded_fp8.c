@@ -74,8 +74,8 @@ gln_status_t gln_sharded_quantize_tensor(gln_sharded_weights_t *sw, float *scale
     if (!local_amax)
         GLN_CHECK(st, done, rows ? gln_op_grouped_amax(ctx, "materialize (FP8 gather)", &in, q->amax_nan_propagate, amax)
                                  : gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float))); /* a padding-only shard */
-    GLN_CHECK(st, done, gln_comm_allreduce_transport(sw->comm, local_amax ? local_amax : amax, amax, (size_t)n,
-                                                     GLN_DTYPE_FP32, GLN_REDUCE_MAX));
+    GLN_CHECK(st, done, gln_comm_allreduce_agreed(sw->comm, local_amax ? local_amax : amax, amax, (size_t)n,
+                                                  GLN_DTYPE_FP32, GLN_REDUCE_MAX));
     /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
     GLN_CHECK(st, done, gln_op_scales_from_amax(ctx, "materialize (FP8 gather)", amax, n, gln_fp8_max(q->fp8_dtype),
                                                 q->power_2_scale, q->amax_epsilon, scale, scale_inv));
