@@ -607,13 +607,13 @@ typedef struct gln_sharded_weights_config {
  * working_dtype bf16 or fp32; requires_grad, async_finalize, fp8_gather, quantized_shard 0 or 1
  * (quantized_shard 1 with fp8_gather 0 is INVALID_ARGUMENT, with a mode it does not implement
  * NOT_SUPPORTED); every buffer of the group, the padded experts of a 128x128 gather or of an
- * MXFP8 quantized shard and all ranks' padded shards included, at most GLN_MAX_ELEMS elements; with fp8_gather, fp8_quant valid for gln_quantize — mode NONE,
- * a NaN or negative amax_epsilon, ... are INVALID_ARGUMENT — and one the gather implements, else
- * NOT_SUPPORTED).  Then one agreement: a refusal on any rank (a NULL sw included) fails create on
- * every rank, and so does any difference between ranks in the sizes, dtypes, flags, the
- * context's backend, quantized_shard or any field of fp8_quant (COMM_ERROR "ranks disagree on
- * <field>").  comm
- * NULL fails on that rank alone (see "Multi-rank calls fail together"). */
+ * MXFP8 quantized shard and all ranks' padded shards included, at most GLN_MAX_ELEMS elements;
+ * with fp8_gather, fp8_quant valid for gln_quantize — mode NONE, a NaN or negative
+ * amax_epsilon, ... are INVALID_ARGUMENT — and one the gather implements, else NOT_SUPPORTED).
+ * Then one agreement: a refusal on any rank (a NULL sw included) fails create on every rank, and
+ * so does any difference between ranks in the sizes, dtypes, flags, the context's backend,
+ * quantized_shard or any field of fp8_quant (COMM_ERROR "ranks disagree on <field>").  comm NULL
+ * fails on that rank alone (see "Multi-rank calls fail together"). */
 GLN_API gln_status_t gln_sharded_weights_create(gln_context_t *ctx, gln_comm_t *comm,
                                         const gln_sharded_weights_config_t *cfg,
                                         gln_sharded_weights_t **sw);

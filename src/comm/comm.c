@@ -338,8 +338,10 @@ gln_status_t gln_comm_allreduce(gln_comm_t *comm, const void *send, void *recv, 
     return comm->ops->allreduce(comm, send, recv, count, dtype, op);
 }
 
-gln_status_t gln_comm_allreduce_transport(gln_comm_t *comm, const void *send, void *recv, size_t count,
-                                          gln_dtype_t dtype, gln_reduce_op_t op) {
+gln_status_t gln_comm_allreduce_agreed(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                       gln_dtype_t dtype, gln_reduce_op_t op) {
+    GLN_TRY(check_allreduce("gln_comm_allreduce", comm, send, recv, count, dtype, op));
+    if (count == 0) return GLN_STATUS_SUCCESS;
     return comm->ops->allreduce(comm, send, recv, count, dtype, op);
 }
 

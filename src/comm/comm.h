@@ -121,11 +121,8 @@ gln_status_t gln_comm_reduce_scatter_agreed(gln_comm_t *comm, const void *send, 
 gln_status_t gln_comm_reduce_scatter_start_agreed(gln_comm_t *comm, const void *send, void *recv,
                                                   size_t count, gln_dtype_t dtype,
                                                   gln_reduce_op_t op, void **request);
-
-/* The transport's allreduce alone (no checks, no agreement), for a caller inside an agreed call
- * that made the buffers itself (the sharded group's FP8 amaxes). */
-gln_status_t gln_comm_allreduce_transport(gln_comm_t *comm, const void *send, void *recv, size_t count,
-                                          gln_dtype_t dtype, gln_reduce_op_t op);
+gln_status_t gln_comm_allreduce_agreed(gln_comm_t *comm, const void *send, void *recv, size_t count,
+                                       gln_dtype_t dtype, gln_reduce_op_t op);
 
 /* Non-blocking all-gather after an agreement (same checks as gln_comm_allgather): *request
  * receives a handle for gln_comm_wait(), or NULL when the operation completed already. */

@@ -31,7 +31,7 @@ gln_status_t gln_grouped_linear_create(gln_context_t *ctx, const gln_grouped_lin
     GLN_REQUIRE_NOT_NULL(FN, ctx);
     GLN_REQUIRE_NOT_NULL(FN, cfg);
     gln_grouped_linear_config_t c;
-    GLN_TRY(gln_layer_config_load(cfg, &c));
+    GLN_TRY(gln_layer_config_load(FN, cfg, &c));
     GLN_TRY(gln_layer_config_validate(ctx, &c));
     c.fp8_format = gln_layer_fp8_format_resolve(c.recipe, c.fp8_format);
     gln_grouped_linear_t *L = calloc(1, sizeof *L);

@@ -178,8 +178,9 @@ struct gln_grouped_linear {
 
 /* layer_config.c */
 gln_status_t gln_layer_config_validate(const gln_context_t *ctx, const gln_grouped_linear_config_t *cfg);
-/* Copy a possibly older / shorter config over the defaults. */
-gln_status_t gln_layer_config_load(const gln_grouped_linear_config_t *in, gln_grouped_linear_config_t *out);
+/* Copy a possibly older / shorter config over the defaults (a refused size names fn). */
+gln_status_t gln_layer_config_load(const char *fn, const gln_grouped_linear_config_t *in,
+                                   gln_grouped_linear_config_t *out);
 
 /* layer_params.c */
 gln_status_t gln_layer_params_init(gln_grouped_linear_t *L);

@@ -15,13 +15,14 @@ static const char *FN = "gln_grouped_linear_create";
 
 /* Known versions: the first (up to params) and the current one (always_roll and
  * amax_nan_propagate added).  Only the bytes of the caller's version are read. */
-gln_status_t gln_layer_config_load(const gln_grouped_linear_config_t *in, gln_grouped_linear_config_t *out) {
+gln_status_t gln_layer_config_load(const char *fn, const gln_grouped_linear_config_t *in,
+                                   gln_grouped_linear_config_t *out) {
     gln_grouped_linear_config_t def = GLN_GROUPED_LINEAR_CONFIG_INIT;
     const size_t v1 = offsetof(gln_grouped_linear_config_t, always_roll);
     GLN_REQUIRE_ARG(in->size == v1 || in->size == sizeof def,
                     "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
                     "GLN_GROUPED_LINEAR_CONFIG_INIT)",
-                    FN, in->size, v1, sizeof def);
+                    fn, in->size, v1, sizeof def);
     *out = def;
     memcpy(out, in, in->size);
     out->size = sizeof def;

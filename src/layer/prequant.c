@@ -28,28 +28,38 @@ static gln_status_t recipe_takes_prequant(const char *fn, const char *what, cons
     return GLN_STATUS_SUCCESS;
 }
 
+/* out->size: a known version of gln_quant_config_t (the first, or the current one). */
+static gln_status_t check_out_version(const char *fn, const gln_quant_config_t *out) {
+    const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
+    GLN_REQUIRE_ARG(out->size == v1 || out->size == sizeof *out,
+                    "%s: out->size %zu is not a known version of gln_quant_config_t (%zu or %zu; start "
+                    "from GLN_QUANT_CONFIG_INIT)",
+                    fn, out->size, v1, sizeof *out);
+    return GLN_STATUS_SUCCESS;
+}
+
+/* q with the copies asked for into *out, in out's version (checked), whose size it keeps. */
+static gln_status_t write_out(const char *fn, gln_quant_config_t q, int columnwise, gln_quant_config_t *out) {
+    GLN_REQUIRE_ARG(out->size == sizeof q || !q.amax_nan_propagate,
+                    "%s: the layer's cfg->amax_nan_propagate = 1 (NaN propagates into amaxes) cannot "
+                    "be expressed in a version-1 out (size %zu); pass out->size = %zu",
+                    fn, out->size, sizeof q);
+    q.rowwise = 1;
+    q.columnwise = columnwise;
+    q.size = out->size;
+    memcpy(out, &q, out->size);
+    return GLN_STATUS_SUCCESS;
+}
+
 gln_status_t gln_grouped_linear_input_quant_config(const gln_grouped_linear_t *layer, int columnwise,
                                                    gln_quant_config_t *out) {
     static const char *fn = "gln_grouped_linear_input_quant_config";
     GLN_REQUIRE_NOT_NULL(fn, layer);
     GLN_REQUIRE_NOT_NULL(fn, out);
     GLN_REQUIRE_ARG(columnwise == 0 || columnwise == 1, "%s: columnwise %d must be 0 or 1", fn, columnwise);
-    const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
-    GLN_REQUIRE_ARG(out->size == v1 || out->size == sizeof *out,
-                    "%s: out->size %zu is not a known version of gln_quant_config_t (%zu or %zu; start "
-                    "from GLN_QUANT_CONFIG_INIT)",
-                    fn, out->size, v1, sizeof *out);
+    GLN_TRY(check_out_version(fn, out));
     GLN_TRY(recipe_takes_prequant(fn, "a pre-quantized input", layer));
-    gln_quant_config_t c = layer->recipe.input;
-    GLN_REQUIRE_ARG(out->size == sizeof c || !c.amax_nan_propagate,
-                    "%s: the layer propagates NaN into amaxes (cfg->amax_nan_propagate = 1), which a "
-                    "version-1 out (size %zu) cannot express; pass out->size = %zu",
-                    fn, out->size, sizeof c);
-    c.rowwise = 1;
-    c.columnwise = columnwise;
-    c.size = out->size;
-    memcpy(out, &c, out->size);
-    return GLN_STATUS_SUCCESS;
+    return write_out(fn, layer->recipe.input, columnwise, out);
 }
 
 /* The weights' quantization from a layer configuration, before any layer exists: a sharded
@@ -59,18 +69,9 @@ gln_status_t gln_grouped_linear_weight_quant_config(const gln_grouped_linear_con
     static const char *fn = "gln_grouped_linear_weight_quant_config";
     GLN_REQUIRE_NOT_NULL(fn, cfg);
     GLN_REQUIRE_NOT_NULL(fn, out);
-    const size_t v1 = offsetof(gln_quant_config_t, amax_nan_propagate);
-    GLN_REQUIRE_ARG(out->size == v1 || out->size == sizeof *out,
-                    "%s: out->size %zu is not a known version of gln_quant_config_t (%zu or %zu; start "
-                    "from GLN_QUANT_CONFIG_INIT)",
-                    fn, out->size, v1, sizeof *out);
-    const size_t c1 = offsetof(gln_grouped_linear_config_t, always_roll);
-    GLN_REQUIRE_ARG(cfg->size == c1 || cfg->size == sizeof(gln_grouped_linear_config_t),
-                    "%s: cfg->size %zu is not a known version (%zu or %zu; start from "
-                    "GLN_GROUPED_LINEAR_CONFIG_INIT)",
-                    fn, cfg->size, c1, sizeof(gln_grouped_linear_config_t));
+    GLN_TRY(check_out_version(fn, out));
     gln_grouped_linear_config_t c;
-    GLN_TRY(gln_layer_config_load(cfg, &c));
+    GLN_TRY(gln_layer_config_load(fn, cfg, &c));
     GLN_REQUIRE_ARG(c.recipe >= GLN_RECIPE_NONE && c.recipe <= GLN_RECIPE_FP8_BLOCK,
                     "%s: cfg->recipe %d must be 0..4 (none, fp8_delayed, fp8_current, mxfp8, fp8_block)", fn,
                     (int)c.recipe);
@@ -78,16 +79,7 @@ gln_status_t gln_grouped_linear_weight_quant_config(const gln_grouped_linear_con
                 "%s: recipe none does not quantize weights", fn);
     gln_layer_recipe_t r;
     gln_layer_recipe_init(&c, &r);
-    gln_quant_config_t q = r.weight;
-    GLN_REQUIRE_ARG(out->size == sizeof q || !q.amax_nan_propagate,
-                    "%s: cfg->amax_nan_propagate = 1 cannot be expressed in a version-1 out (size %zu); "
-                    "pass out->size = %zu",
-                    fn, out->size, sizeof q);
-    q.rowwise = 1;
-    q.columnwise = 0;
-    q.size = out->size;
-    memcpy(out, &q, out->size);
-    return GLN_STATUS_SUCCESS;
+    return write_out(fn, r.weight, 0, out);
 }
 
 gln_status_t gln_validate_x_quantized(const gln_grouped_linear_t *L, const gln_grouped_linear_forward_args_t *a,

@@ -1,10 +1,9 @@
 /* Expert activations: SwiGLU ([a | b] → silu(a)·b) and GELU (tanh approximation), forward and
  * backward, and the forward with its output quantized in the same pass (the input of an FP8
- * FC2: gln_activation_forward_quantize, the backend's slot or the composition, backend/ops.h).  Validate, then dispatch to the backend's slot (the CPU reference is
- * src/backend/cpu/cpu_moe.c; a backend without the slot reports GLN_STATUS_NOT_SUPPORTED,
- * for empty calls too). */
+ * FC2: gln_activation_forward_quantize, the backend's slot or the composition, backend/ops.h).
+ * Validate, then dispatch to the backend's slot (the CPU reference is src/backend/cpu/cpu_moe.c;
+ * a backend without the slot reports GLN_STATUS_NOT_SUPPORTED, for empty calls too). */
 #include "backend/context.h"
-#include "backend/ops.h"
 #include "backend/ops.h"
 #include "common/error.h"
 #include "moe/moe_check.h"

@@ -49,21 +49,16 @@ static gln_status_t read_config(const gln_sharded_weights_config_t *cfg,
     return GLN_STATUS_SUCCESS;
 }
 
-/* fp8_quant is checked by the validator of every quantization call (one definition of a valid
- * config; the copy replaces the caller's, normalized to the current version), then limited to
- * what the FP8 all-gather implements: per-tensor current scaling, MXFP8 and 128x128 blocks. */
-/* quantized_shard: what the stored quantized shard implements (after fp8_quant was read). */
-static gln_status_t validate_quantized_shard(const gln_sharded_weights_config_t *c) {
-    const gln_quant_config_t *q = &c->fp8_quant;
-    GLN_REQUIRE((q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_BLOCK_2D ||
-                    q->mode == GLN_SCALING_MXFP8_1D,
-                GLN_STATUS_NOT_SUPPORTED,
-                "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
-                "TENSOR, delayed 0), MXFP8 (MXFP8_1D) and 128x128 blocks (BLOCK_2D); mode %d "
-                "delayed %d is not supported", FN, (int)q->mode, q->delayed);
-    return GLN_STATUS_SUCCESS;
+/* The scaling the FP8 all-gather (and so the quantized shard) implements: per-tensor current
+ * scaling, MXFP8 and 128x128 blocks. */
+static int gather_mode_supported(const gln_quant_config_t *q) {
+    return (q->mode == GLN_SCALING_TENSOR && !q->delayed) || q->mode == GLN_SCALING_MXFP8_1D ||
+           q->mode == GLN_SCALING_BLOCK_2D;
 }
 
+/* fp8_quant is checked by the validator of every quantization call (one definition of a valid
+ * config; the copy replaces the caller's, normalized to the current version), then limited to
+ * what the FP8 all-gather implements (a refusal names quantized_shard when it is set). */
 static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
     GLN_REQUIRE_ARG(c->quantized_shard == 0 || c->quantized_shard == 1,
                     "%s: cfg->quantized_shard %d must be 0 or 1", FN, c->quantized_shard);
@@ -75,10 +70,11 @@ static gln_status_t validate_fp8(gln_sharded_weights_config_t *c) {
     gln_quant_config_t q;
     GLN_TRY(gln_quant_config_read(FN, "cfg->fp8_quant.", &c->fp8_quant, &q));
     c->fp8_quant = q;
-    if (c->quantized_shard) GLN_TRY(validate_quantized_shard(c));
-    GLN_REQUIRE((q.mode == GLN_SCALING_TENSOR && !q.delayed) || q.mode == GLN_SCALING_MXFP8_1D ||
-                    q.mode == GLN_SCALING_BLOCK_2D,
-                GLN_STATUS_NOT_SUPPORTED,
+    GLN_REQUIRE(!c->quantized_shard || gather_mode_supported(&q), GLN_STATUS_NOT_SUPPORTED,
+                "%s: cfg->quantized_shard supports per-tensor current scaling (fp8_quant.mode "
+                "TENSOR, delayed 0), MXFP8 (MXFP8_1D) and 128x128 blocks (BLOCK_2D); mode %d "
+                "delayed %d is not supported", FN, (int)q.mode, q.delayed);
+    GLN_REQUIRE(gather_mode_supported(&q), GLN_STATUS_NOT_SUPPORTED,
                 "%s: cfg->fp8_gather supports per-tensor current scaling (fp8_quant.mode TENSOR, "
                 "delayed 0), MXFP8 and 128x128 blocks; mode %d delayed %d is not supported", FN,
                 (int)q.mode, q.delayed);
@@ -168,52 +164,36 @@ static gln_status_t plan_layout(gln_sharded_weights_t *sw, int ranks) {
     return GLN_STATUS_SUCCESS;
 }
 
+/* A backend buffer of `bytes`, zeroed (padding stays zero). */
+static gln_status_t alloc_zeroed(gln_context_t *ctx, size_t bytes, void **ptr) {
+    GLN_TRY(gln_ctx_alloc(ctx, bytes, ptr));
+    return gln_ctx_zero(ctx, *ptr, bytes);
+}
+
 static gln_status_t allocate_shards(gln_sharded_weights_t *sw) {
     gln_context_t *ctx = sw->ctx;
     size_t n = (size_t)sw->shard_len;
-    GLN_TRY(gln_ctx_alloc(ctx, n * sizeof(float), (void **)&sw->master));
-    GLN_TRY(gln_ctx_alloc(ctx, n * gln_dtype_size(sw->cfg.working_dtype), &sw->working));
-    GLN_TRY(gln_ctx_alloc(ctx, n * sizeof(float), (void **)&sw->main_grad));
-    GLN_TRY(gln_ctx_zero(ctx, sw->master, n * sizeof(float)));
-    GLN_TRY(gln_ctx_zero(ctx, sw->working, n * gln_dtype_size(sw->cfg.working_dtype)));
-    GLN_TRY(gln_ctx_zero(ctx, sw->main_grad, n * sizeof(float)));
-    if (gln_sharded_fp8_2d(sw)) {
-        /* the shard as [n / K_in, K_in]: whole 128-row tiles (n is a multiple of 128·K_in) */
-        gln_quant_layout_t lay;
-        GLN_TRY(gln_quant_layout(GLN_SCALING_BLOCK_2D, sw->cfg.fp8_quant.fp8_dtype,
-                                 (int64_t)n / sw->cfg.in_features, sw->cfg.in_features, &lay));
-        sw->sscale_bytes = lay.scale_bytes;
-        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
-        GLN_TRY(gln_ctx_alloc(ctx, lay.scale_bytes, (void **)&sw->fp8_sscale));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, lay.scale_bytes));
-    } else if (gln_sharded_fp8_mx(sw)) {
-        /* the shard as [n / 128, 128] (whole 1x32 blocks), or with quantized_shard as
-         * [n / K_in, K_in] (whole 32-row groups; n is a multiple of 32·K_in), rowwise and
-         * columnwise */
-        const int mxq = gln_sharded_mx_qshard(sw);
-        const int64_t cols = mxq ? sw->cfg.in_features : 128;
-        gln_quant_layout_t lay;
-        GLN_TRY(gln_quant_layout(GLN_SCALING_MXFP8_1D, sw->cfg.fp8_quant.fp8_dtype, (int64_t)n / cols, cols, &lay));
-        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
-        GLN_TRY(gln_ctx_alloc(ctx, lay.scale_bytes, (void **)&sw->fp8_sscale));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_sscale, lay.scale_bytes));
-        if (mxq) {
-            GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_col));
-            GLN_TRY(gln_ctx_alloc(ctx, lay.col_scale_bytes, (void **)&sw->fp8_col_sscale));
-            GLN_TRY(gln_ctx_zero(ctx, sw->fp8_col, n));
-            GLN_TRY(gln_ctx_zero(ctx, sw->fp8_col_sscale, lay.col_scale_bytes));
-        }
-    } else if (sw->cfg.fp8_gather) {
-        /* amax, scale, two sinks; + the stored decode scales with quantized_shard */
+    GLN_TRY(alloc_zeroed(ctx, n * sizeof(float), (void **)&sw->master));
+    GLN_TRY(alloc_zeroed(ctx, n * gln_dtype_size(sw->cfg.working_dtype), &sw->working));
+    GLN_TRY(alloc_zeroed(ctx, n * sizeof(float), (void **)&sw->main_grad));
+    if (!sw->cfg.fp8_gather) return GLN_STATUS_SUCCESS;
+    GLN_TRY(alloc_zeroed(ctx, n, (void **)&sw->fp8_shard));
+    const int64_t cols = gln_sharded_block_cols(sw);
+    if (!cols) {
+        /* per-tensor: amax, scale, two sinks; + the stored decode scales with quantized_shard */
         size_t work = (sw->cfg.quantized_shard ? 5 : 4) * (size_t)sw->cfg.num_experts * sizeof(float);
-        GLN_TRY(gln_ctx_alloc(ctx, n, (void **)&sw->fp8_shard));
-        GLN_TRY(gln_ctx_alloc(ctx, work, (void **)&sw->fp8_work));
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_shard, n)); /* padding stays zero */
-        GLN_TRY(gln_ctx_zero(ctx, sw->fp8_work, work));
+        return alloc_zeroed(ctx, work, (void **)&sw->fp8_work);
     }
-    return GLN_STATUS_SUCCESS;
+    /* blocks: the shard as [n / cols, cols] — 128x128, whole 128-row tiles (n is a multiple of
+     * 128·K_in); MXFP8, whole 1x32 blocks, or with quantized_shard whole 32-row groups (n is a
+     * multiple of 32·K_in), rowwise and columnwise */
+    gln_quant_layout_t lay;
+    GLN_TRY(gln_quant_layout(sw->cfg.fp8_quant.mode, sw->cfg.fp8_quant.fp8_dtype, (int64_t)n / cols, cols, &lay));
+    sw->sscale_bytes = lay.scale_bytes;
+    GLN_TRY(alloc_zeroed(ctx, lay.scale_bytes, (void **)&sw->fp8_sscale));
+    if (!gln_sharded_mx_qshard(sw)) return GLN_STATUS_SUCCESS;
+    GLN_TRY(alloc_zeroed(ctx, n, (void **)&sw->fp8_col));
+    return alloc_zeroed(ctx, lay.col_scale_bytes, (void **)&sw->fp8_col_sscale);
 }
 
 /* Local part of create: validation and allocation of this rank's shards. */

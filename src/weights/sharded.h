@@ -141,6 +141,13 @@ int gln_sharded_fp8_mx(const gln_sharded_weights_t *sw);
 /* 1 for MXFP8 with quantized_shard (the 32-row layout and the columnwise FP8 shard) */
 int gln_sharded_mx_qshard(const gln_sharded_weights_t *sw);
 int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw);
+/* The row width of the shard's view when it is quantized in blocks: K_in for 128x128 tiles and
+ * the MXFP8 quantized shard (whole 128- / 32-row groups), 128 for MXFP8 alone (whole 1x32
+ * blocks); 0 for per-tensor scaling or no FP8 all-gather. */
+int64_t gln_sharded_block_cols(const gln_sharded_weights_t *sw);
+/* Expert e's real elements (its K_out·K_in, not the padding up to expert_stride) that fall in
+ * this rank's shard: flat [*lo, *hi) (empty when lo >= hi). */
+void gln_sharded_expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi);
 /* Columns of a 128x128 scale grid of K_in columns: pad4(ceil(K_in / 128)) */
 int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw);
 /* Complete every prefetched gather and free the group's buffers (destroy). */
@@ -149,12 +156,12 @@ void gln_sharded_free_gathers(gln_sharded_weights_t *sw);
 gln_status_t gln_sharded_require_no_prefetch(const char *fn, const gln_sharded_weights_t *sw);
 /* sharded_fp8.c: the FP8 shard.  Quantize the working shard into sw->fp8_shard: per-tensor with
  * global per-expert scales (decode scales to scale_inv; local_amax as gln_sharded_requantize's,
- * or NULL), MXFP8 (codes to fp8_sscale; with quantized_shard also the columnwise copy into
- * fp8_col / fp8_col_sscale, in the same pass), 128x128 tiles (tile grid to fp8_sscale).
- * Collective where they exchange amaxes (per-tensor), after the caller's agreement. */
+ * or NULL), or in blocks (gln_sharded_block_cols != 0): MXFP8 (codes to fp8_sscale; with
+ * quantized_shard also the columnwise copy into fp8_col / fp8_col_sscale, in the same pass) or
+ * 128x128 tiles (tile grid to fp8_sscale).  Collective where they exchange amaxes (per-tensor),
+ * after the caller's agreement. */
 gln_status_t gln_sharded_quantize_tensor(gln_sharded_weights_t *sw, float *scale_inv, const float *local_amax);
-gln_status_t gln_sharded_quantize_mx(gln_sharded_weights_t *sw);
-gln_status_t gln_sharded_quantize_tiles(gln_sharded_weights_t *sw);
+gln_status_t gln_sharded_quantize_blocks(gln_sharded_weights_t *sw);
 /* create: the quantized shard of the zero working shard (no exchange needed: every amax is 0). */
 gln_status_t gln_sharded_quantize_initial(gln_sharded_weights_t *sw);
 /* quantized_shard per-tensor: the stored decode scales into a gather buffer (a local copy). */

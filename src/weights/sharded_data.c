@@ -8,15 +8,6 @@
 #include "common/error.h"
 #include "weights/sharded.h"
 
-/* Expert e's real elements that fall in this rank's shard: flat [*lo, *hi) (empty: lo >= hi).
- * Experts lie expert_stride apart; past K_out·K_in up to the stride is padding. */
-static void real_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
-    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
-    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
-    *lo = a > s0 ? a : s0;
-    *hi = b < s1 ? b : s1;
-}
-
 /* working = master rounded to the working dtype (local). */
 static gln_status_t cast_working(gln_sharded_weights_t *sw, const char *fn) {
     gln_context_t *ctx = sw->ctx;
@@ -77,7 +68,7 @@ static gln_status_t load_master(gln_sharded_weights_t *sw, const char *fn, const
     GLN_TRY(gln_ctx_zero(ctx, sw->master, (size_t)sw->shard_len * sizeof(float)));
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         int64_t lo, hi;
-        real_segment(sw, e, &lo, &hi);
+        gln_sharded_expert_segment(sw, e, &lo, &hi);
         if (lo >= hi) continue;
         const float *src = full + (int64_t)e * sw->expert_elems + (lo - (int64_t)e * sw->expert_stride);
         GLN_TRY(gln_op_memcpy(ctx, sw->master + (lo - sw->shard_offset), src,

@@ -12,14 +12,6 @@
 #include "common/error.h"
 #include "weights/sharded.h"
 
-/* Expert e's part of this rank's shard: [*lo, *hi) in flat elements (empty when lo >= hi). */
-static void expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
-    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
-    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
-    *lo = a > s0 ? a : s0;
-    *hi = b < s1 ? b : s1;
-}
-
 /* The shard as a grouped tensor of its experts' segments (member e = expert e's part, empty for
  * the experts outside the shard; they tile the shard from its start, in order, as per-tensor
  * experts lie back to back): rows of `cols` elements, cols the largest power of two <= 1024
@@ -30,13 +22,13 @@ static int64_t shard_members(const gln_sharded_weights_t *sw, int64_t *splits) {
     int64_t cols = 1024;
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
+        gln_sharded_expert_segment(sw, e, &lo, &hi);
         if (lo >= hi) continue;
         while ((lo - sw->shard_offset) % cols || (hi - sw->shard_offset) % cols) cols /= 2;
     }
     for (int32_t e = 0; e < sw->cfg.num_experts; e++) {
         int64_t lo, hi;
-        expert_segment(sw, e, &lo, &hi);
+        gln_sharded_expert_segment(sw, e, &lo, &hi);
         splits[e] = lo < hi ? (hi - lo) / cols : 0;
     }
     return cols;
@@ -82,8 +74,8 @@ gln_status_t gln_sharded_quantize_tensor(gln_sharded_weights_t *sw, float *scale
     if (!local_amax)
         GLN_CHECK(st, done, rows ? gln_op_grouped_amax(ctx, "materialize (FP8 gather)", &in, q->amax_nan_propagate, amax)
                                  : gln_ctx_zero(ctx, amax, (size_t)n * sizeof(float))); /* a padding-only shard */
-    GLN_CHECK(st, done, gln_comm_allreduce_transport(sw->comm, local_amax ? local_amax : amax, amax, (size_t)n,
-                                                     GLN_DTYPE_FP32, GLN_REDUCE_MAX));
+    GLN_CHECK(st, done, gln_comm_allreduce_agreed(sw->comm, local_amax ? local_amax : amax, amax, (size_t)n,
+                                                  GLN_DTYPE_FP32, GLN_REDUCE_MAX));
     /* the encode scales, and the decode scales of all N experts (also those outside this shard) */
     GLN_CHECK(st, done, gln_op_scales_from_amax(ctx, "materialize (FP8 gather)", amax, n, gln_fp8_max(q->fp8_dtype),
                                                 q->power_2_scale, q->amax_epsilon, scale, scale_inv));
@@ -93,48 +85,37 @@ done:
     return st;
 }
 
-/* The MXFP8 shard.  fp8_gather alone: quantized as [shard_len/128, 128] rowwise.  Blocks are 32
- * consecutive elements of one weight row (K_in % 128 == 0, shards of whole 128-element rows), so
- * each block and its E8M0 code equal those of the full weight's quantization; the codes come out
- * in flat block order (4 per row of the shard view, no column padding).
- * quantized_shard: quantized as [shard_len/K_in, K_in], rowwise AND columnwise in one call (one
- * pass on the GPU).  The shard is whole 32-row groups and each expert starts on a group boundary
+/* The block-scaled shard, quantized as [shard_len / cols, cols] with cols =
+ * gln_sharded_block_cols (one gln_quantize; the codes / tile grid to fp8_sscale).
+ * 128x128: whole 128-row tiles of whole rows (experts padded to 128-row multiples with zero rows,
+ * which leave a tile's amax as it is), so each tile and its scale equal those of the full
+ * weight's quantization.
+ * MXFP8, fp8_gather alone: [shard_len/128, 128] rowwise.  Blocks are 32 consecutive elements of
+ * one weight row (K_in % 128 == 0, shards of whole 128-element rows), so each block and its E8M0
+ * code equal those of the full weight's quantization; the codes come out in flat block order (4
+ * per row of the shard view, no column padding).
+ * MXFP8, quantized_shard: [shard_len/K_in, K_in], rowwise AND columnwise in one call (one pass on
+ * the GPU).  The shard is whole 32-row groups and each expert starts on a group boundary
  * (pad32(K_out) rows apart), so every 32x1 column block of the view lies in one expert; the zero
  * rows padding an expert's last group leave its amax as it is, which is how gln_quantize treats
  * the partial last block of a full weight.  So every byte and code of both copies equals those
  * of quantizing the full weight.  Rowwise codes: [pad128(rows), K_in/32], the first shard_len/32
  * in flat order; columnwise: [pad4(rows/32), K_in], the first shard_len/32 one row of K_in per
  * 32-row group, in order. */
-gln_status_t gln_sharded_quantize_mx(gln_sharded_weights_t *sw) {
+gln_status_t gln_sharded_quantize_blocks(gln_sharded_weights_t *sw) {
     const int both = gln_sharded_mx_qshard(sw);
-    const int64_t cols = both ? sw->cfg.in_features : 128, rows = sw->shard_len / cols;
+    const int64_t cols = gln_sharded_block_cols(sw), rows = sw->shard_len / cols;
     gln_quant_config_t cfg = sw->cfg.fp8_quant;
     cfg.rowwise = 1;
     cfg.columnwise = both;
     gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, rows, cols, sw->working);
     gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, rows, cols, sw->fp8_shard);
-    out.scaling = GLN_SCALING_MXFP8_1D;
+    out.scaling = cfg.mode; /* MXFP8_1D or BLOCK_2D */
     out.scale_inv = sw->fp8_sscale;
     out.col_data = both ? sw->fp8_col : NULL;
     out.col_scale_inv = both ? sw->fp8_col_sscale : NULL;
     return gln_op_quantize(sw->ctx, &cfg, &in, &out);
 }
-
-/* The 128x128 shard: whole 128-row tiles of whole rows ([shard_len / K_in, K_in]; experts padded
- * to 128-row multiples with zero rows, which leave a tile's amax as it is), so each tile and its
- * scale equal those of the full weight's quantization. */
-gln_status_t gln_sharded_quantize_tiles(gln_sharded_weights_t *sw) {
-    gln_quant_config_t cfg = sw->cfg.fp8_quant;
-    cfg.rowwise = 1;
-    cfg.columnwise = 0;
-    int64_t rows = sw->shard_len / sw->cfg.in_features, cols = sw->cfg.in_features;
-    gln_tensor_t in = gln_tensor_make(sw->cfg.working_dtype, rows, cols, sw->working);
-    gln_tensor_t out = gln_tensor_make(cfg.fp8_dtype, rows, cols, sw->fp8_shard);
-    out.scaling = GLN_SCALING_BLOCK_2D;
-    out.scale_inv = sw->fp8_sscale;
-    return gln_op_quantize(sw->ctx, &cfg, &in, &out);
-}
-
 
 /* The stored decode scales of a per-tensor quantized shard: N floats after the work arrays. */
 static float *stored_scales(gln_sharded_weights_t *sw) { return sw->fp8_work + 4 * (size_t)sw->cfg.num_experts; }
@@ -144,8 +125,7 @@ static float *stored_scales(gln_sharded_weights_t *sw) { return sw->fp8_work + 4
  * zero FP8 shard is its encoding).  Block modes quantize the zero shard (local scales). */
 gln_status_t gln_sharded_quantize_initial(gln_sharded_weights_t *sw) {
     if (!sw->cfg.quantized_shard) return GLN_STATUS_SUCCESS;
-    if (gln_sharded_fp8_2d(sw)) return gln_sharded_quantize_tiles(sw);
-    if (gln_sharded_fp8_mx(sw)) return gln_sharded_quantize_mx(sw);
+    if (gln_sharded_block_cols(sw)) return gln_sharded_quantize_blocks(sw);
     const gln_quant_config_t *q = &sw->cfg.fp8_quant;
     const int32_t n = sw->cfg.num_experts;
     GLN_TRY(gln_op_require(sw->ctx, "gln_sharded_weights_create", GLN_SLOT_SCALES_FROM_AMAX));
@@ -163,8 +143,7 @@ gln_status_t gln_sharded_requantize_after(gln_sharded_weights_t *sw, const char 
                          {"call", "shard_len", "fp8_quant.mode", "", "", ""}};
     GLN_TRY(gln_sharded_agree(sw, fn, local, &shape));
     /* block scales are local: no exchange, the agreement is the only collective */
-    if (gln_sharded_fp8_2d(sw)) return gln_sharded_quantize_tiles(sw);
-    if (gln_sharded_fp8_mx(sw)) return gln_sharded_quantize_mx(sw);
+    if (gln_sharded_block_cols(sw)) return gln_sharded_quantize_blocks(sw);
     /* a caller's amaxes ignore NaN; under NaN propagation they are computed here */
     const float *amax = sw->cfg.fp8_quant.amax_nan_propagate ? NULL : local_amax;
     return gln_sharded_quantize_tensor(sw, stored_scales(sw), amax);

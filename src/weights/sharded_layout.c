@@ -26,6 +26,18 @@ int gln_sharded_fp8_2d(const gln_sharded_weights_t *sw) {
     return sw->cfg.fp8_gather && sw->cfg.fp8_quant.mode == GLN_SCALING_BLOCK_2D;
 }
 
+void gln_sharded_expert_segment(const gln_sharded_weights_t *sw, int32_t e, int64_t *lo, int64_t *hi) {
+    int64_t a = (int64_t)e * sw->expert_stride, b = a + sw->expert_elems;
+    int64_t s0 = sw->shard_offset, s1 = sw->shard_offset + sw->shard_len;
+    *lo = a > s0 ? a : s0;
+    *hi = b < s1 ? b : s1;
+}
+
+int64_t gln_sharded_block_cols(const gln_sharded_weights_t *sw) {
+    if (gln_sharded_fp8_2d(sw) || gln_sharded_mx_qshard(sw)) return sw->cfg.in_features;
+    return gln_sharded_fp8_mx(sw) ? 128 : 0;
+}
+
 int64_t gln_sharded_2d_grid_cols(const gln_sharded_weights_t *sw) {
     return ((sw->cfg.in_features + 127) / 128 + 3) / 4 * 4;
 }

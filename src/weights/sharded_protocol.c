@@ -150,7 +150,7 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
     gln_dtype_t f8 = sw->cfg.fp8_quant.fp8_dtype;
     const int stored = sw->cfg.quantized_shard; /* the FP8 shard is current: no quantization */
     if (gln_sharded_fp8_2d(sw)) {
-        if (!stored) GLN_TRY(gln_sharded_quantize_tiles(sw));
+        if (!stored) GLN_TRY(gln_sharded_quantize_blocks(sw));
         return gather_two(sw, sw->fp8_shard, f8, n, buf, sw->fp8_sscale, GLN_DTYPE_FP32,
                           sw->sscale_bytes / sizeof(float), buf + gln_sharded_fp8_scales_offset(sw), request);
     }
@@ -159,7 +159,7 @@ static gln_status_t gather_into(gln_sharded_weights_t *sw, int dir, char *buf, v
         GLN_TRY(stored ? gln_sharded_copy_scales(sw, scales) : gln_sharded_quantize_tensor(sw, scales, NULL));
         return gather(sw, sw->fp8_shard, buf, n, f8, request);
     }
-    if (!stored) GLN_TRY(gln_sharded_quantize_mx(sw));
+    if (!stored) GLN_TRY(gln_sharded_quantize_blocks(sw));
     const int col = has_columnwise(sw, dir);
     /* the first n/32 codes of either grid: this shard's, compact and in order */
     return gather_two(sw, col ? sw->fp8_col : sw->fp8_shard, f8, n, buf, col ? sw->fp8_col_sscale : sw->fp8_sscale,
