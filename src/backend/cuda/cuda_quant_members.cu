@@ -114,17 +114,7 @@ int64_t gq_grid_cap(void) { return gln_cuda_env_grid_cap("GLN_CUDA_QUANT_GRID");
 
 gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, const char *call, size_t smem,
                      int one_per_sm) {
-    int dev = 0, sms = 0, per_sm = 0;
-    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
-                           "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, smem), call,
-                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
-    const int64_t cap = gq_grid_cap();
-    if (cap > 0 && *blocks > cap) *blocks = cap;
-    if (*blocks > tiles) *blocks = tiles;
-    return GLN_STATUS_SUCCESS;
+    return gln_cuda_persistent_grid(kernel, GQ_THREADS, smem, one_per_sm, tiles, gq_grid_cap(), call, blocks);
 }
 
 gln_status_t gq_launch_on(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, int64_t blocks, cudaStream_t stream,
