@@ -62,49 +62,35 @@ GLN_HD static inline float gln_opt_made_nan(float r) {
     return gln_f32_isnan(r) ? gln_f32_from_bits(0x7FFFFFFFu) : r;
 }
 
+/* The rounded-to-nearest operation for this compilation pass: the device's intrinsic `dev` in a
+ * device pass, the host's C expression `host` otherwise. */
+#ifdef __CUDA_ARCH__
+#define GLN_OPT_RN(dev, host) (dev)
+#else
+#define GLN_OPT_RN(dev, host) (host)
+#endif
+
+/* Each helper: a NaN operand decides the result (the operation does not run), else the
+ * operation's IEEE result with a made NaN replaced. */
 GLN_HD static inline float gln_opt_add(float a, float b) {
     if (gln_f32_isnan(a) || gln_f32_isnan(b)) return gln_opt_nan_pick(a, b);
-#ifdef __CUDA_ARCH__
-    return gln_opt_made_nan(__fadd_rn(a, b));
-#else
-    return gln_opt_made_nan(a + b);
-#endif
+    return gln_opt_made_nan(GLN_OPT_RN(__fadd_rn(a, b), a + b));
 }
-
 GLN_HD static inline float gln_opt_sub(float a, float b) {
     if (gln_f32_isnan(a) || gln_f32_isnan(b)) return gln_opt_nan_pick(a, b);
-#ifdef __CUDA_ARCH__
-    return gln_opt_made_nan(__fsub_rn(a, b));
-#else
-    return gln_opt_made_nan(a - b);
-#endif
+    return gln_opt_made_nan(GLN_OPT_RN(__fsub_rn(a, b), a - b));
 }
-
 GLN_HD static inline float gln_opt_mul(float a, float b) {
     if (gln_f32_isnan(a) || gln_f32_isnan(b)) return gln_opt_nan_pick(a, b);
-#ifdef __CUDA_ARCH__
-    return gln_opt_made_nan(__fmul_rn(a, b));
-#else
-    return gln_opt_made_nan(a * b);
-#endif
+    return gln_opt_made_nan(GLN_OPT_RN(__fmul_rn(a, b), a * b));
 }
-
 GLN_HD static inline float gln_opt_div(float a, float b) {
     if (gln_f32_isnan(a) || gln_f32_isnan(b)) return gln_opt_nan_pick(a, b);
-#ifdef __CUDA_ARCH__
-    return gln_opt_made_nan(__fdiv_rn(a, b));
-#else
-    return gln_opt_made_nan(a / b);
-#endif
+    return gln_opt_made_nan(GLN_OPT_RN(__fdiv_rn(a, b), a / b));
 }
-
 GLN_HD static inline float gln_opt_sqrt(float a) {
     if (gln_f32_isnan(a)) return gln_opt_nan_pick(a, a);
-#ifdef __CUDA_ARCH__
-    return gln_opt_made_nan(__fsqrt_rn(a));
-#else
-    return gln_opt_made_nan(sqrtf(a));
-#endif
+    return gln_opt_made_nan(GLN_OPT_RN(__fsqrt_rn(a), sqrtf(a)));
 }
 
 /* One element: *w (master), g (gradient), *m / *v (moments; only what the kind uses is read or

@@ -122,6 +122,9 @@ static gln_status_t cpu_amax(gln_context_t *ctx, const gln_tensor_t *x, int nan_
 static gln_status_t cpu_cast(gln_context_t *ctx, const gln_tensor_t *in, gln_tensor_t *out) {
     GLN_CPU_WITH_THREADS(ctx, gln_cpu_cast(ctx, in, out));
 }
+static gln_status_t cpu_transpose_batched(gln_context_t *ctx, const gln_transpose_t *t) {
+    GLN_CPU_WITH_THREADS(ctx, gln_cpu_transpose_batched(ctx, t));
+}
 static gln_status_t cpu_optimizer_step(gln_context_t *ctx, const gln_optimizer_params_t *p, float *master,
                                        const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n, void *working,
                                        gln_dtype_t working_dtype, int32_t nseg, const int64_t *bounds,
@@ -156,7 +159,7 @@ static const gln_backend_ops_t cpu_ops = {
     .cast = cpu_cast,
     .add_f32 = gln_cpu_add_f32,
     .scales_from_amax = gln_cpu_scales_from_amax,
-    .transpose_batched = gln_cpu_transpose_batched,
+    .transpose_batched = cpu_transpose_batched,
     .optimizer_step = cpu_optimizer_step,
     .moe_router_forward = gln_cpu_moe_router_forward,
     .moe_router_backward = gln_cpu_moe_router_backward,

@@ -41,6 +41,20 @@ int64_t gln_cuda_env_grid_cap(const char *name) {
     return n > 0 ? (int64_t)n : 0;
 }
 
+gln_status_t gln_cuda_persistent_grid(const void *kernel, int threads, size_t smem, int one_per_sm, int64_t items,
+                                      int64_t cap, const char *call, int64_t *blocks) {
+    int dev = 0, sms = 0, per_sm = 0;
+    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
+    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
+                           "cudaDeviceGetAttribute(multiprocessors)"));
+    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), call,
+                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
+    if (cap > 0 && *blocks > cap) *blocks = cap;
+    if (*blocks > items) *blocks = items;
+    return GLN_STATUS_SUCCESS;
+}
+
 int gln_cuda_env_switch(const char *name) {
     const char *e = getenv(name);
     return !(e && e[0] == '0');

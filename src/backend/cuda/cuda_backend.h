@@ -77,6 +77,11 @@ gln_status_t gln_cuda_check_launch(const char *call, const char *kernel);
 /* A grid cap from the environment variable `name` (the quantize kernels' test and measurement
  * switches): its value when it is a positive integer, else 0 (no cap).  Read at every call. */
 int64_t gln_cuda_env_grid_cap(const char *name);
+/* *blocks: the grid of a persistent kernel (`threads` per block, `smem` bytes of dynamic shared
+ * memory) over `items` work items: as many blocks as the current device holds at once (one per
+ * SM when one_per_sm), never more than items, nor cap when cap > 0. */
+gln_status_t gln_cuda_persistent_grid(const void *kernel, int threads, size_t smem, int one_per_sm, int64_t items,
+                                      int64_t cap, const char *call, int64_t *blocks);
 /* An on / off switch from the environment variable `name` (the backend's A/B switches): 0 when
  * its value starts with '0', else 1 (unset: 1).  Read at every call. */
 int gln_cuda_env_switch(const char *name);

@@ -57,17 +57,9 @@ static bq_args_t bq_args_make(const gln_quant_config_t *cfg, const gln_tensor_t 
 
 gln_status_t gln_block_quant_grid(const void *k, size_t smem, bq_args_t *a, unsigned int *grid, const char *call,
                                   int one_per_sm) {
-    int64_t blocks = a->tiles;
-    int dev = 0, sms = 0, per_sm = 0;
-    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
-                           "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, BQ_THREADS, smem), call,
-                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    const int64_t resident = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
-    if (resident < blocks) blocks = resident;
-    const int64_t cap = gln_cuda_env_grid_cap("GLN_CUDA_QUANT_GRID");
-    if (cap && cap < blocks) blocks = cap;
+    int64_t blocks = 0;
+    GLN_TRY(gln_cuda_persistent_grid(k, BQ_THREADS, smem, one_per_sm, a->tiles,
+                                     gln_cuda_env_grid_cap("GLN_CUDA_QUANT_GRID"), call, &blocks));
     *grid = (unsigned int)(blocks < INT_MAX ? blocks : INT_MAX);
     return GLN_STATUS_SUCCESS;
 }

@@ -65,7 +65,7 @@ __device__ __forceinline__ void bq_act_finish_2d(const bq_args_t &a, const bq_ti
     const float scale = bq_tile_scale<NANP>(a, tl, ra, wmax);
     const float rs[8] = {scale, scale, scale, scale, scale, scale, scale, scale};
     uint2 rw[8];
-    bq_pk_enc_rows<IN, E5M2>(w, rs, has_nan, rw);
+    bq_pk_enc<IN, E5M2, BQ_PK_ROWS>(w, rs, has_nan, rw);
     if (a.q) bq_pk_store_rows(a, tl, rw, rg, cg);
     if (!a.qt) return;
     uint2 cw[8];
@@ -83,7 +83,7 @@ __device__ __forceinline__ void bq_act_finish_1d(const bq_args_t &a, const bq_ti
         float rscale[8];
         uint2 rw[8];
         bq_row_scales<NANP>(a, tl, ra, rg, cg, rscale);
-        bq_pk_enc_rows<IN, E5M2>(w, rscale, has_nan, rw);
+        bq_pk_enc<IN, E5M2, BQ_PK_ROWS>(w, rscale, has_nan, rw);
         bq_pk_store_rows(a, tl, rw, rg, cg);
     }
     if (!a.qt) return;
@@ -92,7 +92,7 @@ __device__ __forceinline__ void bq_act_finish_1d(const bq_args_t &a, const bq_ti
 #pragma unroll
     for (int j = 0; j < 8; j++) cs[j] = cscale[bq_col<IN>(cg, j)];
     uint2 cw[8];
-    bq_pk_enc_cols<IN, E5M2>(w, cs, has_nan, cw);
+    bq_pk_enc<IN, E5M2, BQ_PK_COLS>(w, cs, has_nan, cw);
     bq_tpose_out<IN>(a, tl, cw, rg, cg, tp);
 }
 

@@ -503,51 +503,33 @@ __device__ __forceinline__ void bq_pk_store_rows(const bq_args_t &a, const bq_ti
     }
 }
 
-/* The FP32 values of row p (x[j] = column j) or of column j (x[p] = row p). */
-template <int IN>
-__device__ __forceinline__ void bq_pk_row(const uint32_t w[8][4], int p, float x[8]) {
+/* Which lines of the thread's 8x8 packed elements a finish step walks. */
+enum { BQ_PK_ROWS = 0, BQ_PK_COLS = 1 };
+
+/* The FP32 values of line l: row l (x[e] = column e) or column l (x[e] = row e). */
+template <int IN, int LINES>
+__device__ __forceinline__ void bq_pk_line(const uint32_t w[8][4], int l, float x[8]) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) x[j] = bq_pk_elem<IN>(w, p, j);
-}
-template <int IN>
-__device__ __forceinline__ void bq_pk_col(const uint32_t w[8][4], int j, float x[8]) {
-#pragma unroll
-    for (int p = 0; p < 8; p++) x[p] = bq_pk_elem<IN>(w, p, j);
+    for (int e = 0; e < 8; e++) x[e] = LINES == BQ_PK_COLS ? bq_pk_elem<IN>(w, e, l) : bq_pk_elem<IN>(w, l, e);
 }
 
-/* The thread's 8 packed row words under row p's scale rs[p] / 8 packed column words under column
- * j's scale cs[j], NaN codes fixed where the thread holds a NaN (the packed kernels' finish steps;
+/* The thread's 8 packed words of its rows (row p under scale s[p]) or of its columns (column j
+ * under s[j]), NaN codes fixed where the thread holds a NaN (the packed kernels' finish steps;
  * each element widened where it is used, so no FP32 copy of the tile stays live). */
-template <int IN, bool E5M2>
-__device__ __forceinline__ void bq_pk_enc_rows(const uint32_t w[8][4], const float rs[8], bool has_nan, uint2 rw[8]) {
+template <int IN, bool E5M2, int LINES>
+__device__ __forceinline__ void bq_pk_enc(const uint32_t w[8][4], const float s[8], bool has_nan, uint2 out[8]) {
 #pragma unroll
-    for (int p = 0; p < 8; p++) {
+    for (int l = 0; l < 8; l++) {
         float x[8];
-        bq_pk_row<IN>(w, p, x);
-        rw[p] = bq_enc8<E5M2>(x, rs[p]);
+        bq_pk_line<IN, LINES>(w, l, x);
+        out[l] = bq_enc8<E5M2>(x, s[l]);
     }
     if (!has_nan) return;
 #pragma unroll
-    for (int p = 0; p < 8; p++) {
+    for (int l = 0; l < 8; l++) {
         float x[8];
-        bq_pk_row<IN>(w, p, x);
-        bq_fix_nan8(x, &rw[p]);
-    }
-}
-template <int IN, bool E5M2>
-__device__ __forceinline__ void bq_pk_enc_cols(const uint32_t w[8][4], const float cs[8], bool has_nan, uint2 cw[8]) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float x[8];
-        bq_pk_col<IN>(w, j, x);
-        cw[j] = bq_enc8<E5M2>(x, cs[j]);
-    }
-    if (!has_nan) return;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float x[8];
-        bq_pk_col<IN>(w, j, x);
-        bq_fix_nan8(x, &cw[j]);
+        bq_pk_line<IN, LINES>(w, l, x);
+        bq_fix_nan8(x, &out[l]);
     }
 }
 

@@ -291,7 +291,7 @@ __device__ __forceinline__ void bq_tma_finish_2d(const bq_args_t &a, const bq_ti
     const float scale = bq_tile_scale_of<NANP>(a, tl, thread_amax, wmax);
     const float rs[8] = {scale, scale, scale, scale, scale, scale, scale, scale};
     uint2 rw[8];
-    bq_pk_enc_rows<IN, E5M2>(w, rs, has_nan, rw);
+    bq_pk_enc<IN, E5M2, BQ_PK_ROWS>(w, rs, has_nan, rw);
     if (a.q) bq_tma_store_rows(a, tl, rw, rg, cg);
     if (!a.qt) return;
     uint2 cw[8];
@@ -313,7 +313,7 @@ __device__ __forceinline__ void bq_tma_finish_1d(const bq_args_t &a, const bq_ti
         float rscale[8];
         uint2 rw[8];
         bq_tma_row_scales(a, tl, rm, rg, cg, rscale);
-        bq_pk_enc_rows<IN, E5M2>(w, rscale, has_nan, rw);
+        bq_pk_enc<IN, E5M2, BQ_PK_ROWS>(w, rscale, has_nan, rw);
         bq_tma_store_rows(a, tl, rw, rg, cg);
     }
     if (!a.qt) return;
@@ -321,7 +321,7 @@ __device__ __forceinline__ void bq_tma_finish_1d(const bq_args_t &a, const bq_ti
     const float4 s0 = *(const float4 *)(cscale + cg * 8), s1 = *(const float4 *)(cscale + cg * 8 + 4);
     const float cs[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w}; /* column cg*8 + j's */
     uint2 cw[8];
-    bq_pk_enc_cols<IN, E5M2>(w, cs, has_nan, cw);
+    bq_pk_enc<IN, E5M2, BQ_PK_COLS>(w, cs, has_nan, cw);
     bq_tma_stage_cols(tp, cw, rg, cg);
     __syncthreads();
     bq_tma_store_tpose(a, tl, tp);

@@ -10,6 +10,8 @@
 #error "cuda_device.h is for CUDA sources only"
 #endif
 
+#include <string.h>
+
 /* Threads per block of the element-wise kernels. */
 #define GLN_CUDA_THREADS 256
 /* Upper bound on the blocks of a grid-stride kernel (enough to fill an H200 several times). */
@@ -73,6 +75,24 @@ __device__ __forceinline__ float gln_dev_mul(float a, float b) {
 }
 __device__ __forceinline__ float gln_dev_add(float a, float b) {
     return gln_f32_isnan(a) || gln_f32_isnan(b) ? gln_dev_nan_pick(a, b) : __fadd_rn(a, b);
+}
+
+/* The grouped dbias outputs of up to GLN_DBIAS_CHUNK members, by value in a kernel's parameters
+ * (no host-to-device copy, so the launch captures in a graph): member first + i's buffer and
+ * dtype at i.  Shared by the dbias of the plan (cuda_plan.cu) and the quantizers' fused dbias
+ * finalize (cuda_quant_members.cu). */
+#define GLN_DBIAS_CHUNK 128
+typedef struct gln_dbias_outputs {
+    void *data[GLN_DBIAS_CHUNK];
+    int dtype[GLN_DBIAS_CHUNK];
+} gln_dbias_outputs_t;
+
+/* dbias[first .. first + n) as that parameter (n <= GLN_DBIAS_CHUNK; the rest zero). */
+static inline gln_dbias_outputs_t gln_dbias_outputs(const gln_tensor_t *dbias, int32_t first, int32_t n) {
+    gln_dbias_outputs_t out;
+    memset(&out, 0, sizeof out);
+    for (int32_t i = 0; i < n; i++) out.data[i] = dbias[first + i].data, out.dtype[i] = (int)dbias[first + i].dtype;
+    return out;
 }
 
 static inline unsigned int gln_dev_blocks(size_t work, unsigned int per_block) {

@@ -500,14 +500,8 @@ static const char *dq_kernel_name(const dq_copy_t &d, int vec) {
 static gln_status_t dq_launch(gln_context_t *ctx, dq_kernel_t k, int vec, const dq_src_t &src, const dq_list_t &l,
                               const dq_copy_t &d, uint16_t *out, const char *call) {
     if (src.items <= 0) return GLN_STATUS_SUCCESS;
-    int dev = 0, sms = 0, per_sm = 0;
-    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
-                           "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DQ_THREADS, 0), call,
-                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    int64_t blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
-    if (blocks > src.items) blocks = src.items;
+    int64_t blocks = 0;
+    GLN_TRY(gln_cuda_persistent_grid((const void *)k, DQ_THREADS, 0, 0, src.items, 0, call, &blocks));
     k<<<(unsigned int)blocks, DQ_THREADS, 0, gln_cuda_state(ctx)->stream>>>(src, l, d, out);
     GLN_TRY(gln_cuda_check_launch(call, d.transposed ? "gln_dequant_transposed_kernel" : "gln_dequant_rows_kernel"));
     __atomic_store_n(&dq_last_kernel, dq_kernel_name(d, vec), __ATOMIC_RELAXED);

@@ -134,17 +134,10 @@ extern "C" gln_status_t gln_cuda_group_offsets(gln_context_t *ctx, const gln_gro
  * db_i[j] = Σ_{r in member i} dy[r, j] in row order (+ db_i[j] when accumulating), one rounding:
  * one thread per (member, column), the CPU's loop order, so bitwise equal to the CPU backend.
  * The members' output pointers travel by value in the kernel parameters (no host-to-device copy,
- * so the launch captures in a graph), GLN_DBIAS_CHUNK members per launch. */
-
-#define GLN_DBIAS_CHUNK 128
-
-typedef struct dbias_outputs {
-    void *data[GLN_DBIAS_CHUNK];
-    int dtype[GLN_DBIAS_CHUNK];
-} dbias_outputs_t;
+ * so the launch captures in a graph: gln_dbias_outputs_t), GLN_DBIAS_CHUNK members per launch. */
 
 __global__ void gln_grouped_dbias_kernel(const void *x, int x_dtype, int64_t cols, const int64_t *offsets,
-                                         int32_t first, dbias_outputs_t out, int accumulate) {
+                                         int32_t first, gln_dbias_outputs_t out, int accumulate) {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int32_t i = (int32_t)blockIdx.y;
     if (j >= cols) return;
@@ -168,11 +161,8 @@ extern "C" gln_status_t gln_cuda_grouped_dbias(gln_context_t *ctx, const gln_gro
     const unsigned int col_blocks = (unsigned int)((p->cols + GLN_CUDA_THREADS - 1) / GLN_CUDA_THREADS);
     for (int32_t first = 0; status == GLN_STATUS_SUCCESS && first < dy->num; first += GLN_DBIAS_CHUNK) {
         const int32_t n = dy->num - first < GLN_DBIAS_CHUNK ? dy->num - first : GLN_DBIAS_CHUNK;
-        dbias_outputs_t out;
-        memset(&out, 0, sizeof out);
-        for (int32_t i = 0; i < n; i++) out.data[i] = dbias[first + i].data, out.dtype[i] = (int)dbias[first + i].dtype;
         gln_grouped_dbias_kernel<<<dim3(col_blocks, (unsigned int)n), GLN_CUDA_THREADS, 0, st>>>(
-            p->data, (int)p->dtype, p->cols, offsets, first, out, accumulate);
+            p->data, (int)p->dtype, p->cols, offsets, first, gln_dbias_outputs(dbias, first, n), accumulate);
         status = gln_cuda_check_launch(fn, "gln_grouped_dbias_kernel");
     }
     gln_cuda_scratch_free(ctx, offsets);

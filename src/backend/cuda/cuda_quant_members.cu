@@ -87,16 +87,9 @@ __global__ void __launch_bounds__(GQ_THREADS)
     if (t == 0) tstart[num] = total;
 }
 
-#define GQ_DBIAS_CHUNK 128 /* members per finalize launch (their output pointers by value) */
-
-typedef struct gq_dbias_out {
-    void *data[GQ_DBIAS_CHUNK];
-    int dtype[GQ_DBIAS_CHUNK];
-} gq_dbias_out_t;
-
 /* Member first + blockIdx.y, column j: s = Σ p_t over its row tiles in order (+ old), rounded once. */
 __global__ void gq_dbias_finalize_kernel(const float *part, const int64_t *tstart, int64_t cols, int32_t first,
-                                         gq_dbias_out_t out, int accumulate) {
+                                         gln_dbias_outputs_t out, int accumulate) {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int32_t i = (int32_t)blockIdx.y;
     if (j >= cols) return;
@@ -114,17 +107,7 @@ int64_t gq_grid_cap(void) { return gln_cuda_env_grid_cap("GLN_CUDA_QUANT_GRID");
 
 gln_status_t gq_grid(const void *kernel, int64_t tiles, int64_t *blocks, const char *call, size_t smem,
                      int one_per_sm) {
-    int dev = 0, sms = 0, per_sm = 0;
-    GLN_TRY(gln_cuda_check(cudaGetDevice(&dev), call, "cudaGetDevice"));
-    GLN_TRY(gln_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), call,
-                           "cudaDeviceGetAttribute(multiprocessors)"));
-    GLN_TRY(gln_cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GQ_THREADS, smem), call,
-                           "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    *blocks = (int64_t)(sms > 0 ? sms : 1) * (per_sm > 0 && !one_per_sm ? per_sm : 1);
-    const int64_t cap = gq_grid_cap();
-    if (cap > 0 && *blocks > cap) *blocks = cap;
-    if (*blocks > tiles) *blocks = tiles;
-    return GLN_STATUS_SUCCESS;
+    return gln_cuda_persistent_grid(kernel, GQ_THREADS, smem, one_per_sm, tiles, gq_grid_cap(), call, blocks);
 }
 
 gln_status_t gq_launch_on(gq_kernel_t kernel, const gq_args_t *a, int64_t tiles, int64_t blocks, cudaStream_t stream,
@@ -232,18 +215,15 @@ extern "C" gln_status_t gln_cuda_check_out_splits(gln_context_t *ctx, int32_t nu
     return gln_cuda_check_launch(call, "gq_setup_kernel");
 }
 
-/* The dbias finalize launches: members in chunks of GQ_DBIAS_CHUNK (their outputs by value). */
+/* The dbias finalize launches: members in chunks of GLN_DBIAS_CHUNK (their outputs by value). */
 static gln_status_t gq_dbias_finalize(gln_context_t *ctx, const float *part, const int64_t *tstart, int64_t cols,
                                       int32_t num, gln_tensor_t *dbias, int accumulate, const char *call) {
     cudaStream_t st = gln_cuda_state(ctx)->stream;
     const unsigned int col_blocks = (unsigned int)gln_ceil_div(cols, GQ_THREADS);
-    for (int32_t first = 0; first < num; first += GQ_DBIAS_CHUNK) {
-        const int32_t n = num - first < GQ_DBIAS_CHUNK ? num - first : GQ_DBIAS_CHUNK;
-        gq_dbias_out_t out;
-        memset(&out, 0, sizeof out);
-        for (int32_t i = 0; i < n; i++) out.data[i] = dbias[first + i].data, out.dtype[i] = (int)dbias[first + i].dtype;
-        gq_dbias_finalize_kernel<<<dim3(col_blocks, (unsigned int)n), GQ_THREADS, 0, st>>>(part, tstart, cols, first,
-                                                                                           out, accumulate);
+    for (int32_t first = 0; first < num; first += GLN_DBIAS_CHUNK) {
+        const int32_t n = num - first < GLN_DBIAS_CHUNK ? num - first : GLN_DBIAS_CHUNK;
+        gq_dbias_finalize_kernel<<<dim3(col_blocks, (unsigned int)n), GQ_THREADS, 0, st>>>(
+            part, tstart, cols, first, gln_dbias_outputs(dbias, first, n), accumulate);
         GLN_TRY(gln_cuda_check_launch(call, "gq_dbias_finalize_kernel"));
     }
     return GLN_STATUS_SUCCESS;
