@@ -14,7 +14,8 @@
  * be exactly 0 (or untouched when accumulating); the rows past the experts' keep their bytes.
  * A CUDA-graph case captures an FP32-scale fprop and wgrad with device splits and replays them
  * with other splits.  Every call must be taken by the block-scaled kernels (when CUTLASS is built);
- * fprop / dgrad also run on the pingpong lab variant (GLN_CUTLASS_BLOCKWISE=pingpong).
+ * fprop / dgrad also run on the 2×1-cluster kernel the heuristic keeps for large experts
+ * (GLN_CUTLASS_BLOCKWISE=cluster).
  *
  * Skips (exit 77) without a CUDA device. */
 #define _POSIX_C_SOURCE 200809L
@@ -231,13 +232,13 @@ static void case_tn_nn(gln_rng_t *rng, const bcase_t *c, const int64_t *sp_d, in
     CHECK_OK(gln_grouped_gemm(g_cpu, &ha));
     /* S per element from the dequantized operands */
     double *ab = grouped_abs(&b, c->num, c->splits, 0);
-    /* gln_grouped_gemm, the block-scaled entry (cooperative), and its pingpong lab variant */
+    /* gln_grouped_gemm, the block-scaled entry (cooperative), and its 2×1-cluster kernel */
     for (int way = 0; way < 3; way++) {
-        static const char *ways[] = {"gln_grouped_gemm", "block-scaled entry", "block-scaled entry, pingpong"};
+        static const char *ways[] = {"gln_grouped_gemm", "block-scaled entry", "block-scaled entry, 2x1 clusters"};
         char w2[600];
         snprintf(w2, sizeof w2, "%s [%s]", what, ways[way]);
         dev_put(dd, old);
-        if (way == 2) setenv("GLN_CUTLASS_BLOCKWISE", "pingpong", 1);
+        if (way == 2) setenv("GLN_CUTLASS_BLOCKWISE", "cluster", 1);
         run_cuda(&da, way > 0, w2);
         unsetenv("GLN_CUTLASS_BLOCKWISE");
         unsigned char *got = gln_twin_fetch(g_cu, &dd, w2);

@@ -1,7 +1,7 @@
 /* Kernel lab, FP8 block scaling (`grouped_tiles --recipe block`): the block-scaled grouped GEMM's
- * candidates side by side on one shape — the library's kernels (cooperative 128×128 1×1; pingpong
- * 64×128 through GLN_CUTLASS_BLOCKWISE=pingpong; the dequantize-to-bf16 emulation through
- * GLN_CUDA_BLOCKWISE=0) and the lab-only instantiations of lab_blockwise_*.cu — each first
+ * candidates side by side on one shape — the library's kernels (its heuristic; cooperative 128×128
+ * 1×1 and 2×1 forced through GLN_CUTLASS_BLOCKWISE=coop / cluster; the dequantize-to-bf16
+ * emulation through GLN_CUDA_BLOCKWISE=0) and the lab-only instantiations of lab_blockwise_*.cu — each first
  * checked bit for bit against the CPU backend, then timed; a variant that fails its check is not
  * timed.
  *
@@ -52,6 +52,7 @@
 gln_status_t gln_cutlass_run_lab_bw_tn_c2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_tn_c1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_tn_pp1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
+gln_status_t gln_cutlass_run_lab_bw_tn_pp(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c2x1(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_c1x2(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
 gln_status_t gln_cutlass_run_lab_bw_wgrad_n256(gln_context_t *, const gln_cutlass_blockwise_t *, const char *);
@@ -75,7 +76,9 @@ typedef struct bvariant {
 static const bvariant_t bvariants[] = {
     {"emulated (dequant + bf16)", "0", NULL, NULL, 0},
     {"library (tile by shape)", NULL, NULL, NULL, 0},
-    {"library pingpong 64x128", NULL, "pingpong", NULL, 0},
+    {"library coop 128x128", NULL, "coop", NULL, 0},
+    {"library coop 128x128 2x1", NULL, "cluster", NULL, 0},
+    {"lab pingpong 64x128", NULL, NULL, gln_cutlass_run_lab_bw_tn_pp, 0},
     {"lab coop 128x128 2x1", NULL, NULL, gln_cutlass_run_lab_bw_tn_c2x1, 0},
     {"lab coop 128x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_tn_c1x2, 0},
     {"lab pingpong 64x128 1x2", NULL, NULL, gln_cutlass_run_lab_bw_tn_pp1x2, 0},
@@ -349,7 +352,7 @@ int lab_block_main(const lab_shape_t *s, const char *stage_s, bench_splits_t sk,
     for (int v = 0; v < NBVARIANTS; v++) {
         const bvariant_t *var = &bvariants[v];
         if (var->fn && var->wgrad != (stage == WGRAD)) continue; /* a lab kernel for the other layout */
-        if (var->schedule && stage == WGRAD) continue;          /* pingpong: fprop / dgrad only */
+        if (var->schedule && stage == WGRAD) continue;          /* forced schedules: fprop / dgrad only */
         g_bactive = var;
         set_env("GLN_CUDA_BLOCKWISE", var->blockwise);
         set_env("GLN_CUTLASS_BLOCKWISE", var->schedule);

@@ -43,12 +43,11 @@ static int disabled(void) {
  * cooperative 128×128 kernel on 2×1 clusters for large experts (avg = packed rows / experts >=
  * 1024, the large regime of cuda_grouped_gemm.c; the lab's winner on DeepGEMM's shape), on 1×1
  * clusters otherwise (an expert of one or two M tiles would idle half a cluster).
- * GLN_CUTLASS_BLOCKWISE=coop, =cluster or =pingpong (the 64×128 lab variant) forces one. */
-typedef enum bw_tn { BW_TN_COOP, BW_TN_CLUSTER, BW_TN_PINGPONG } bw_tn_t;
+ * GLN_CUTLASS_BLOCKWISE=coop or =cluster forces one (other candidates: bench/lab/lab_block.c). */
+typedef enum bw_tn { BW_TN_COOP, BW_TN_CLUSTER } bw_tn_t;
 
 static bw_tn_t tn_variant(int64_t packed_rows, int32_t num) {
     const char *e = getenv("GLN_CUTLASS_BLOCKWISE");
-    if (e && !strcmp(e, "pingpong")) return BW_TN_PINGPONG;
     if (e && !strcmp(e, "coop")) return BW_TN_COOP;
     if (e && !strcmp(e, "cluster")) return BW_TN_CLUSTER;
     return num > 0 && packed_rows / num >= 1024 ? BW_TN_CLUSTER : BW_TN_COOP;
@@ -174,11 +173,9 @@ static gln_status_t run_tn_nn(gln_context_t *ctx, gln_cutlass_blockwise_t *bw, c
     int taken = 0;
     GLN_CHECK(st, fail, lab_kernel(ctx, bw, fn, &taken));
     if (!taken) {
-        switch (tn_variant(args->b->packed.rows, args->b->num)) {
-        case BW_TN_CLUSTER: st = gln_cutlass_run_blockwise_tn_large(ctx, bw, fn); break;
-        case BW_TN_PINGPONG: st = gln_cutlass_run_blockwise_tn_pingpong(ctx, bw, fn); break;
-        default: st = gln_cutlass_run_blockwise_tn(ctx, bw, fn); break;
-        }
+        st = tn_variant(args->b->packed.rows, args->b->num) == BW_TN_CLUSTER
+                 ? gln_cutlass_run_blockwise_tn_large(ctx, bw, fn)
+                 : gln_cutlass_run_blockwise_tn(ctx, bw, fn);
     }
 fail:
     gln_cuda_plan_free(ctx, &plan);

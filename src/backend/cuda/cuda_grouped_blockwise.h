@@ -49,8 +49,6 @@ typedef struct gln_cutlass_blockwise {
 gln_status_t gln_cutlass_run_blockwise_tn(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw, const char *call);
 gln_status_t gln_cutlass_run_blockwise_tn_large(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
                                                 const char *call); /* 2×1 clusters, large experts */
-gln_status_t gln_cutlass_run_blockwise_tn_pingpong(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
-                                                   const char *call); /* lab variant: 64×128 pingpong */
 gln_status_t gln_cutlass_run_blockwise_wgrad(gln_context_t *ctx, const gln_cutlass_blockwise_t *bw,
                                              const char *call);
 
